@@ -1,0 +1,166 @@
+package etcdx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ErrNotReady is returned by Start when the member does not become ready
+// within MemberConfig.ReadyTimeout.
+var ErrNotReady = errors.New("etcdx: member not ready")
+
+// MemberConfig describes one embedded etcd member.
+type MemberConfig struct {
+	// Name is the member name, unique in the etcd cluster (weft uses the node
+	// name).
+	Name string
+	// Dir is the member's data directory. A directory that already holds a
+	// member's data restarts that member; InitialCluster is then ignored.
+	Dir string
+	// ClientURL is where clients connect, e.g. "http://127.0.0.1:2379".
+	ClientURL string
+	// PeerURL is where the other members connect, e.g. "http://127.0.0.1:2380".
+	PeerURL string
+	// InitialCluster lists every founding member as "name=peerURL,…". Empty
+	// means a one-member cluster of this member alone.
+	InitialCluster string
+	// ClusterToken distinguishes clusters bootstrapped on the same addresses.
+	ClusterToken string
+	// ReadyTimeout bounds how long Start waits for the member to join a
+	// quorum. Zero means 60 s.
+	ReadyTimeout time.Duration
+	// QuotaBytes is the backend size quota. Zero means 8 GiB.
+	QuotaBytes int64
+	// LogLevel is etcd's own log level ("error" unless set).
+	LogLevel string
+}
+
+// Member is a running embedded etcd member.
+type Member struct {
+	etcd *embed.Etcd
+	cfg  MemberConfig
+}
+
+// Start starts an embedded member and waits until it is ready to serve
+// (which for a multi-member cluster needs a quorum of founding members).
+// Errors: a bad URL, a data directory of another cluster, ErrNotReady.
+func Start(ctx context.Context, mc MemberConfig, log *slog.Logger) (*Member, error) {
+	if mc.Name == "" || mc.Dir == "" {
+		return nil, fmt.Errorf("etcdx: member needs a name and a data directory")
+	}
+	curl, err := url.Parse(mc.ClientURL)
+	if err != nil || curl.Host == "" {
+		return nil, fmt.Errorf("etcdx: bad client URL %q: want http://HOST:PORT", mc.ClientURL)
+	}
+	purl, err := url.Parse(mc.PeerURL)
+	if err != nil || purl.Host == "" {
+		return nil, fmt.Errorf("etcdx: bad peer URL %q: want http://HOST:PORT", mc.PeerURL)
+	}
+	if err := os.MkdirAll(mc.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcdx: data directory: %w", err)
+	}
+	cfg := embed.NewConfig()
+	cfg.Name = mc.Name
+	cfg.Dir = mc.Dir
+	cfg.ListenClientUrls = []url.URL{*curl}
+	cfg.AdvertiseClientUrls = []url.URL{*curl}
+	cfg.ListenPeerUrls = []url.URL{*purl}
+	cfg.AdvertisePeerUrls = []url.URL{*purl}
+	cfg.InitialCluster = mc.InitialCluster
+	if cfg.InitialCluster == "" {
+		cfg.InitialCluster = mc.Name + "=" + mc.PeerURL
+	}
+	cfg.InitialClusterToken = mc.ClusterToken
+	if cfg.InitialClusterToken == "" {
+		cfg.InitialClusterToken = "weft"
+	}
+	cfg.ClusterState = embed.ClusterStateFlagNew
+	cfg.QuotaBackendBytes = mc.QuotaBytes
+	if cfg.QuotaBackendBytes == 0 {
+		cfg.QuotaBackendBytes = 8 << 30
+	}
+	// Metadata transactions can be large (a directory's worth of entries);
+	// raise etcd's defaults (128 ops, 1.5 MiB) to what the kv layer assumes.
+	cfg.MaxTxnOps = 1024
+	cfg.MaxRequestBytes = 8 << 20
+	// Keep history short: weft reads current values and uses revisions only
+	// for compare-and-swap, so old revisions are dead weight.
+	cfg.AutoCompactionMode = "periodic"
+	cfg.AutoCompactionRetention = "10m"
+	lvl := mc.LogLevel
+	if lvl == "" {
+		lvl = "error"
+	}
+	cfg.LogLevel = lvl
+	zl, err := zapLogger(lvl)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
+
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdx: start member %s in %s: %w", mc.Name, mc.Dir, err)
+	}
+	timeout := mc.ReadyTimeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcdx: member %s: %w", mc.Name, err)
+	case <-t.C:
+		e.Server.Stop()
+		e.Close()
+		return nil, fmt.Errorf("%w: member %s waited %s for a quorum of %s", ErrNotReady, mc.Name, timeout, cfg.InitialCluster)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+	if log != nil {
+		log.Info("etcd member ready", "name", mc.Name, "client", mc.ClientURL, "peer", mc.PeerURL, "dir", mc.Dir)
+	}
+	return &Member{etcd: e, cfg: mc}, nil
+}
+
+// Endpoints returns the member's client URL as a one-element list.
+func (m *Member) Endpoints() []string { return []string{m.cfg.ClientURL} }
+
+// Err returns a channel that reports a fatal error of the running member.
+func (m *Member) Err() <-chan error { return m.etcd.Err() }
+
+// Close stops the member gracefully. It is safe to call more than once.
+func (m *Member) Close() {
+	if m == nil || m.etcd == nil {
+		return
+	}
+	m.etcd.Close()
+}
+
+// zapLogger builds a logger for etcd's internals writing to stderr at lvl.
+func zapLogger(lvl string) (*zap.Logger, error) {
+	var l zapcore.Level
+	if err := l.Set(strings.ToLower(lvl)); err != nil {
+		return nil, fmt.Errorf("etcdx: bad etcd log level %q: %w", lvl, err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(l)
+	zc.OutputPaths = []string{"stderr"}
+	zc.ErrorOutputPaths = []string{"stderr"}
+	zc.Sampling = nil
+	return zc.Build()
+}
