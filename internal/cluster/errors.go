@@ -1,0 +1,15 @@
+package cluster
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is; messages wrap them
+// with the input that was wrong.
+var (
+	ErrNotFound      = errors.New("cluster: not found")
+	ErrExists        = errors.New("cluster: already exists")
+	ErrNewerSchema   = errors.New("cluster: newer schema")
+	ErrCorruptRecord = errors.New("cluster: corrupt record")
+	ErrBadTransition = errors.New("cluster: bad drive status transition")
+	ErrNodeInUse     = errors.New("cluster: node name in use")
+	ErrInvalid       = errors.New("cluster: invalid argument")
+)

@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Control-plane key schema, format version 1.
+//
+// Every key lives under Prefix. Values are JSON objects carrying "v", the
+// record's own format version; a reader refuses a record whose "v" is newer
+// than it knows.
+//
+//	/weft/schema                  decimal SchemaVersion of the whole layout;
+//	                              written once at bootstrap, checked at Open
+//	/weft/cluster/id              cluster id (32 hex chars), written once
+//	/weft/cluster/created         RFC 3339 bootstrap time
+//	/weft/seq/drive               last allocated drive id (decimal uint32)
+//	/weft/nodes/<node>            NodeRecord, persistent
+//	/weft/live/nodes/<node>       NodeLive, bound to the node's lease:
+//	                              present exactly while the node is up
+//	/weft/drives/<d%010d>         DriveRecord, persistent (zero-padded id so
+//	                              that a prefix scan lists drives in id order)
+//	/weft/live/drives/<d%010d>    DriveLive (usage, health), bound to the
+//	                              owning node's lease
+//	/weft/pools/<pool>            PoolRecord, persistent
+//
+// The namespace (package meta) keeps its keys under MetaPrefix; nothing in
+// this package reads them.
+//
+// Migration: a change that old binaries could misread bumps SchemaVersion
+// and adds a step to migrate() that rewrites version N-1 keys in place;
+// Open runs the steps in order before the node serves.
+const (
+	// SchemaVersion is the control-plane layout this binary reads and writes.
+	SchemaVersion = 1
+	// RecordVersion is the "v" of every JSON record this binary writes.
+	RecordVersion = 1
+
+	Prefix         = "/weft/"
+	keySchema      = Prefix + "schema"
+	keyClusterID   = Prefix + "cluster/id"
+	keyCreated     = Prefix + "cluster/created"
+	keySeqDrive    = Prefix + "seq/drive"
+	prefixNodes    = Prefix + "nodes/"
+	prefixLiveNode = Prefix + "live/nodes/"
+	prefixDrives   = Prefix + "drives/"
+	prefixLiveDrv  = Prefix + "live/drives/"
+	prefixPools    = Prefix + "pools/"
+
+	// MetaPrefix is the key prefix reserved for the namespace metadata.
+	MetaPrefix = Prefix + "meta/"
+)
+
+func nodeKey(name string) string     { return prefixNodes + name }
+func liveNodeKey(name string) string { return prefixLiveNode + name }
+func driveKey(id DriveID) string     { return fmt.Sprintf("%sd%010d", prefixDrives, uint32(id)) }
+func liveDriveKey(id DriveID) string { return fmt.Sprintf("%sd%010d", prefixLiveDrv, uint32(id)) }
+func poolKey(name string) string     { return prefixPools + name }
+
+// NodeRecord is a node's persistent registration.
+type NodeRecord struct {
+	V          int       `json:"v"`
+	Name       string    `json:"name"`
+	GRPCAddr   string    `json:"grpc_addr"`
+	AdminAddr  string    `json:"admin_addr"`
+	EtcdClient string    `json:"etcd_client,omitempty"` // client URL of an embedded member
+	Registered time.Time `json:"registered"`
+}
+
+// NodeLive is what a running node publishes under its lease.
+type NodeLive struct {
+	V       int       `json:"v"`
+	PID     int       `json:"pid"`
+	Host    string    `json:"host"`
+	BootID  string    `json:"boot_id"` // random per process start
+	Version string    `json:"version"`
+	Started time.Time `json:"started"`
+}
+
+// DriveRecord is a drive's persistent registration.
+type DriveRecord struct {
+	V       int         `json:"v"`
+	ID      DriveID     `json:"id"`
+	Node    string      `json:"node"`
+	Path    string      `json:"path"`
+	Class   string      `json:"class"`
+	Pool    string      `json:"pool"`
+	Status  DriveStatus `json:"status"`
+	Added   time.Time   `json:"added"`
+	Changed time.Time   `json:"changed"`
+}
+
+// DriveLive is a drive's usage and health as last published by its node.
+type DriveLive struct {
+	V          int       `json:"v"`
+	TotalBytes int64     `json:"total_bytes"`
+	FreeBytes  int64     `json:"free_bytes"`
+	UsedBytes  int64     `json:"used_bytes"`
+	Blocks     int64     `json:"blocks"`
+	Error      string    `json:"error,omitempty"` // non-empty: the drive is down
+	Updated    time.Time `json:"updated"`
+}
+
+// PoolRecord is a pool's persistent definition. A pool's drives are the
+// drives whose DriveRecord.Pool names it.
+type PoolRecord struct {
+	V          int       `json:"v"`
+	Name       string    `json:"name"`
+	Protection string    `json:"protection"`
+	Created    time.Time `json:"created"`
+}
+
+// decode unmarshals a record and refuses one newer than RecordVersion.
+func decode(key string, b []byte, into any) error {
+	var hdr struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &hdr); err != nil {
+		return fmt.Errorf("%w: key %s: %v", ErrCorruptRecord, key, err)
+	}
+	if hdr.V > RecordVersion {
+		return fmt.Errorf("%w: key %s has record version %d, this weft reads up to %d: upgrade weft", ErrNewerSchema, key, hdr.V, RecordVersion)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("%w: key %s: %v", ErrCorruptRecord, key, err)
+	}
+	return nil
+}
+
+func encode(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("cluster: encode %T: %v", v, err)) // only plain structs are encoded
+	}
+	return string(b)
+}

@@ -1,0 +1,137 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Health values of a Status.
+const (
+	Healthy  = "healthy"
+	Degraded = "degraded"
+)
+
+// EtcdMember is one control-plane member's health.
+type EtcdMember struct {
+	Name      string `json:"name"`
+	ClientURL string `json:"client_url"`
+	Healthy   bool   `json:"healthy"`
+	Leader    bool   `json:"leader"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Status is the cluster summary shown by `weft status`.
+type Status struct {
+	ClusterID     string         `json:"cluster_id"`
+	SchemaVersion int            `json:"schema_version"`
+	Health        string         `json:"health"`
+	Problems      []string       `json:"problems,omitempty"`
+	NodesUp       int            `json:"nodes_up"`
+	Nodes         int            `json:"nodes"`
+	DrivesUp      int            `json:"drives_up"`
+	Drives        int            `json:"drives"`
+	DriveStatus   map[string]int `json:"drive_status"`
+	TotalBytes    int64          `json:"total_bytes"`
+	FreeBytes     int64          `json:"free_bytes"`
+	UsedBytes     int64          `json:"used_bytes"`
+	Pools         []Pool         `json:"pools"`
+	Etcd          []EtcdMember   `json:"etcd"`
+}
+
+// Status gathers the cluster summary. Health is "healthy" when every node,
+// every drive in service and every etcd member is up; otherwise "degraded",
+// with one line per problem.
+func (s *Store) Status(ctx context.Context) (Status, error) {
+	st := Status{ClusterID: s.clusterID, SchemaVersion: SchemaVersion, DriveStatus: map[string]int{}}
+	nodes, err := s.ListNodes(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, n := range nodes {
+		st.Nodes++
+		if n.State == Up {
+			st.NodesUp++
+		} else {
+			st.Problems = append(st.Problems, fmt.Sprintf("node %s is down", n.Name))
+		}
+	}
+	drives, err := s.ListDrives(ctx)
+	if err != nil {
+		return st, err
+	}
+	for _, d := range drives {
+		st.DriveStatus[string(d.Status)]++
+		if d.Status == StatusRemoved {
+			continue
+		}
+		st.Drives++
+		switch {
+		case d.State == Up:
+			st.DrivesUp++
+			st.TotalBytes += d.Live.TotalBytes
+			st.FreeBytes += d.Live.FreeBytes
+			st.UsedBytes += d.Live.UsedBytes
+		case d.Live != nil && d.Live.Error != "":
+			st.Problems = append(st.Problems, fmt.Sprintf("drive %s on %s is down: %s", d.ID, d.Node, d.Live.Error))
+		default:
+			st.Problems = append(st.Problems, fmt.Sprintf("drive %s on %s is down", d.ID, d.Node))
+		}
+		if d.Status != StatusReady {
+			st.Problems = append(st.Problems, fmt.Sprintf("drive %s on %s is %s", d.ID, d.Node, d.Status))
+		}
+	}
+	if st.Pools, err = s.ListPools(ctx); err != nil {
+		return st, err
+	}
+	st.Etcd = s.etcdHealth(ctx)
+	for _, m := range st.Etcd {
+		if !m.Healthy {
+			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s (%s) is unhealthy: %s", m.Name, m.ClientURL, m.Error))
+		}
+	}
+	st.Health = Healthy
+	if len(st.Problems) > 0 {
+		st.Health = Degraded
+	}
+	return st, nil
+}
+
+// etcdHealth asks every etcd member for its status, each with a short
+// timeout so that a dead member does not stall the summary.
+func (s *Store) etcdHealth(ctx context.Context) []EtcdMember {
+	ml, err := s.cli.MemberList(ctx)
+	if err != nil {
+		return []EtcdMember{{Name: "?", Error: err.Error()}}
+	}
+	out := make([]EtcdMember, len(ml.Members))
+	done := make(chan struct{}, len(ml.Members))
+	for i, m := range ml.Members {
+		out[i].Name = m.Name
+		if len(m.ClientURLs) == 0 {
+			out[i].Error = "not started"
+			done <- struct{}{}
+			continue
+		}
+		out[i].ClientURL = m.ClientURLs[0]
+		go func() {
+			defer func() { done <- struct{}{} }()
+			cctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			defer cancel()
+			sr, err := s.cli.Status(cctx, out[i].ClientURL)
+			if err != nil {
+				out[i].Error = err.Error()
+				return
+			}
+			out[i].Healthy = len(sr.Errors) == 0
+			out[i].Leader = sr.Leader == sr.Header.MemberId
+			if len(sr.Errors) > 0 {
+				out[i].Error = sr.Errors[0]
+			}
+		}()
+	}
+	for range ml.Members {
+		<-done
+	}
+	return out
+}
