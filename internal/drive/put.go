@@ -1,0 +1,195 @@
+package drive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// Put stores a block of length bytes read from data, under hdr.ID, with
+// hdr's Owner, Stripe, Unit and Generation; it fills in the other header
+// fields itself. data must yield exactly length bytes (ErrInvalid otherwise);
+// it is streamed through a bounded buffer, never held whole in memory.
+//
+// Durability: with SyncAlways the block is on stable storage before Put
+// returns nil. Crash safety: data and header go to a temp file in the block's
+// directory which is then hard-linked to its final name, so a torn block is
+// never visible; leftovers are removed by Open.
+//
+// Idempotency: if the block exists with the same length and segment CRCs,
+// Put returns nil (a retried Put); if it exists with other content, it
+// returns ErrExists. Other errors: ErrInvalid (zero id, bad length),
+// ErrNoSpace (checked with statfs first, and for ENOSPC while writing),
+// ctx.Err() wrapped (the temp file is removed), ErrClosed.
+func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length int64) (err error) {
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	if hdr.ID.IsZero() {
+		return fmt.Errorf("%w: drive %v: put: zero block id", ErrInvalid, d.ID())
+	}
+	if length < 0 || length > MaxBlockLength {
+		return fmt.Errorf("%w: drive %v: put block %v: length %d outside [0, %d]", ErrInvalid, d.ID(), hdr.ID, length, MaxBlockLength)
+	}
+	start := d.counters.begin(OpWrite)
+	var moved int64
+	defer func() { d.counters.end(OpWrite, start, moved, err != nil) }()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("drive %v: put block %v: %w", d.ID(), hdr.ID, err)
+	}
+
+	dir, final := d.blockPath(hdr.ID)
+	if stored, _, err := d.readHeaderFile(final, hdr.ID); err == nil {
+		return d.putExisting(ctx, stored, data, length)
+	} else if !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: drive %v block %v: the stored copy is unreadable: %v", ErrExists, d.ID(), hdr.ID, err)
+	}
+
+	nseg := segmentCount(length, SegmentSize)
+	hlen := int64(headerLength(nseg))
+	if err := d.checkSpace(hlen + length); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+hdr.ID.String()+"-")
+	if err != nil {
+		return d.writeErr(hdr.ID, hlen+length, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		os.Remove(tmp) // a no-op error once linked and removed
+	}()
+
+	hdr.SegmentCRCs = make([]uint32, 0, nseg)
+	if err := d.copyData(ctx, f, hlen, hdr.ID, data, length, &hdr.SegmentCRCs, &moved); err != nil {
+		return err
+	}
+	hdr.Version = BlockFormatVersion
+	hdr.Length = length
+	hdr.SegmentSize = SegmentSize
+	hdr.Created = time.Now()
+	if _, err := f.WriteAt(hdr.encode(), 0); err != nil {
+		return d.writeErr(hdr.ID, hlen+length, err)
+	}
+	moved += hlen
+	if d.sync == SyncAlways {
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return d.writeErr(hdr.ID, hlen+length, err)
+		}
+	}
+	cerr := f.Close()
+	f = nil
+	if cerr != nil {
+		return d.writeErr(hdr.ID, hlen+length, cerr)
+	}
+	// Link, not rename: it fails instead of replacing a block that a
+	// concurrent Put of the same id stored meanwhile.
+	if err := os.Link(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			stored, _, serr := d.readHeaderFile(final, hdr.ID)
+			if serr == nil && sameContent(stored, hdr.Length, hdr.SegmentCRCs) {
+				return nil
+			}
+			return fmt.Errorf("%w: drive %v block %v was stored concurrently with other content", ErrExists, d.ID(), hdr.ID)
+		}
+		return d.writeErr(hdr.ID, hlen+length, err)
+	}
+	d.used.Add(hlen + length)
+	d.blocks.Add(1)
+	os.Remove(tmp)
+	if d.sync == SyncAlways {
+		// On failure the block may or may not survive a crash; the caller
+		// retries, and a retried Put of the same content succeeds.
+		if err := syncDir(dir); err != nil {
+			return d.writeErr(hdr.ID, hlen+length, err)
+		}
+	}
+	return nil
+}
+
+// copyData copies length bytes from data to f at offset off, appending one
+// CRC32C per segment to *crcs and adding the bytes written to *moved. It
+// fails with ErrInvalid if data is shorter or longer than length.
+func (d *Drive) copyData(ctx context.Context, f *os.File, off int64, id BlockID, data io.Reader, length int64, crcs *[]uint32, moved *int64) error {
+	bp := d.bufs.Get().(*[]byte)
+	defer d.bufs.Put(bp)
+	buf := *bp
+	tab := castagnoli()
+	for done := int64(0); done < length; {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("drive %v: put block %v: %w", d.ID(), id, err)
+		}
+		chunk := buf[:min(int64(len(buf)), length-done)]
+		if err := readData(data, chunk, done, length); err != nil {
+			return fmt.Errorf("drive %v: put block %v: %w", d.ID(), id, err)
+		}
+		for s := 0; s < len(chunk); s += SegmentSize {
+			*crcs = append(*crcs, crc32.Checksum(chunk[s:min(s+SegmentSize, len(chunk))], tab))
+		}
+		if f != nil {
+			if _, err := f.WriteAt(chunk, off+done); err != nil {
+				return d.writeErr(id, off+length, err)
+			}
+			*moved += int64(len(chunk))
+		}
+		done += int64(len(chunk))
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(data, one[:]); n > 0 {
+		return fmt.Errorf("%w: drive %v: put block %v: data is longer than the announced %d bytes", ErrInvalid, d.ID(), id, length)
+	}
+	return nil
+}
+
+// readData fills chunk from data; a short read is ErrInvalid.
+func readData(data io.Reader, chunk []byte, done, length int64) error {
+	n, err := io.ReadFull(data, chunk)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: data ended after %d of the announced %d bytes", ErrInvalid, done+int64(n), length)
+	default:
+		return fmt.Errorf("reading data: %w", err)
+	}
+}
+
+// putExisting handles a Put of an id that is stored: it consumes data to
+// compute its CRCs and succeeds only if they match the stored ones.
+func (d *Drive) putExisting(ctx context.Context, stored BlockHeader, data io.Reader, length int64) error {
+	if stored.Length != length {
+		return fmt.Errorf("%w: drive %v block %v is stored with length %d, put has %d", ErrExists, d.ID(), stored.ID, stored.Length, length)
+	}
+	crcs := make([]uint32, 0, len(stored.SegmentCRCs))
+	var moved int64
+	if err := d.copyData(ctx, nil, 0, stored.ID, data, length, &crcs, &moved); err != nil {
+		return err
+	}
+	if !sameContent(stored, length, crcs) {
+		return fmt.Errorf("%w: drive %v block %v is stored with other content", ErrExists, d.ID(), stored.ID)
+	}
+	return nil
+}
+
+func sameContent(h BlockHeader, length int64, crcs []uint32) bool {
+	return h.Length == length && h.SegmentSize == SegmentSize && slices.Equal(h.SegmentCRCs, crcs)
+}
+
+// writeErr wraps an error of writing a block of need bytes, turning ENOSPC
+// into ErrNoSpace.
+func (d *Drive) writeErr(id BlockID, need int64, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: drive %v (%s) ran out of space writing block %v of %d bytes: %v",
+			ErrNoSpace, d.ID(), d.path, id, need, err)
+	}
+	return fmt.Errorf("drive %v: writing block %v: %w", d.ID(), id, err)
+}
