@@ -57,10 +57,10 @@ func TestGetRange(t *testing.T) {
 		{0, 0, false},
 		{0, 1, false},
 		{0, SegmentSize, false},
-		{SegmentSize - 1, 2, false},              // across one boundary
+		{SegmentSize - 1, 2, false},                 // across one boundary
 		{SegmentSize - 10, SegmentSize + 20, false}, // across two boundaries
-		{SegmentSize, SegmentSize, false},        // exactly one segment
-		{3 * SegmentSize, 100, false},            // the short last segment
+		{SegmentSize, SegmentSize, false},           // exactly one segment
+		{3 * SegmentSize, 100, false},               // the short last segment
 		{int64(n) - 1, 1, false},
 		{int64(n), 0, false},
 		{int64(n), -1, false},
