@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/cluster"
+)
+
+// client returns an admin client for the cluster the flags point at.
+func (g *globals) client() (*admin.Client, error) {
+	addr, err := admin.Discover(g.admin)
+	if err != nil {
+		return nil, err
+	}
+	return admin.NewClient(addr), nil
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show cluster health, capacity, nodes, drives and the control plane",
+		Long: `Show the cluster's health: "healthy" when every node, every drive in
+service and every etcd member is up, otherwise "degraded" with one line per
+problem. Exit status is 0 either way; use --json for scripts.`,
+		Example: `  weft status
+  weft status --json | jq .health`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			st, err := cl.Status(c.Context())
+			if err != nil {
+				return err
+			}
+			w := c.OutOrStdout()
+			if g.json {
+				return printJSON(w, st)
+			}
+			fmt.Fprintf(w, "cluster   %s\n", st.ClusterID)
+			fmt.Fprintf(w, "health    %s\n", st.Health)
+			fmt.Fprintf(w, "nodes     %d/%d up\n", st.NodesUp, st.Nodes)
+			fmt.Fprintf(w, "drives    %d/%d up", st.DrivesUp, st.Drives)
+			if n := st.DriveStatus[string(cluster.StatusRemoved)]; n > 0 {
+				fmt.Fprintf(w, " (%d removed)", n)
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintf(w, "capacity  %s used of %s (%s), %s free\n", humanBytes(st.UsedBytes), humanBytes(st.TotalBytes),
+				percent(st.UsedBytes, st.TotalBytes), humanBytes(st.FreeBytes))
+			var members []string
+			for _, m := range st.Etcd {
+				s := m.Name
+				switch {
+				case !m.Healthy:
+					s += "(down)"
+				case m.Leader:
+					s += "(leader)"
+				}
+				members = append(members, s)
+			}
+			fmt.Fprintf(w, "etcd      %s\n", strings.Join(members, " "))
+			fmt.Fprintln(w)
+			t := newTable(w, "POOL", "PROTECTION", "DRIVES", "USED", "SIZE", "USE%")
+			for _, p := range st.Pools {
+				t.row(p.Name, p.Protection, fmt.Sprintf("%d/%d", p.DrivesUp, p.Drives), humanBytes(p.UsedBytes), humanBytes(p.TotalBytes), percent(p.UsedBytes, p.TotalBytes))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if len(st.Problems) > 0 {
+				fmt.Fprintln(w, "\nproblems:")
+				for _, p := range st.Problems {
+					fmt.Fprintln(w, "  -", p)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func newNodeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "List the cluster's nodes"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List nodes with their state, addresses and process",
+		Long: `List every node that ever registered, with its state (up while its
+etcd lease lives; down once the lease expires, within the lease TTL of a
+crash), its block-service and admin addresses, and its process id.`,
+		Example: `  weft node list
+  weft node list --json | jq '.[] | {name, state, pid: .live.pid}'`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			nodes, err := cl.Nodes(c.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), nodes)
+			}
+			t := newTable(c.OutOrStdout(), "NAME", "STATE", "GRPC", "ADMIN", "ETCD", "PID", "VERSION", "SINCE")
+			for _, n := range nodes {
+				pid, ver, since := "-", "-", "-"
+				if n.Live != nil {
+					pid, ver, since = strconv.Itoa(n.Live.PID), n.Live.Version, n.Live.Started.Local().Format("2006-01-02 15:04:05")
+				}
+				etcd := "-"
+				if n.EtcdClient != "" {
+					etcd = "member"
+				}
+				t.row(n.Name, string(n.State), n.GRPCAddr, n.AdminAddr, etcd, pid, ver, since)
+			}
+			return t.flush()
+		},
+	})
+	return cmd
+}
+
+func newDriveCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "drive",
+		Short: "List drives; suspend and resume them",
+		Long: `Drives are directories on a node's local file systems, registered with an
+id (d1, d2, …), a class (nvme, ssd, hdd) and a pool. Availability (up,
+down) follows the node and the drive's health; status (ready, suspended,
+draining, removed) is set by the administrator: a suspended drive takes no
+new blocks but keeps serving the ones it has.`,
+	}
+	list := &cobra.Command{
+		Use:     "list",
+		Short:   "List drives with availability, status, pool and usage",
+		Example: "  weft drive list\n  weft drive list --json",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			drives, err := cl.Drives(c.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), drives)
+			}
+			t := newTable(c.OutOrStdout(), "ID", "NODE", "STATE", "STATUS", "CLASS", "POOL", "USED", "SIZE", "USE%", "BLOCKS", "PATH")
+			for _, d := range drives {
+				used, size, pct, blocks := "-", "-", "-", "-"
+				if d.Live != nil && d.Live.Error == "" {
+					used, size = humanBytes(d.Live.UsedBytes), humanBytes(d.Live.TotalBytes)
+					pct, blocks = percent(d.Live.TotalBytes-d.Live.FreeBytes, d.Live.TotalBytes), strconv.FormatInt(d.Live.Blocks, 10)
+				}
+				t.row(d.ID.String(), d.Node, string(d.State), string(d.Status), d.Class, d.Pool, used, size, pct, blocks, d.Path)
+			}
+			return t.flush()
+		},
+	}
+	setStatus := func(verb string, to cluster.DriveStatus, short string) *cobra.Command {
+		return &cobra.Command{
+			Use:     verb + " DRIVE",
+			Short:   short,
+			Example: fmt.Sprintf("  weft drive %s d3", verb),
+			Args:    exactArgs(1, "one drive id (e.g. d3)"),
+			RunE: func(c *cobra.Command, args []string) error {
+				id, err := cluster.ParseDriveID(args[0])
+				if err != nil {
+					return usageError{err}
+				}
+				cl, err := g.client()
+				if err != nil {
+					return err
+				}
+				d, err := cl.SetDriveStatus(c.Context(), id, to)
+				if err != nil {
+					return err
+				}
+				if g.json {
+					return printJSON(c.OutOrStdout(), d)
+				}
+				fmt.Fprintf(c.OutOrStdout(), "drive %s on %s is %s\n", d.ID, d.Node, d.Status)
+				return nil
+			},
+		}
+	}
+	cmd.AddCommand(list,
+		setStatus("suspend", cluster.StatusSuspended, "Stop placing new blocks on a drive (it keeps serving reads)"),
+		setStatus("resume", cluster.StatusReady, "Return a suspended drive to service"))
+	return cmd
+}
+
+func newPoolCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pool",
+		Short: "List and create storage pools",
+		Long: `A pool is a named set of drives (a tier) with a default protection:
+mirror:N (N copies) or ec:K+M (K data and M parity units per stripe).
+A drive joins a pool when it is added (weft server --drive PATH:CLASS:POOL).`,
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pools with protection, drives and capacity",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			pools, err := cl.Pools(c.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), pools)
+			}
+			t := newTable(c.OutOrStdout(), "NAME", "PROTECTION", "DRIVES", "UP", "USED", "FREE", "SIZE", "USE%")
+			for _, p := range pools {
+				t.row(p.Name, p.Protection, strconv.Itoa(p.Drives), strconv.Itoa(p.DrivesUp), humanBytes(p.UsedBytes),
+					humanBytes(p.FreeBytes), humanBytes(p.TotalBytes), percent(p.TotalBytes-p.FreeBytes, p.TotalBytes))
+			}
+			return t.flush()
+		},
+	}
+	var protection string
+	create := &cobra.Command{
+		Use:     "create NAME --protection SPEC",
+		Short:   "Create a pool",
+		Example: "  weft pool create fast --protection ec:4+2\n  weft pool create archive --protection mirror:3",
+		Args:    exactArgs(1, "one pool name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			p, err := cl.CreatePool(c.Context(), args[0], protection)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), p)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "pool %s created with protection %s\n", p.Name, p.Protection)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&protection, "protection", "ec:4+2", "default protection of the pool's files: mirror:N or ec:K+M")
+	cmd.AddCommand(list, create)
+	return cmd
+}

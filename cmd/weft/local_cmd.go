@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftfs/weft/internal/local"
+)
+
+func newLocalCmd(g *globals) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run a whole cluster on this machine (development, tests, demos)",
+		Long: `Run a weft cluster on this machine: N "weft server" processes on 127.0.0.1
+ports, each with D directories as drives, with embedded etcd members in the
+first three nodes (so the control plane survives the loss of one node).
+Everything lives in --dir; running "weft local up" again with the same
+directory brings the same cluster back with all its state.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", "weft-data", "cluster directory (layout, node data, drives, logs)")
+
+	var nodes, drives int
+	var ttl time.Duration
+	var verbose bool
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the local cluster and supervise it until Ctrl-C",
+		Long: `Start (or restart) the local cluster in --dir and supervise it. When every
+node and drive is up it prints one line starting with "ready:" with the
+admin address, and writes that address to DIR/admin.addr (which the other
+weft commands read). Ctrl-C or SIGTERM stops every node cleanly.
+
+A node that exits or is killed is reported and left down, as a crashed
+machine would be; "weft local node start NAME" starts it again.`,
+		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
+  weft local up --nodes 3 --drives-per-node 2
+  weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) status`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			lvl := slog.LevelWarn
+			if verbose {
+				lvl = slog.LevelInfo
+			}
+			return local.Up(c.Context(), local.Options{
+				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl,
+				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
+			})
+		},
+	}
+	up.Flags().IntVar(&nodes, "nodes", 0, "number of nodes for a new cluster (default 3)")
+	up.Flags().IntVar(&drives, "drives-per-node", 0, "drives per node for a new cluster (default 4)")
+	up.Flags().DurationVar(&ttl, "lease-ttl", 0, "node liveness lease TTL (default 5s)")
+	up.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the supervisor's actions")
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the local cluster started by `weft local up` in --dir",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if err := local.Down(dir, 90*time.Second); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.OutOrStdout(), "stopped")
+			return nil
+		},
+	}
+
+	node := &cobra.Command{
+		Use:   "node",
+		Short: "List, start, stop or kill the node processes of a running local cluster",
+		Long: `Control the node processes of a running "weft local up": "kill" sends
+SIGKILL (a crash: the node shows down once its lease expires), "stop" sends
+SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
+		Example: "  weft local node list\n  weft local node kill n2\n  weft local node start n2",
+	}
+	nodeList := &cobra.Command{
+		Use:   "list",
+		Short: "List the supervised node processes",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctl, err := local.Dial(dir)
+			if err != nil {
+				return err
+			}
+			states, err := ctl.Nodes(c.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), states)
+			}
+			t := newTable(c.OutOrStdout(), "NAME", "PROCESS", "PID", "ADMIN", "GRPC", "LOG")
+			for _, s := range states {
+				state := "running"
+				if !s.Running {
+					state = "stopped"
+					if s.Exit != "" {
+						state = s.Exit
+					}
+				}
+				t.row(s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, s.Log)
+			}
+			return t.flush()
+		},
+	}
+	act := func(verb, short string) *cobra.Command {
+		return &cobra.Command{
+			Use:   verb + " NAME",
+			Short: short,
+			Args:  exactArgs(1, "one node name (e.g. n2)"),
+			RunE: func(c *cobra.Command, args []string) error {
+				ctl, err := local.Dial(dir)
+				if err != nil {
+					return err
+				}
+				fn := map[string]func() error{
+					"start": func() error { return ctl.Start(c.Context(), args[0]) },
+					"stop":  func() error { return ctl.Stop(c.Context(), args[0]) },
+					"kill":  func() error { return ctl.Kill(c.Context(), args[0]) },
+				}[verb]
+				if err := fn(); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.OutOrStdout(), "node %s: %s done\n", args[0], verb)
+				return nil
+			},
+		}
+	}
+	node.AddCommand(nodeList,
+		act("start", "Start a stopped node process"),
+		act("stop", "Stop a node process gracefully (SIGTERM)"),
+		act("kill", "Kill a node process (SIGKILL), as a crash would"))
+	cmd.AddCommand(up, down, node)
+	return cmd
+}

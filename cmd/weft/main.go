@@ -1,0 +1,83 @@
+// Command weft is the weft cluster file system: its node server, its local
+// cluster launcher and its administration commands, in one binary.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	admin string
+	json  bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "weft:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// usageError marks a mistake in the command line (exit status 2).
+type usageError struct{ error }
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "weft",
+		Short: "weft — a scale-out cluster file system with online data management",
+		Long: `weft is a scale-out cluster file system. Each node runs "weft server";
+"weft local up" runs a whole cluster on this machine; the other commands
+administer a running cluster through the admin API of any node.
+
+The admin API is found from --admin HOST:PORT, then $WEFT_ADMIN, then the
+file weft-data/admin.addr written by "weft local up" in the current
+directory.`,
+		Example: `  weft local up                      # a 3-node, 12-drive cluster in ./weft-data
+  weft status                        # cluster health
+  weft drive list --json             # drives as JSON
+  weft pool create fast --protection ec:4+2`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	root.PersistentFlags().StringVar(&g.admin, "admin", "", "admin API address HOST:PORT of any node (default: $WEFT_ADMIN, then weft-data/admin.addr)")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of a table")
+	root.AddCommand(
+		newServerCmd(),
+		newLocalCmd(g),
+		newStatusCmd(g),
+		newNodeCmd(g),
+		newDriveCmd(g),
+		newPoolCmd(g),
+		newVersionCmd(),
+	)
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names the arguments.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %s (got %d arguments; see --help)", c.CommandPath(), names, len(args))}
+		}
+		return nil
+	}
+}

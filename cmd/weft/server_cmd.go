@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftfs/weft/internal/server"
+)
+
+func newServerCmd() *cobra.Command {
+	var (
+		configPath string
+		drives     []string
+		endpoints  string
+		logLevel   string
+		flagCfg    server.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "server [flags]",
+		Short: "Run a weft node: drives, block service, admin API, optional etcd member",
+		Long: `Run one weft node. It registers in the control plane (etcd) under a lease
+— a node whose lease expires shows down — opens its drives, serves their
+blocks over gRPC and serves the admin API over HTTP. SIGTERM or SIGINT stops
+it gracefully: it stops serving, leaves the cluster (the lease is revoked,
+so it shows down at once) and closes its drives.
+
+The control plane is either an external etcd cluster (--etcd-endpoints) or
+an etcd member embedded in this node (--etcd-embed, with --data-dir and the
+member's URLs; --etcd-initial-cluster lists all founding members).
+
+A drive is a directory: PATH[:CLASS[:POOL]], class nvme, ssd (default) or
+hdd, pool "default" unless named. On first use an empty directory is
+formatted with an identity file; a directory of another cluster, of another
+node, or of a newer format is refused.
+
+Settings may come from a YAML file (--config); flags given on the command
+line override it. Keys: name, data_dir, grpc_addr, admin_addr, lease_ttl,
+default_protection, usage_interval, drives (list of {path, class, pool}),
+etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
+		Example: `  # a one-node cluster with its own etcd member
+  weft server --name n1 --data-dir /var/lib/weft --etcd-embed \
+      --drive /mnt/nvme0:nvme:fast --drive /mnt/sdb:hdd:capacity
+
+  # a node of a cluster with an external etcd
+  weft server --name n4 --etcd-endpoints http://10.0.0.1:2379,http://10.0.0.2:2379 \
+      --grpc-addr 10.0.0.4:7070 --admin-addr 10.0.0.4:7080 --drive /mnt/d0
+
+  weft server --config /etc/weft/node.yaml`,
+		Args: exactArgs(0, "no arguments (drives are given with --drive)"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg := server.Config{}
+			if configPath != "" {
+				var err error
+				if cfg, err = server.LoadConfig(configPath); err != nil {
+					return err
+				}
+			}
+			f := c.Flags()
+			set := func(name string, apply func()) {
+				if f.Changed(name) {
+					apply()
+				}
+			}
+			set("name", func() { cfg.Name = flagCfg.Name })
+			set("data-dir", func() { cfg.DataDir = flagCfg.DataDir })
+			set("grpc-addr", func() { cfg.GRPCAddr = flagCfg.GRPCAddr })
+			set("admin-addr", func() { cfg.AdminAddr = flagCfg.AdminAddr })
+			set("lease-ttl", func() { cfg.LeaseTTL = flagCfg.LeaseTTL })
+			set("default-protection", func() { cfg.DefaultProtection = flagCfg.DefaultProtection })
+			set("etcd-embed", func() { cfg.Etcd.Embed = flagCfg.Etcd.Embed })
+			set("etcd-client-url", func() { cfg.Etcd.ClientURL = flagCfg.Etcd.ClientURL })
+			set("etcd-peer-url", func() { cfg.Etcd.PeerURL = flagCfg.Etcd.PeerURL })
+			set("etcd-initial-cluster", func() { cfg.Etcd.InitialCluster = flagCfg.Etcd.InitialCluster })
+			set("etcd-token", func() { cfg.Etcd.Token = flagCfg.Etcd.Token })
+			set("etcd-endpoints", func() {
+				cfg.Etcd.Endpoints = nil
+				for _, e := range strings.Split(endpoints, ",") {
+					if e = strings.TrimSpace(e); e != "" {
+						cfg.Etcd.Endpoints = append(cfg.Etcd.Endpoints, e)
+					}
+				}
+			})
+			if len(drives) > 0 {
+				cfg.Drives = nil
+				for _, d := range drives {
+					spec, err := server.ParseDriveSpec(d)
+					if err != nil {
+						return usageError{err}
+					}
+					cfg.Drives = append(cfg.Drives, spec)
+				}
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			s, err := server.Start(c.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			return s.Wait(c.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "YAML config file (flags override it)")
+	f.StringVar(&flagCfg.Name, "name", "", "node name, unique in the cluster (default: the host name)")
+	f.StringVar(&flagCfg.DataDir, "data-dir", "", "directory for the node's own state (the embedded etcd member)")
+	f.StringVar(&flagCfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "block service listen address")
+	f.StringVar(&flagCfg.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin HTTP API listen address (also /metrics)")
+	f.StringArrayVar(&drives, "drive", nil, "a drive PATH[:CLASS[:POOL]] (repeatable)")
+	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated client URLs of the etcd cluster (external, or the other embedded members)")
+	f.BoolVar(&flagCfg.Etcd.Embed, "etcd-embed", false, "run an embedded etcd member in this node")
+	f.StringVar(&flagCfg.Etcd.ClientURL, "etcd-client-url", server.DefaultClientURL, "embedded member: client URL")
+	f.StringVar(&flagCfg.Etcd.PeerURL, "etcd-peer-url", server.DefaultPeerURL, "embedded member: peer URL")
+	f.StringVar(&flagCfg.Etcd.InitialCluster, "etcd-initial-cluster", "", "embedded member: founding members NAME=PEERURL,… (default: this member alone)")
+	f.StringVar(&flagCfg.Etcd.Token, "etcd-token", "weft", "embedded member: initial cluster token")
+	f.DurationVar(&flagCfg.LeaseTTL, "lease-ttl", server.DefaultLeaseTTL, "liveness lease TTL: a crashed node shows down after at most this long")
+	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print weft's version",
+		Args:  exactArgs(0, "no arguments"),
+		Run: func(c *cobra.Command, _ []string) {
+			fmt.Fprintf(c.OutOrStdout(), "weft %s\n", server.Version)
+		},
+	}
+}

@@ -1,0 +1,104 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/weftfs/weft/internal/admin"
+)
+
+// Control talks to a running supervisor through DIR/local.addr.
+type Control struct {
+	dir  string
+	addr string
+	http *http.Client
+}
+
+// Dial finds the supervisor of the cluster in dir.
+func Dial(dir string) (*Control, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ControlFile))
+	if err != nil {
+		return nil, fmt.Errorf("local: no running `weft local up` for %s (%v); start one first", dir, err)
+	}
+	return &Control{dir: dir, addr: strings.TrimSpace(string(b)), http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+func (c *Control) call(ctx context.Context, method, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("local: the supervisor of %s does not answer: %w", c.dir, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		var eb admin.ErrorBody
+		if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
+			return fmt.Errorf("%s", eb.Error)
+		}
+		return fmt.Errorf("local: %s %s: HTTP %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// Nodes lists the supervised nodes.
+func (c *Control) Nodes(ctx context.Context) ([]NodeState, error) {
+	var n []NodeState
+	return n, c.call(ctx, http.MethodGet, "/nodes", &n)
+}
+
+// Start starts a stopped node. It returns once the process is launched,
+// not when the node is up.
+func (c *Control) Start(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodPost, "/nodes/"+name+"/start", nil)
+}
+
+// Stop stops a node gracefully and waits for its process to exit.
+func (c *Control) Stop(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodPost, "/nodes/"+name+"/stop", nil)
+}
+
+// Kill kills a node (SIGKILL, as a crash would) and waits for it to exit.
+func (c *Control) Kill(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodPost, "/nodes/"+name+"/kill", nil)
+}
+
+// Down asks the supervisor of dir to stop the cluster (SIGTERM) and waits
+// up to timeout for it to exit.
+func Down(dir string, timeout time.Duration) error {
+	b, err := os.ReadFile(filepath.Join(dir, PIDFile))
+	if err != nil {
+		return fmt.Errorf("local: no running `weft local up` for %s", dir)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("local: bad %s: %q", PIDFile, b)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("local: signal supervisor pid %d: %w", pid, err)
+	}
+	deadline := time.Now().Add(timeout)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("local: supervisor pid %d still running after %s", pid, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}

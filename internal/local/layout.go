@@ -1,0 +1,175 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Layout file format, version 1: DIR/local.json, written once when a
+// directory is first used, read on every later `weft local up` so that the
+// cluster comes back on the same ports with the same drives (etcd members
+// remember their peers' addresses, so the ports must not change).
+//
+//	{"v":1, "nodes":3, "drives_per_node":4, "token":"…", "created":"…",
+//	 "members":[{"name":"n1","grpc_addr":"127.0.0.1:P","admin_addr":"…",
+//	             "etcd_client":"http://127.0.0.1:P","etcd_peer":"…","embed":true,
+//	             "drives":["nodes/n1/disk0",…]}, …]}
+//
+// Paths are relative to DIR so that a directory can be moved.
+const LayoutVersion = 1
+
+// ErrLayout is wrapped by errors about DIR/local.json.
+var ErrLayout = errors.New("local: bad cluster directory")
+
+// Layout is a local cluster's fixed shape.
+type Layout struct {
+	V             int          `json:"v"`
+	Nodes         int          `json:"nodes"`
+	DrivesPerNode int          `json:"drives_per_node"`
+	Token         string       `json:"token"`
+	Created       time.Time    `json:"created"`
+	Members       []NodeLayout `json:"members"`
+}
+
+// NodeLayout is one node of a local cluster.
+type NodeLayout struct {
+	Name       string   `json:"name"`
+	GRPCAddr   string   `json:"grpc_addr"`
+	AdminAddr  string   `json:"admin_addr"`
+	EtcdClient string   `json:"etcd_client,omitempty"`
+	EtcdPeer   string   `json:"etcd_peer,omitempty"`
+	Embed      bool     `json:"embed"`
+	Drives     []string `json:"drives"`
+}
+
+// MaxEtcdMembers is how many nodes of a local cluster run an etcd member:
+// three survive the loss of one.
+const MaxEtcdMembers = 3
+
+func layoutPath(dir string) string { return filepath.Join(dir, "local.json") }
+
+// loadOrCreateLayout reads DIR/local.json, or creates it for nodes×drives
+// with free ports. A directory created with another shape is refused unless
+// the caller did not ask for a shape (nodes, drives == 0).
+func loadOrCreateLayout(dir string, nodes, drives int) (Layout, bool, error) {
+	var l Layout
+	b, err := os.ReadFile(layoutPath(dir))
+	if err == nil {
+		if err := json.Unmarshal(b, &l); err != nil {
+			return l, false, fmt.Errorf("%w: %s: %v", ErrLayout, layoutPath(dir), err)
+		}
+		if l.V > LayoutVersion {
+			return l, false, fmt.Errorf("%w: %s has version %d, this weft knows %d: upgrade weft", ErrLayout, layoutPath(dir), l.V, LayoutVersion)
+		}
+		if (nodes != 0 && nodes != l.Nodes) || (drives != 0 && drives != l.DrivesPerNode) {
+			return l, false, fmt.Errorf("%w: %s holds a cluster of %d nodes x %d drives; run with the same --nodes/--drives-per-node, or use another --dir for a new cluster",
+				ErrLayout, dir, l.Nodes, l.DrivesPerNode)
+		}
+		return l, false, nil
+	}
+	if !os.IsNotExist(err) {
+		return l, false, fmt.Errorf("%w: %v", ErrLayout, err)
+	}
+	if nodes == 0 {
+		nodes = 3
+	}
+	if drives == 0 {
+		drives = 4
+	}
+	if nodes < 1 || nodes > 64 || drives < 1 || drives > 64 {
+		return l, false, fmt.Errorf("%w: --nodes %d and --drives-per-node %d must each be 1..64", ErrLayout, nodes, drives)
+	}
+	l = Layout{V: LayoutVersion, Nodes: nodes, DrivesPerNode: drives, Token: fmt.Sprintf("weft-local-%d", time.Now().UnixNano()), Created: time.Now().UTC()}
+	ports, err := freePorts(nodes * 4)
+	if err != nil {
+		return l, false, err
+	}
+	for i := 0; i < nodes; i++ {
+		n := NodeLayout{
+			Name:      fmt.Sprintf("n%d", i+1),
+			GRPCAddr:  fmt.Sprintf("127.0.0.1:%d", ports[4*i]),
+			AdminAddr: fmt.Sprintf("127.0.0.1:%d", ports[4*i+1]),
+			Embed:     i < MaxEtcdMembers,
+		}
+		if n.Embed {
+			n.EtcdClient = fmt.Sprintf("http://127.0.0.1:%d", ports[4*i+2])
+			n.EtcdPeer = fmt.Sprintf("http://127.0.0.1:%d", ports[4*i+3])
+		}
+		for d := 0; d < drives; d++ {
+			n.Drives = append(n.Drives, filepath.Join("nodes", n.Name, fmt.Sprintf("disk%d", d)))
+		}
+		l.Members = append(l.Members, n)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return l, false, fmt.Errorf("%w: %v", ErrLayout, err)
+	}
+	b, _ = json.MarshalIndent(l, "", "  ")
+	if err := writeFileAtomic(layoutPath(dir), append(b, '\n')); err != nil {
+		return l, false, err
+	}
+	return l, true, nil
+}
+
+// etcdEndpoints lists the client URLs of the embedded members.
+func (l Layout) etcdEndpoints() []string {
+	var eps []string
+	for _, m := range l.Members {
+		if m.Embed {
+			eps = append(eps, m.EtcdClient)
+		}
+	}
+	return eps
+}
+
+func (l Layout) initialCluster() string {
+	var parts []string
+	for _, m := range l.Members {
+		if m.Embed {
+			parts = append(parts, m.Name+"="+m.EtcdPeer)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// freePorts returns n distinct ports that were free on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("local: find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// writeFileAtomic writes a file via a temporary file and a rename.
+func writeFileAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("local: write %s: %w", path, err)
+	}
+	f, err := os.Open(tmp)
+	if err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("local: write %s: %w", path, err)
+	}
+	return nil
+}

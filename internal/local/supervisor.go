@@ -1,0 +1,438 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/server"
+)
+
+// Options configure Up.
+type Options struct {
+	// Dir holds everything: layout, node data, drives, logs.
+	Dir string
+	// Nodes and DrivesPerNode shape a new cluster (0: 3 and 4, or what
+	// Dir already holds).
+	Nodes, DrivesPerNode int
+	// Binary is the weft executable to run as `weft server` (default: this
+	// process's own executable).
+	Binary string
+	// LeaseTTL is the nodes' lease TTL (default server.DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// ReadyTimeout bounds the wait for every node and drive to come up.
+	ReadyTimeout time.Duration
+	// Out receives the user-facing lines ("ready: …", node exits).
+	Out io.Writer
+	Log *slog.Logger
+}
+
+// NodeState is a supervised node as reported by the control API.
+type NodeState struct {
+	Name      string `json:"name"`
+	PID       int    `json:"pid"`
+	Running   bool   `json:"running"`
+	Exit      string `json:"exit,omitempty"`
+	AdminAddr string `json:"admin_addr"`
+	GRPCAddr  string `json:"grpc_addr"`
+	Log       string `json:"log"`
+}
+
+// Files Up writes in Dir besides the layout.
+const (
+	AdminAddrFile  = "admin.addr"  // the first node's admin address
+	AdminAddrsFile = "admin.addrs" // every node's admin address, one a line
+	ControlFile    = "local.addr"  // the supervisor's control API address
+	PIDFile        = "local.pid"   // the supervisor's pid
+)
+
+type proc struct {
+	n    NodeLayout
+	cmd  *exec.Cmd
+	done chan struct{}
+	exit string
+}
+
+type supervisor struct {
+	opts   Options
+	layout Layout
+	dir    string
+
+	mu    sync.Mutex
+	procs map[string]*proc
+	down  bool
+}
+
+// Up starts (or restarts) the local cluster in opts.Dir, prints one line
+// starting with "ready:" when every node and drive is up, and supervises the
+// nodes until ctx is done; then it stops them (SIGTERM, then SIGKILL after
+// 30 s) and returns. A node that exits is reported and left down; it can be
+// started again through the control API (weft local node start).
+func Up(ctx context.Context, opts Options) error {
+	if opts.Out == nil {
+		opts.Out = os.Stdout
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 2 * time.Minute
+	}
+	if opts.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("local: find the weft binary: %w", err)
+		}
+		opts.Binary = exe
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	layout, created, err := loadOrCreateLayout(dir, opts.Nodes, opts.DrivesPerNode)
+	if err != nil {
+		return err
+	}
+	s := &supervisor{opts: opts, layout: layout, dir: dir, procs: map[string]*proc{}}
+	if created {
+		fmt.Fprintf(opts.Out, "creating a %d-node cluster with %d drives per node in %s\n", layout.Nodes, layout.DrivesPerNode, dir)
+	} else {
+		fmt.Fprintf(opts.Out, "restarting the %d-node cluster in %s\n", layout.Nodes, dir)
+	}
+	for _, n := range layout.Members {
+		if err := s.writeConfig(n); err != nil {
+			return err
+		}
+	}
+	ctl, err := s.serveControl()
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+	_ = writeFileAtomic(filepath.Join(dir, PIDFile), []byte(strconv.Itoa(os.Getpid())+"\n"))
+	defer os.Remove(filepath.Join(dir, PIDFile))
+	defer os.Remove(filepath.Join(dir, ControlFile))
+
+	for _, n := range layout.Members {
+		if err := s.start(n.Name); err != nil {
+			s.stopAll()
+			return err
+		}
+	}
+	if err := s.waitReady(ctx); err != nil {
+		s.stopAll()
+		return err
+	}
+	first := layout.Members[0].AdminAddr
+	var all []string
+	for _, n := range layout.Members {
+		all = append(all, n.AdminAddr)
+	}
+	_ = writeFileAtomic(filepath.Join(dir, AdminAddrFile), []byte(first+"\n"))
+	_ = writeFileAtomic(filepath.Join(dir, AdminAddrsFile), []byte(strings.Join(all, "\n")+"\n"))
+	fmt.Fprintf(opts.Out, "ready: admin=http://%s nodes=%d drives=%d dir=%s\n",
+		first, layout.Nodes, layout.Nodes*layout.DrivesPerNode, dir)
+	fmt.Fprintf(opts.Out, "try: weft --admin %s status   (Ctrl-C stops the cluster)\n", first)
+
+	<-ctx.Done()
+	fmt.Fprintln(opts.Out, "stopping the cluster…")
+	s.stopAll()
+	fmt.Fprintln(opts.Out, "stopped")
+	return nil
+}
+
+// lockDir takes an exclusive lock on DIR/local.lock so that two supervisors
+// never run the same cluster directory.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "local.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		pid, _ := os.ReadFile(filepath.Join(dir, PIDFile))
+		return nil, fmt.Errorf("local: %s is in use by another `weft local up` (pid %s); stop it (weft local down --dir %s) or use another --dir",
+			dir, strings.TrimSpace(string(pid)), dir)
+	}
+	return f, nil
+}
+
+func (s *supervisor) nodeDir(name string) string { return filepath.Join(s.dir, "nodes", name) }
+
+func (s *supervisor) configPath(name string) string {
+	return filepath.Join(s.nodeDir(name), "config.yaml")
+}
+
+// writeConfig writes a node's server config file (regenerated on every run).
+func (s *supervisor) writeConfig(n NodeLayout) error {
+	cfg := server.Config{
+		Name:      n.Name,
+		DataDir:   s.nodeDir(n.Name),
+		GRPCAddr:  n.GRPCAddr,
+		AdminAddr: n.AdminAddr,
+		LeaseTTL:  s.opts.LeaseTTL,
+		Etcd:      server.EtcdConfig{Endpoints: s.layout.etcdEndpoints()},
+	}
+	if n.Embed {
+		cfg.Etcd.Embed = true
+		cfg.Etcd.ClientURL = n.EtcdClient
+		cfg.Etcd.PeerURL = n.EtcdPeer
+		cfg.Etcd.InitialCluster = s.layout.initialCluster()
+		cfg.Etcd.Token = s.layout.Token
+	}
+	for _, d := range n.Drives {
+		cfg.Drives = append(cfg.Drives, server.DriveSpec{Path: filepath.Join(s.dir, d), Class: "ssd", Pool: server.DefaultPool})
+	}
+	if err := os.MkdirAll(s.nodeDir(n.Name), 0o755); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(s.configPath(n.Name), b)
+}
+
+func (s *supervisor) member(name string) (NodeLayout, bool) {
+	for _, n := range s.layout.Members {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return NodeLayout{}, false
+}
+
+// start launches a node's process unless it is running.
+func (s *supervisor) start(name string) error {
+	n, ok := s.member(name)
+	if !ok {
+		return fmt.Errorf("local: no node %q in this cluster", name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("local: the cluster is stopping")
+	}
+	if p := s.procs[name]; p != nil && p.exit == "" {
+		return fmt.Errorf("local: node %s is already running (pid %d)", name, p.cmd.Process.Pid)
+	}
+	logPath := filepath.Join(s.nodeDir(name), "server.log")
+	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("local: node %s log: %w", name, err)
+	}
+	cmd := exec.Command(s.opts.Binary, "server", "--config", s.configPath(name))
+	cmd.Stdout, cmd.Stderr = lf, lf
+	// Own process group: a terminal's Ctrl-C reaches only the supervisor,
+	// which then stops the nodes in order. Pdeathsig stops them if the
+	// supervisor itself is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return fmt.Errorf("local: start node %s: %w", name, err)
+	}
+	p := &proc{n: n, cmd: cmd, done: make(chan struct{})}
+	s.procs[name] = p
+	go func() {
+		err := cmd.Wait()
+		lf.Close()
+		s.mu.Lock()
+		p.exit = "exited"
+		if err != nil {
+			p.exit = err.Error()
+		}
+		stopping := s.down
+		s.mu.Unlock()
+		close(p.done)
+		if !stopping {
+			fmt.Fprintf(s.opts.Out, "node %s (pid %d) %s; restart it with: weft local node start %s --dir %s\n", name, cmd.Process.Pid, p.exit, name, s.dir)
+		}
+	}()
+	s.opts.Log.Info("node started", "node", name, "pid", cmd.Process.Pid)
+	return nil
+}
+
+// signal sends sig to a running node.
+func (s *supervisor) signal(name string, sig syscall.Signal) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.procs[name]
+	if p == nil || p.exit != "" {
+		return nil, fmt.Errorf("local: node %s is not running", name)
+	}
+	return p, p.cmd.Process.Signal(sig)
+}
+
+// stopAll stops every node: first those without an etcd member, then the
+// members, so that the control plane keeps its quorum while nodes leave.
+func (s *supervisor) stopAll() {
+	s.mu.Lock()
+	s.down = true
+	var plain, members []*proc
+	for _, p := range s.procs {
+		if p.exit != "" {
+			continue
+		}
+		if p.n.Embed {
+			members = append(members, p)
+		} else {
+			plain = append(plain, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, group := range [][]*proc{plain, members} {
+		for _, p := range group {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range group {
+			select {
+			case <-p.done:
+			case <-time.After(30 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.done
+			}
+		}
+	}
+}
+
+// waitReady polls the first reachable node's status until every node and
+// drive is up; it fails early if a node exits.
+func (s *supervisor) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(s.opts.ReadyTimeout)
+	want := s.layout.Nodes * s.layout.DrivesPerNode
+	var last string
+	for {
+		s.mu.Lock()
+		for name, p := range s.procs {
+			if p.exit != "" {
+				s.mu.Unlock()
+				return fmt.Errorf("local: node %s %s while starting; its log (%s) ends with:\n%s",
+					name, p.exit, filepath.Join(s.nodeDir(name), "server.log"), tail(filepath.Join(s.nodeDir(name), "server.log"), 15))
+			}
+		}
+		s.mu.Unlock()
+		for _, n := range s.layout.Members {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := admin.NewClient(n.AdminAddr).Status(cctx)
+			cancel()
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			if st.NodesUp == s.layout.Nodes && st.DrivesUp == want {
+				return nil
+			}
+			last = fmt.Sprintf("%d/%d nodes and %d/%d drives up", st.NodesUp, s.layout.Nodes, st.DrivesUp, want)
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("local: cluster not ready after %s: %s (node logs are in %s/nodes/*/server.log)", s.opts.ReadyTimeout, last, s.dir)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (s *supervisor) states() []NodeState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []NodeState
+	for _, n := range s.layout.Members {
+		st := NodeState{Name: n.Name, AdminAddr: n.AdminAddr, GRPCAddr: n.GRPCAddr, Log: filepath.Join(s.nodeDir(n.Name), "server.log")}
+		if p := s.procs[n.Name]; p != nil {
+			st.PID = p.cmd.Process.Pid
+			st.Running = p.exit == ""
+			st.Exit = p.exit
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// serveControl serves the supervisor's control API on a loopback port and
+// writes its address to DIR/local.addr:
+//
+//	GET  /nodes               []NodeState
+//	POST /nodes/{name}/start  start a stopped node
+//	POST /nodes/{name}/stop   SIGTERM (graceful)
+//	POST /nodes/{name}/kill   SIGKILL (a crash)
+func (s *supervisor) serveControl() (io.Closer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("local: control API: %w", err)
+	}
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, v any, err error) {
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(admin.ErrorBody{Error: err.Error(), Code: "conflict"})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /nodes", func(w http.ResponseWriter, r *http.Request) { reply(w, s.states(), nil) })
+	mux.HandleFunc("POST /nodes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, map[string]string{"started": r.PathValue("name")}, s.start(r.PathValue("name")))
+	})
+	for verb, sig := range map[string]syscall.Signal{"stop": syscall.SIGTERM, "kill": syscall.SIGKILL} {
+		mux.HandleFunc("POST /nodes/{name}/"+verb, func(w http.ResponseWriter, r *http.Request) {
+			p, err := s.signal(r.PathValue("name"), sig)
+			if err == nil {
+				select {
+				case <-p.done:
+				case <-time.After(40 * time.Second):
+					err = fmt.Errorf("local: node %s did not exit within 40s of %s", r.PathValue("name"), sig)
+				}
+			}
+			reply(w, map[string]string{verb: r.PathValue("name")}, err)
+		})
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	if err := writeFileAtomic(filepath.Join(s.dir, ControlFile), []byte(l.Addr().String()+"\n")); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return srv, nil
+}

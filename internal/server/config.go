@@ -1,0 +1,195 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/erasure"
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("server: bad configuration")
+
+// Config is a node's configuration, from flags or a YAML file (the yaml
+// names are the file's keys).
+type Config struct {
+	// Name is the node name, unique in the cluster.
+	Name string `yaml:"name"`
+	// DataDir holds the node's own state (the embedded etcd member).
+	DataDir string `yaml:"data_dir"`
+	// GRPCAddr is the block service's listen address (host:port).
+	GRPCAddr string `yaml:"grpc_addr"`
+	// AdminAddr is the admin HTTP API's listen address (host:port).
+	AdminAddr string `yaml:"admin_addr"`
+	// Drives are the node's drives.
+	Drives []DriveSpec `yaml:"drives"`
+	// Etcd says where the control plane is.
+	Etcd EtcdConfig `yaml:"etcd"`
+	// LeaseTTL is how long after its last renewal a silent node shows down.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// DefaultProtection is the protection of pools created implicitly by a
+	// drive naming a pool that does not exist yet.
+	DefaultProtection string `yaml:"default_protection"`
+	// UsageInterval is how often drive usage and health are published.
+	UsageInterval time.Duration `yaml:"usage_interval"`
+}
+
+// DriveSpec is one drive: a directory, its class and its pool.
+type DriveSpec struct {
+	Path  string `yaml:"path"`
+	Class string `yaml:"class"`
+	Pool  string `yaml:"pool"`
+}
+
+// EtcdConfig selects an external etcd (Endpoints only) or an embedded
+// member (Embed, plus Endpoints of the other members if any).
+type EtcdConfig struct {
+	Endpoints      []string `yaml:"endpoints"`
+	Embed          bool     `yaml:"embed"`
+	ClientURL      string   `yaml:"client_url"`
+	PeerURL        string   `yaml:"peer_url"`
+	InitialCluster string   `yaml:"initial_cluster"`
+	Token          string   `yaml:"token"`
+}
+
+// Defaults for unset fields.
+const (
+	DefaultGRPCAddr   = "127.0.0.1:7070"
+	DefaultAdminAddr  = "127.0.0.1:7080"
+	DefaultClientURL  = "http://127.0.0.1:2379"
+	DefaultPeerURL    = "http://127.0.0.1:2380"
+	DefaultLeaseTTL   = 5 * time.Second
+	DefaultProtection = "ec:4+2"
+	DefaultPool       = "default"
+)
+
+// LoadConfig reads a YAML config file. Unknown keys are an error, so a typo
+// does not silently fall back to a default.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
+	}
+	return c, nil
+}
+
+// ParseDriveSpec parses PATH[:CLASS[:POOL]] (class defaults to ssd, pool to
+// "default").
+func ParseDriveSpec(s string) (DriveSpec, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) > 3 || parts[0] == "" {
+		return DriveSpec{}, fmt.Errorf("%w: --drive %q: want PATH[:CLASS[:POOL]], e.g. /mnt/d1:ssd:fast", ErrConfig, s)
+	}
+	d := DriveSpec{Path: parts[0]}
+	if len(parts) > 1 {
+		d.Class = parts[1]
+	}
+	if len(parts) > 2 {
+		d.Pool = parts[2]
+	}
+	return d, nil
+}
+
+// Validate fills defaults and checks the configuration, naming the field and
+// the fix in each error.
+func (c *Config) Validate() error {
+	if c.Name == "" {
+		h, _ := os.Hostname()
+		c.Name = strings.ToLower(strings.Split(h, ".")[0])
+	}
+	if !cluster.ValidName(c.Name) {
+		return fmt.Errorf("%w: node name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.' (--name)", ErrConfig, c.Name)
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = DefaultGRPCAddr
+	}
+	if c.AdminAddr == "" {
+		c.AdminAddr = DefaultAdminAddr
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseTTL < 2*time.Second || c.LeaseTTL%time.Second != 0 {
+		return fmt.Errorf("%w: lease TTL %s: use whole seconds, at least 2s (--lease-ttl)", ErrConfig, c.LeaseTTL)
+	}
+	if c.UsageInterval == 0 {
+		c.UsageInterval = 5 * time.Second
+	}
+	if c.DefaultProtection == "" {
+		c.DefaultProtection = DefaultProtection
+	}
+	if _, err := erasure.ParseProtection(c.DefaultProtection); err != nil {
+		return fmt.Errorf("%w: --default-protection: %w", ErrConfig, err)
+	}
+	seen := map[string]bool{}
+	for i := range c.Drives {
+		d := &c.Drives[i]
+		if d.Path == "" {
+			return fmt.Errorf("%w: drive %d has no path", ErrConfig, i+1)
+		}
+		abs, err := filepath.Abs(d.Path)
+		if err != nil {
+			return fmt.Errorf("%w: drive %q: %w", ErrConfig, d.Path, err)
+		}
+		d.Path = abs
+		if seen[abs] {
+			return fmt.Errorf("%w: drive %s is listed twice", ErrConfig, abs)
+		}
+		seen[abs] = true
+		if d.Class == "" {
+			d.Class = string(drive.ClassSSD)
+		}
+		if _, err := drive.ParseClass(d.Class); err != nil {
+			return fmt.Errorf("%w: drive %s: %w", ErrConfig, abs, err)
+		}
+		if d.Pool == "" {
+			d.Pool = DefaultPool
+		}
+		if !cluster.ValidName(d.Pool) {
+			return fmt.Errorf("%w: drive %s: pool name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.'", ErrConfig, abs, d.Pool)
+		}
+	}
+	if c.Etcd.Embed {
+		if c.DataDir == "" {
+			return fmt.Errorf("%w: an embedded etcd member needs --data-dir", ErrConfig)
+		}
+		if c.Etcd.ClientURL == "" {
+			c.Etcd.ClientURL = DefaultClientURL
+		}
+		if c.Etcd.PeerURL == "" {
+			c.Etcd.PeerURL = DefaultPeerURL
+		}
+	} else if len(c.Etcd.Endpoints) == 0 {
+		return fmt.Errorf("%w: no control plane: pass --etcd-endpoints URL,... for an external etcd, or --etcd-embed to run a member here", ErrConfig)
+	}
+	return nil
+}
+
+// endpoints returns the etcd endpoints a node's client uses: its own member
+// first, then the others.
+func (c *Config) endpoints() []string {
+	var eps []string
+	if c.Etcd.Embed {
+		eps = append(eps, c.Etcd.ClientURL)
+	}
+	for _, e := range c.Etcd.Endpoints {
+		if e != c.Etcd.ClientURL {
+			eps = append(eps, e)
+		}
+	}
+	return eps
+}

@@ -1,0 +1,291 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/etcdx"
+)
+
+// Version is the weft version a node reports.
+var Version = "0.1.0-dev"
+
+// Server is one running weft node.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	member  *etcdx.Member
+	etcd    *clientv3.Client
+	store   *cluster.Store
+	session *cluster.Session
+	drives  []*drive.Drive
+	blocks  *block.Service
+
+	grpcLis  net.Listener
+	grpc     *grpc.Server
+	adminLis net.Listener
+	admin    *http.Server
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	fatal    chan error
+}
+
+// Start brings a node up: the embedded etcd member if configured, the
+// control-plane registration, the drives, the block service and the admin
+// API. On error everything already started is stopped again.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s = &Server{cfg: cfg, log: log.With("node", cfg.Name), stop: make(chan struct{}), fatal: make(chan error, 4)}
+	defer func() {
+		if err != nil {
+			s.shutdown(context.Background())
+		}
+	}()
+	// Listen first, so that a port in use fails fast and before etcd state
+	// is touched.
+	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
+		return s, fmt.Errorf("server: block service address %s (--grpc-addr): %w", cfg.GRPCAddr, err)
+	}
+	if s.adminLis, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		return s, fmt.Errorf("server: admin address %s (--admin-addr): %w", cfg.AdminAddr, err)
+	}
+	if cfg.Etcd.Embed {
+		s.member, err = etcdx.Start(ctx, etcdx.MemberConfig{
+			Name:           cfg.Name,
+			Dir:            filepath.Join(cfg.DataDir, "etcd"),
+			ClientURL:      cfg.Etcd.ClientURL,
+			PeerURL:        cfg.Etcd.PeerURL,
+			InitialCluster: cfg.Etcd.InitialCluster,
+			ClusterToken:   cfg.Etcd.Token,
+		}, s.log)
+		if err != nil {
+			return s, err
+		}
+	}
+	if s.etcd, err = etcdx.NewClient(ctx, cfg.endpoints()); err != nil {
+		return s, err
+	}
+	if s.store, err = cluster.Open(ctx, s.etcd); err != nil {
+		return s, err
+	}
+	host, _ := os.Hostname()
+	rec := cluster.NodeRecord{Name: cfg.Name, GRPCAddr: s.grpcLis.Addr().String(), AdminAddr: s.adminLis.Addr().String()}
+	if cfg.Etcd.Embed {
+		rec.EtcdClient = cfg.Etcd.ClientURL
+	}
+	live := cluster.NodeLive{PID: os.Getpid(), Host: host, BootID: bootID(), Version: Version, Started: time.Now().UTC()}
+	if s.session, err = s.store.RegisterNode(ctx, rec, live, cfg.LeaseTTL, s.log); err != nil {
+		return s, err
+	}
+	if err = s.openDrives(ctx); err != nil {
+		return s, err
+	}
+	if s.blocks, err = block.NewService(s.log, s.drives...); err != nil {
+		return s, err
+	}
+	s.grpc = grpc.NewServer(block.ServerOptions()...)
+	s.blocks.Register(s.grpc)
+
+	reg := prometheus.NewRegistry()
+	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
+	mux.Handle("/", admin.NewHandler(s.store, admin.NodeInfo{Name: cfg.Name, PID: os.Getpid()}, s.log))
+	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	s.serve("block service", func() error { return s.grpc.Serve(s.grpcLis) })
+	s.serve("admin API", func() error { return s.admin.Serve(s.adminLis) })
+	s.wg.Add(1)
+	go s.publishLoop()
+	if s.member != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case err := <-s.member.Err():
+				s.fatal <- fmt.Errorf("server: embedded etcd: %w", err)
+			case <-s.stop:
+			}
+		}()
+	}
+	s.log.Info("node up", "cluster", s.store.ClusterID(), "grpc", rec.GRPCAddr, "admin", rec.AdminAddr, "drives", len(s.drives))
+	return s, nil
+}
+
+func bootID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// serve runs fn in the background; an unexpected error is fatal for the node.
+func (s *Server) serve(what string, fn func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := fn(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
+			select {
+			case <-s.stop:
+			default:
+				s.fatal <- fmt.Errorf("server: %s: %w", what, err)
+			}
+		}
+	}()
+}
+
+// openDrives opens (first use: formats) every configured drive, registers
+// it in the control plane, creating its pool if missing, and publishes its
+// usage once.
+func (s *Server) openDrives(ctx context.Context) error {
+	for _, spec := range s.cfg.Drives {
+		class, _ := drive.ParseClass(spec.Class) // validated in Config.Validate
+		d, err := drive.Open(spec.Path, drive.Options{
+			ClusterID: s.store.ClusterID(),
+			Node:      s.cfg.Name,
+			Class:     class,
+			Logger:    s.log,
+			AllocID: func() (drive.ID, error) {
+				id, err := s.store.AllocDriveID(ctx)
+				return drive.ID(id), err
+			},
+		})
+		if err != nil {
+			return err
+		}
+		s.drives = append(s.drives, d)
+		if _, err := s.store.CreatePool(ctx, spec.Pool, s.cfg.DefaultProtection, true); err != nil {
+			return err
+		}
+		rec, err := s.store.RegisterDrive(ctx, cluster.DriveRecord{
+			ID: cluster.DriveID(d.ID()), Node: s.cfg.Name, Path: spec.Path, Class: spec.Class, Pool: spec.Pool,
+		})
+		if err != nil {
+			return err
+		}
+		if rec.Pool != spec.Pool {
+			s.log.Warn("drive stays in its registered pool", "drive", rec.ID, "pool", rec.Pool, "configured", spec.Pool)
+		}
+		s.publishDrive(ctx, d)
+	}
+	return nil
+}
+
+// publishDrive publishes one drive's usage, or its error (drive down).
+func (s *Server) publishDrive(ctx context.Context, d *drive.Drive) {
+	dl := cluster.DriveLive{}
+	if u, err := d.Usage(); err != nil {
+		dl.Error = err.Error()
+	} else {
+		dl.TotalBytes, dl.FreeBytes, dl.UsedBytes, dl.Blocks = u.TotalBytes, u.FreeBytes, u.UsedBytes, u.Blocks
+	}
+	if err := s.session.PublishDrive(ctx, cluster.DriveID(d.ID()), dl); err != nil {
+		s.log.Warn("publish drive usage", "drive", d.ID(), "err", err)
+	}
+}
+
+func (s *Server) publishLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.UsageInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.UsageInterval)
+			for _, d := range s.drives {
+				s.publishDrive(ctx, d)
+			}
+			cancel()
+		}
+	}
+}
+
+// Store returns the node's control-plane store.
+func (s *Server) Store() *cluster.Store { return s.store }
+
+// AdminAddr returns the admin API's bound address.
+func (s *Server) AdminAddr() string { return s.adminLis.Addr().String() }
+
+// GRPCAddr returns the block service's bound address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// Wait blocks until ctx is done (a requested stop) or a role fails, then
+// stops the node gracefully. It returns the failure, if any.
+func (s *Server) Wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-s.fatal:
+		s.log.Error("node failing", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s.shutdown(sctx)
+	return err
+}
+
+// shutdown stops every started role, in reverse order: stop accepting
+// requests, drain them, leave the cluster (revoke the lease so the node
+// shows down at once), close drives, stop etcd.
+func (s *Server) shutdown(ctx context.Context) {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		if s.admin != nil {
+			_ = s.admin.Shutdown(ctx)
+		} else if s.adminLis != nil {
+			s.adminLis.Close()
+		}
+		if s.grpc != nil {
+			done := make(chan struct{})
+			go func() { s.grpc.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				s.grpc.Stop()
+			}
+		} else if s.grpcLis != nil {
+			s.grpcLis.Close()
+		}
+		s.wg.Wait()
+		if s.session != nil {
+			if err := s.session.Close(); err != nil {
+				s.log.Warn("leaving the cluster", "err", err)
+			}
+		}
+		for _, d := range s.drives {
+			if err := d.Close(); err != nil {
+				s.log.Warn("close drive", "drive", d.Path(), "err", err)
+			}
+		}
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
+		s.member.Close()
+		s.log.Info("node stopped")
+	})
+}
