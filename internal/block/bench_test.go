@@ -1,0 +1,92 @@
+package block
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/weftfs/weft/internal/drive"
+)
+
+// benchRoot is $WEFT_BENCH_DIR (to measure a chosen file system) or a temp
+// dir.
+func benchRoot(b *testing.B) string {
+	if root := os.Getenv("WEFT_BENCH_DIR"); root != "" {
+		return root
+	}
+	return b.TempDir()
+}
+
+// runStreams runs b.N calls of op spread over streams goroutines.
+func runStreams(b *testing.B, streams int, op func(i int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	b.ResetTimer()
+	for s := 0; s < streams; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= b.N {
+					return
+				}
+				if err := op(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+const benchBlock = 1 << 20
+
+// BenchmarkPut measures durable 1 MiB puts over gRPC on loopback, spread
+// over the node's two drives.
+func BenchmarkPut(b *testing.B) {
+	for _, streams := range []int{1, 4} {
+		b.Run(fmt.Sprintf("1MiB/streams=%d", streams), func(b *testing.B) {
+			n := startNode(b, benchRoot(b), drive.SyncAlways)
+			data := payload(benchBlock, 1)
+			b.SetBytes(benchBlock)
+			runStreams(b, streams, func(i int) error {
+				return n.client.Put(context.Background(), drive.ID(1+i%2), drive.BlockHeader{ID: drive.NewBlockID()}, data)
+			})
+		})
+	}
+}
+
+// BenchmarkGet measures whole 1 MiB gets over gRPC on loopback of blocks
+// just written (mostly from the page cache).
+func BenchmarkGet(b *testing.B) {
+	for _, streams := range []int{1, 4} {
+		b.Run(fmt.Sprintf("1MiB/streams=%d", streams), func(b *testing.B) {
+			n := startNode(b, benchRoot(b), drive.SyncNever)
+			data := payload(benchBlock, 1)
+			ids := make([]drive.BlockID, 64)
+			for i := range ids {
+				ids[i] = drive.NewBlockID()
+				if err := n.client.Put(context.Background(), drive.ID(1+i%2), drive.BlockHeader{ID: ids[i]}, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(benchBlock)
+			runStreams(b, streams, func(i int) error {
+				j := i % len(ids)
+				_, _, err := n.client.Get(context.Background(), drive.ID(1+j%2), ids[j], 0, -1)
+				return err
+			})
+		})
+	}
+}

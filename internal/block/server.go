@@ -1,0 +1,189 @@
+package block
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/rpc/pb"
+)
+
+// server implements pb.BlockServiceServer over a Service. Every handler
+// returns its error through toStatus.
+type server struct {
+	pb.UnimplementedBlockServiceServer
+	s *Service
+}
+
+var _ pb.BlockServiceServer = (*server)(nil)
+
+// blockOf resolves the drive and block id of a request.
+func (g *server) blockOf(driveID uint32, blockID string) (*drive.Drive, drive.BlockID, error) {
+	d, err := g.s.Drive(drive.ID(driveID))
+	if err != nil {
+		return nil, drive.BlockID{}, err
+	}
+	id, err := drive.ParseBlockID(blockID)
+	if err != nil {
+		return nil, id, err
+	}
+	return d, id, nil
+}
+
+func (g *server) Put(stream pb.BlockService_PutServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: put stream closed before its start message", drive.ErrInvalid)
+		}
+		return toStatus(err)
+	}
+	start := first.GetStart()
+	if start == nil || start.GetHeader() == nil {
+		return toStatus(fmt.Errorf("%w: the first put message must carry PutStart with a header", drive.ErrInvalid))
+	}
+	d, err := g.s.Drive(drive.ID(start.GetDriveId()))
+	if err != nil {
+		return toStatus(err)
+	}
+	hdr, err := headerFromPB(start.GetHeader())
+	if err != nil {
+		return toStatus(err)
+	}
+	r := &putReader{stream: stream}
+	if err := d.Put(stream.Context(), hdr, r, start.GetLength()); err != nil {
+		return toStatus(err)
+	}
+	return toStatus(stream.SendAndClose(&pb.PutResponse{}))
+}
+
+// putReader reads the data chunks of a Put stream as one byte stream; it
+// returns io.EOF when the client closes its side.
+type putReader struct {
+	stream pb.BlockService_PutServer
+	buf    []byte
+}
+
+func (r *putReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		m, err := r.stream.Recv()
+		if err != nil {
+			return 0, err
+		}
+		if m.GetStart() != nil {
+			return 0, fmt.Errorf("%w: a second PutStart in one put stream", drive.ErrInvalid)
+		}
+		r.buf = m.GetData()
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+func (g *server) Get(req *pb.GetRequest, stream pb.BlockService_GetServer) error {
+	d, id, err := g.blockOf(req.GetDriveId(), req.GetBlockId())
+	if err != nil {
+		return toStatus(err)
+	}
+	// The range is read and verified whole before sending, so a corrupt
+	// block never streams partial data; blocks are unit-sized (1 MiB by
+	// default), which bounds the memory.
+	data, hdr, err := d.Get(stream.Context(), id, req.GetOffset(), req.GetLength())
+	if err != nil {
+		return toStatus(err)
+	}
+	first := &pb.GetChunk{Header: headerToPB(hdr), RangeLength: int64(len(data))}
+	for {
+		n := min(len(data), ChunkSize)
+		msg := &pb.GetChunk{Data: data[:n]}
+		if first != nil {
+			first.Data, msg, first = data[:n], first, nil
+		}
+		if err := stream.Send(msg); err != nil {
+			return toStatus(err)
+		}
+		data = data[n:]
+		if len(data) == 0 {
+			return nil
+		}
+	}
+}
+
+func (g *server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	d, id, err := g.blockOf(req.GetDriveId(), req.GetBlockId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := d.Delete(id); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteResponse{}, nil
+}
+
+func (g *server) Stat(ctx context.Context, req *pb.StatRequest) (*pb.StatResponse, error) {
+	d, id, err := g.blockOf(req.GetDriveId(), req.GetBlockId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	hdr, size, mtime, err := d.Stat(id)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.StatResponse{Header: headerToPB(hdr), Size: size, MtimeUnixNanos: mtime.UnixNano()}, nil
+}
+
+func (g *server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	d, err := g.s.Drive(drive.ID(req.GetDriveId()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	infos, next, err := d.List(req.GetAfter(), int(req.GetLimit()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.ListResponse{Next: next, Blocks: make([]*pb.BlockInfo, len(infos))}
+	for i, b := range infos {
+		resp.Blocks[i] = &pb.BlockInfo{Id: b.ID.String(), Size: b.Size, MtimeUnixNanos: b.ModTime.UnixNano()}
+	}
+	return resp, nil
+}
+
+func (g *server) Verify(ctx context.Context, req *pb.VerifyRequest) (*pb.VerifyResponse, error) {
+	d, id, err := g.blockOf(req.GetDriveId(), req.GetBlockId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := d.Verify(ctx, id); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.VerifyResponse{}, nil
+}
+
+func (g *server) DriveUsage(ctx context.Context, req *pb.DriveUsageRequest) (*pb.DriveUsageResponse, error) {
+	resp := &pb.DriveUsageResponse{}
+	for _, d := range g.s.Drives() {
+		id := d.Identity()
+		u := &pb.DriveUsage{DriveId: uint32(id.DriveID), Node: id.Node, Class: string(id.Class), Path: d.Path()}
+		if usage, err := d.Usage(); err != nil {
+			u.Error = err.Error()
+		} else {
+			u.TotalBytes, u.FreeBytes, u.UsedBytes, u.Blocks = usage.TotalBytes, usage.FreeBytes, usage.UsedBytes, usage.Blocks
+		}
+		resp.Drives = append(resp.Drives, u)
+	}
+	return resp, nil
+}
+
+func (g *server) DriveCounters(ctx context.Context, req *pb.DriveCountersRequest) (*pb.DriveCountersResponse, error) {
+	resp := &pb.DriveCountersResponse{}
+	for _, b := range drive.LatencyBuckets() {
+		resp.LatencyBucketBoundsNanos = append(resp.LatencyBucketBoundsNanos, int64(b/time.Nanosecond))
+	}
+	for _, d := range g.s.Drives() {
+		resp.Drives = append(resp.Drives, countersToPB(d.Counters()))
+	}
+	return resp, nil
+}
