@@ -247,8 +247,13 @@ func removeTemps(dir string, log *slog.Logger) error {
 // temp files in them and counts the block files and their bytes.
 func (d *Drive) scan() error {
 	root := filepath.Join(d.path, blocksDir)
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("drive: creating %s: %w", root, err)
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		if err := os.Mkdir(root, 0o755); err != nil {
+			return fmt.Errorf("drive: creating %s: %w", root, err)
+		}
+		if err := syncDir(d.path); err != nil {
+			return fmt.Errorf("drive: syncing %s: %w", d.path, err)
+		}
 	}
 	created := false
 	var temps, blocks, used, strays int64

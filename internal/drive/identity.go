@@ -24,8 +24,9 @@ import (
 //
 // Unknown fields are ignored so an older binary can read a newer minor
 // addition; a change that older binaries must not ignore bumps the version.
-// Migration: version 1 is the first; readIdentity keeps decoding every older
-// version and Open rewrites it in the current version.
+// Migration: version 1 is the only version so far. When a version 2 appears,
+// readIdentity keeps decoding version 1 and Open rewrites the file in the
+// current version (durably, as above) before using the drive.
 const (
 	// IdentityFormatVersion is the identity format this binary writes and
 	// the newest it reads.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -42,9 +43,9 @@ func (d *Drive) List(after string, limit int) ([]BlockInfo, string, error) {
 	}
 	limit = min(limit, MaxListLimit)
 	var out []BlockInfo
-	startPrefix := 0
+	startPrefix := uint64(0)
 	if after != "" {
-		fmt.Sscanf(after[:2], "%02x", &startPrefix)
+		startPrefix, _ = strconv.ParseUint(after[:2], 16, 8) // validated above
 	}
 	for p := startPrefix; p < 256; p++ {
 		sub := filepath.Join(d.path, blocksDir, fmt.Sprintf("%02x", p))
