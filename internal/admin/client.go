@@ -28,26 +28,38 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
-// Client calls a node's admin API.
+// Client calls the admin API of one of several nodes: it uses the first
+// that answers, so that the CLI keeps working while a node is down.
 type Client struct {
-	base string
-	http *http.Client
+	bases []string
+	http  *http.Client
 }
 
-// NewClient returns a client for the API at addr ("host:port" or a URL).
-func NewClient(addr string) *Client {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+// NewClient returns a client for the API at addrs: a comma-separated list
+// of "host:port" or URLs, tried in order.
+func NewClient(addrs string) *Client {
+	c := &Client{http: &http.Client{Timeout: 30 * time.Second}}
+	for _, a := range strings.FieldsFunc(addrs, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' }) {
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		c.bases = append(c.bases, strings.TrimRight(a, "/"))
 	}
-	return &Client{base: strings.TrimRight(addr, "/"), http: &http.Client{Timeout: 30 * time.Second}}
+	return c
 }
 
-// Base returns the API's base URL.
-func (c *Client) Base() string { return c.base }
+// Base returns the base URL tried first.
+func (c *Client) Base() string {
+	if len(c.bases) == 0 {
+		return ""
+	}
+	return c.bases[0]
+}
 
-// Discover finds the admin address: flag (if non-empty), then $WEFT_ADMIN,
-// then ./weft-data/admin.addr (what `weft local up` writes). It says where
-// it looked when it finds nothing.
+// Discover finds the admin addresses: flag (if non-empty), then
+// $WEFT_ADMIN, then what `weft local up` wrote in ./weft-data (every node's
+// address in admin.addrs, else admin.addr). It says where it looked when it
+// finds nothing.
 func Discover(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
@@ -55,15 +67,17 @@ func Discover(flag string) (string, error) {
 	if env := os.Getenv("WEFT_ADMIN"); env != "" {
 		return env, nil
 	}
-	p := filepath.Join("weft-data", "admin.addr")
-	if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
-		return string(bytes.TrimSpace(b)), nil
+	for _, name := range []string{"admin.addrs", "admin.addr"} {
+		p := filepath.Join("weft-data", name)
+		if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return strings.Join(strings.Fields(string(b)), ","), nil
+		}
 	}
-	return "", fmt.Errorf("%w: pass --admin HOST:PORT, set WEFT_ADMIN, or run from the directory where `weft local up` created weft-data/ (no %s here)", ErrNoCluster, p)
+	return "", fmt.Errorf("%w: pass --admin HOST:PORT, set WEFT_ADMIN, or run from the directory where `weft local up` created weft-data/ (no weft-data/admin.addr here)", ErrNoCluster)
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
+	var rd io.ReadSeeker
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
@@ -71,16 +85,32 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
+	if len(c.bases) == 0 {
+		return fmt.Errorf("%w: empty admin address", ErrNoCluster)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	var resp *http.Response
+	var errs []string
+	for _, base := range c.bases {
+		if rd != nil {
+			rd.(*bytes.Reader).Seek(0, io.SeekStart)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+		if err != nil {
+			return err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if resp, err = c.http.Do(req); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("admin: %s %s: %w", method, path, ctx.Err())
+		}
+		errs = append(errs, err.Error())
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("admin: cannot reach the admin API at %s: %w (is the cluster running? see weft local up)", c.base, err)
+	if resp == nil {
+		return fmt.Errorf("admin: cannot reach the admin API (%s): is the cluster running? (see weft local up)", strings.Join(errs, "; "))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

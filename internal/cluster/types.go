@@ -2,24 +2,21 @@ package cluster
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/weftfs/weft/internal/drive"
 )
 
-// DriveID identifies a drive cluster-wide. It is allocated from etcd and
-// shown as "d7".
-type DriveID uint32
+// DriveID identifies a drive cluster-wide: the id in the drive's identity
+// file, allocated from etcd by AllocDriveID and shown as "d7".
+type DriveID = drive.ID
 
-// String returns "d<N>".
-func (id DriveID) String() string { return "d" + strconv.FormatUint(uint64(id), 10) }
-
-// ParseDriveID accepts "d7" or "7".
+// ParseDriveID accepts "d7" or "7" (never d0, which is not allocated).
 func ParseDriveID(s string) (DriveID, error) {
-	n, err := strconv.ParseUint(strings.TrimPrefix(s, "d"), 10, 32)
-	if err != nil || n == 0 {
+	id, err := drive.ParseID(s)
+	if err != nil || id == 0 {
 		return 0, fmt.Errorf("%w: drive id %q: want d<N>, e.g. d3 (see weft drive list)", ErrInvalid, s)
 	}
-	return DriveID(n), nil
+	return id, nil
 }
 
 // Availability says whether a node or drive can serve I/O now.

@@ -111,6 +111,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	s.blocks.Register(s.grpc)
 
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(block.NewCollector(s.blocks))
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
@@ -168,10 +169,7 @@ func (s *Server) openDrives(ctx context.Context) error {
 			Node:      s.cfg.Name,
 			Class:     class,
 			Logger:    s.log,
-			AllocID: func() (drive.ID, error) {
-				id, err := s.store.AllocDriveID(ctx)
-				return drive.ID(id), err
-			},
+			AllocID:   func() (drive.ID, error) { return s.store.AllocDriveID(ctx) },
 		})
 		if err != nil {
 			return err
@@ -181,7 +179,7 @@ func (s *Server) openDrives(ctx context.Context) error {
 			return err
 		}
 		rec, err := s.store.RegisterDrive(ctx, cluster.DriveRecord{
-			ID: cluster.DriveID(d.ID()), Node: s.cfg.Name, Path: spec.Path, Class: spec.Class, Pool: spec.Pool,
+			ID: d.ID(), Node: s.cfg.Name, Path: spec.Path, Class: spec.Class, Pool: spec.Pool,
 		})
 		if err != nil {
 			return err
@@ -202,7 +200,7 @@ func (s *Server) publishDrive(ctx context.Context, d *drive.Drive) {
 	} else {
 		dl.TotalBytes, dl.FreeBytes, dl.UsedBytes, dl.Blocks = u.TotalBytes, u.FreeBytes, u.UsedBytes, u.Blocks
 	}
-	if err := s.session.PublishDrive(ctx, cluster.DriveID(d.ID()), dl); err != nil {
+	if err := s.session.PublishDrive(ctx, d.ID(), dl); err != nil {
 		s.log.Warn("publish drive usage", "drive", d.ID(), "err", err)
 	}
 }

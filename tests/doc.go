@@ -1,0 +1,3 @@
+// Package tests holds weft's cluster tests: real multi-process clusters
+// started through package harness.
+package tests
