@@ -1,0 +1,84 @@
+package erasure
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestLocate(t *testing.T) {
+	ec := Geometry{Protection: Protection{Data: 4, Parity: 2}}
+	full := ec.Layout(4 * mib)
+	part := ec.Layout(mib + 1) // units of 260 KiB
+	small := ec.Layout(4095)
+	for _, tc := range []struct {
+		name   string
+		l      StripeLayout
+		off, n int
+		want   []Extent
+	}{
+		{"empty range", full, 10, 0, nil},
+		{"inside unit 0", full, 10, 20, []Extent{{0, 10, 20}}},
+		{"across 0|1", full, mib - 10, 20, []Extent{{0, mib - 10, 10}, {1, 0, 10}}},
+		{"exactly unit 1", full, mib, mib, []Extent{{1, 0, mib}}},
+		{"whole stripe", full, 0, 4 * mib, []Extent{{0, 0, mib}, {1, 0, mib}, {2, 0, mib}, {3, 0, mib}}},
+		{"last byte", full, 4*mib - 1, 1, []Extent{{3, mib - 1, 1}}},
+		{"past end clipped", full, 4*mib - 1, 100, []Extent{{3, mib - 1, 1}}},
+		{"at end", full, 4 * mib, 1, nil},
+		{"partial across 0|1", part, 260*kib - 1, 2, []Extent{{0, 260*kib - 1, 1}, {1, 0, 1}}},
+		{"partial tail clipped", part, mib - 1, 10, []Extent{{3, mib - 1 - 3*260*kib, 2}}},
+		{"mirrored", small, 5, 10, []Extent{{0, 5, 10}}},
+		{"mirrored clipped", small, 4000, 1000, []Extent{{0, 4000, 95}}},
+	} {
+		if got := tc.l.Locate(tc.off, tc.n); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Locate(%d, %d) = %v, want %v", tc.name, tc.off, tc.n, got, tc.want)
+		}
+	}
+}
+
+func TestTolerance(t *testing.T) {
+	ec42 := Geometry{Protection: Protection{Data: 4, Parity: 2}}
+	m3 := Geometry{Protection: Protection{Mirrors: 3}}
+	m1 := Geometry{Protection: Protection{Mirrors: 1}}
+	for _, tc := range []struct {
+		name                  string
+		l                     StripeLayout
+		placed                int
+		want, minPlaced, need int
+	}{
+		{"ec:4+2 all", ec42.Layout(mib), 6, 2, 5, 4},
+		{"ec:4+2 five", ec42.Layout(mib), 5, 1, 5, 4},
+		{"ec:4+2 four", ec42.Layout(mib), 4, 0, 5, 4},
+		{"ec:4+2 three", ec42.Layout(mib), 3, -1, 5, 4},
+		{"ec:4+2 over-placed", ec42.Layout(mib), 9, 2, 5, 4},
+		{"ec:4+2 small stripe", ec42.Layout(10), 3, 2, 2, 1},
+		{"ec:4+2 small stripe two", ec42.Layout(10), 2, 1, 2, 1},
+		{"mirror:3", m3.Layout(mib), 3, 2, 2, 1},
+		{"mirror:3 one", m3.Layout(mib), 1, 0, 2, 1},
+		{"mirror:1", m1.Layout(mib), 1, 0, 1, 1},
+	} {
+		l := tc.l
+		if got := l.AchievedTolerance(tc.placed); got != tc.want {
+			t.Errorf("%s: AchievedTolerance(%d) = %d, want %d", tc.name, tc.placed, got, tc.want)
+		}
+		if l.MinPlaced() != tc.minPlaced || l.Needed() != tc.need {
+			t.Errorf("%s: MinPlaced %d Needed %d, want %d %d", tc.name, l.MinPlaced(), l.Needed(), tc.minPlaced, tc.need)
+		}
+	}
+}
+
+func TestLayoutString(t *testing.T) {
+	ec42 := Geometry{Protection: Protection{Data: 4, Parity: 2}}
+	m3 := Geometry{Protection: Protection{Mirrors: 3}}
+	for _, tc := range []struct {
+		l    StripeLayout
+		want string
+	}{
+		{ec42.Layout(mib), "ec:4+2 unit 262144"},
+		{ec42.Layout(4095), "3 copies of 4095 (small stripe of ec:4+2)"},
+		{m3.Layout(7), "mirror:3 unit 7"},
+	} {
+		if got := tc.l.String(); got != tc.want {
+			t.Errorf("String = %q, want %q", got, tc.want)
+		}
+	}
+}
