@@ -1,0 +1,191 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// NewInode describes an inode for Create.
+type NewInode struct {
+	// Type is the inode type; zero means TypeFile.
+	Type FileType
+	// Mode keeps the 07777 bits.
+	Mode uint32
+	// Rdev is the device number of a device node.
+	Rdev uint32
+	// Target is a symlink's target: 1 to MaxSymlinkLen bytes, no NUL.
+	Target string
+	// Pool and Protection default to the parent directory's.
+	Pool       string
+	Protection Protection
+}
+
+// Create makes a new inode of any type named name in directory parent, owned
+// by the Caller in ctx (the group is the parent's if the parent is setgid,
+// and a new directory then inherits setgid), and returns its attributes.
+//
+// Errors: ErrExists (the name is taken, whatever its type), ErrNotFound
+// (no parent), ErrNotDir (parent is not a directory), ErrInvalid and
+// ErrNameTooLong (bad name, type, target, pool or protection). It is not
+// idempotent: a retry after a lost reply fails with ErrExists.
+//
+// Concurrency: a create reads the parent inode and the entry, and writes the
+// parent's times blind, so creates in one directory conflict only when they
+// race on the same name (or with a mkdir, rmdir or rename changing the
+// parent's inode).
+func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode) (Attr, error) {
+	if ni.Type == 0 {
+		ni.Type = TypeFile
+	}
+	if err := checkNew(name, ni); err != nil {
+		return Attr{}, err
+	}
+	lin, err := m.allocLIN(ctx)
+	if err != nil {
+		return Attr{}, err
+	}
+	caller := CallerFrom(ctx)
+	var res *inode
+	err = m.update(ctx, func(o *op) error {
+		o.withUsage()
+		vals, err := o.load([]LIN{parent}, keyEntry(parent, name))
+		if err != nil {
+			return err
+		}
+		p, err := o.dir(parent)
+		if err != nil {
+			return err
+		}
+		if vals[0] != nil {
+			return fmt.Errorf("%w: %q in directory LIN %d", ErrExists, name, parent)
+		}
+		n := &inode{
+			lin: lin, typ: ni.Type, mode: ni.Mode & 0o7777, uid: caller.UID, gid: caller.GID,
+			nlink: 1, rdev: ni.Rdev, atime: o.now, mtime: o.now, ctime: o.now, btime: o.now,
+			pool: ni.Pool, prot: ni.Protection, links: []Link{{Parent: parent, Name: name}},
+		}
+		if n.pool == "" {
+			n.pool = p.pool
+		}
+		if n.prot.IsZero() {
+			n.prot = p.prot
+		}
+		if p.mode&0o2000 != 0 {
+			n.gid = p.gid
+			if n.typ == TypeDir {
+				n.mode |= 0o2000
+			}
+		}
+		switch n.typ {
+		case TypeDir:
+			n.nlink = 2
+			p.nlink++
+			o.change(p)
+		case TypeSymlink:
+			n.target = ni.Target
+			n.size = uint64(len(ni.Target))
+		}
+		o.inodes[lin] = n
+		o.mark(n)
+		o.put(keyEntry(parent, name), encodeEntry(n.typ, lin))
+		o.touchDir(parent)
+		o.addUsage(n.pool, Usage{Inodes: 1})
+		res = n
+		return nil
+	})
+	if err != nil {
+		return Attr{}, err
+	}
+	var t *dirTimes
+	if res.typ == TypeDir {
+		t = &dirTimes{mtime: res.mtime, ctime: res.ctime}
+	}
+	return res.attr(t), nil
+}
+
+func checkNew(name string, ni NewInode) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if !ni.Type.valid() {
+		return fmt.Errorf("%w: file type %d", ErrInvalid, ni.Type)
+	}
+	if ni.Type == TypeSymlink {
+		switch {
+		case ni.Target == "":
+			return fmt.Errorf("%w: empty symlink target", ErrInvalid)
+		case len(ni.Target) > MaxSymlinkLen:
+			return fmt.Errorf("%w: symlink target of %d bytes, the limit is %d", ErrNameTooLong, len(ni.Target), MaxSymlinkLen)
+		case strings.IndexByte(ni.Target, 0) >= 0:
+			return fmt.Errorf("%w: symlink target contains a NUL byte", ErrInvalid)
+		}
+	} else if ni.Target != "" {
+		return fmt.Errorf("%w: a target is only for symlinks", ErrInvalid)
+	}
+	if ni.Pool != "" {
+		if err := ValidPoolName(ni.Pool); err != nil {
+			return err
+		}
+	}
+	return ni.Protection.Validate()
+}
+
+// Mkdir creates directory name in parent with mode; see Create.
+func (m *Meta) Mkdir(ctx context.Context, parent LIN, name string, mode uint32) (Attr, error) {
+	return m.Create(ctx, parent, name, NewInode{Type: TypeDir, Mode: mode})
+}
+
+// Symlink creates symlink name in parent pointing to target (mode 0777);
+// see Create.
+func (m *Meta) Symlink(ctx context.Context, parent LIN, name, target string) (Attr, error) {
+	return m.Create(ctx, parent, name, NewInode{Type: TypeSymlink, Mode: 0o777, Target: target})
+}
+
+// Link adds entry name in directory parent for the existing inode lin, adds
+// the back-pointer and returns lin's new attributes.
+//
+// Errors: ErrNotPermitted (lin is a directory), ErrTooManyLinks, ErrExists,
+// ErrNotFound (no lin, or lin has no links left, or no parent), ErrNotDir,
+// ErrInvalid and ErrNameTooLong.
+func (m *Meta) Link(ctx context.Context, lin, parent LIN, name string) (Attr, error) {
+	if err := ValidName(name); err != nil {
+		return Attr{}, err
+	}
+	var res *inode
+	err := m.update(ctx, func(o *op) error {
+		vals, err := o.load([]LIN{lin, parent}, keyEntry(parent, name))
+		if err != nil {
+			return err
+		}
+		n, err := o.inode(lin)
+		if err != nil {
+			return err
+		}
+		switch {
+		case n.typ == TypeDir:
+			return fmt.Errorf("%w: LIN %d is a directory: directories cannot be hard-linked", ErrNotPermitted, lin)
+		case n.nlink == 0:
+			return fmt.Errorf("%w: LIN %d has been unlinked", ErrNotFound, lin)
+		case len(n.links) >= MaxLinks:
+			return fmt.Errorf("%w: LIN %d already has %d links", ErrTooManyLinks, lin, len(n.links))
+		}
+		if _, err := o.dir(parent); err != nil {
+			return err
+		}
+		if vals[0] != nil {
+			return fmt.Errorf("%w: %q in directory LIN %d", ErrExists, name, parent)
+		}
+		n.links = append(n.links, Link{Parent: parent, Name: name})
+		n.nlink++
+		o.change(n)
+		o.put(keyEntry(parent, name), encodeEntry(n.typ, lin))
+		o.touchDir(parent)
+		res = n
+		return nil
+	})
+	if err != nil {
+		return Attr{}, err
+	}
+	return res.attr(nil), nil
+}

@@ -1,0 +1,182 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftfs/weft/internal/kv"
+)
+
+// Config configures a Meta.
+type Config struct {
+	// Store holds the namespace. Meta does not close it.
+	Store kv.Store
+	// LINBatch is how many LINs one allocation takes from the shared
+	// counter. Zero means 1024.
+	LINBatch uint64
+	// Now returns the current time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Meta is the namespace of one weft cluster, as seen by one client. It is
+// safe for concurrent use; each method is one or more kv transactions and
+// is atomic unless its comment says otherwise.
+//
+// Locking: linMu guards the local batch of free LINs; everything else is in
+// the store.
+type Meta struct {
+	store  kv.Store
+	now    func() time.Time
+	batch  uint64
+	budget int // writes (and read-set entries) per chunk of unbounded work
+
+	linMu     sync.Mutex
+	nextLIN   LIN
+	limitLIN  LIN
+	shardBase int
+	shardSeq  atomic.Uint64
+}
+
+// FormatOptions describe a new namespace.
+type FormatOptions struct {
+	// Pool is the root directory's pool, inherited by everything created
+	// below it unless set otherwise. Empty means "default".
+	Pool string
+	// Protection is the root's requested protection (zero: pool default).
+	Protection Protection
+	// Mode, UID and GID of the root directory; Mode 0 means 0755.
+	Mode     uint32
+	UID, GID uint32
+	// Now is the creation time; zero means time.Now().
+	Now time.Time
+}
+
+// Format writes an empty namespace — the format record, the LIN counter and
+// the root directory — into store. It fails with ErrExists if store is
+// already formatted, and with ErrInvalid for bad options.
+func Format(ctx context.Context, store kv.Store, o FormatOptions) error {
+	if o.Pool == "" {
+		o.Pool = "default"
+	}
+	if err := ValidPoolName(o.Pool); err != nil {
+		return err
+	}
+	if err := o.Protection.Validate(); err != nil {
+		return err
+	}
+	if o.Mode == 0 {
+		o.Mode = 0o755
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	now := o.Now.UnixNano()
+	return store.Update(ctx, func(tx kv.Tx) error {
+		old, err := tx.Get(keyFormat())
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			f, err := decodeFormat(old)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: the store is already formatted (format version %d, created %s)",
+				ErrExists, f.version, time.Unix(0, f.created).UTC().Format(time.RFC3339))
+		}
+		tx.Put(keyFormat(), encodeFormat(formatRecord{version: FormatVersion, created: now}))
+		tx.Put(keyNextLIN(), encodeNextLIN(FirstLIN))
+		root := &inode{lin: RootLIN, typ: TypeDir, mode: o.Mode & 0o7777, uid: o.UID, gid: o.GID,
+			nlink: 2, atime: now, mtime: now, ctime: now, btime: now, gen: 1, pool: o.Pool, prot: o.Protection}
+		tx.Put(keyInode(RootLIN), encodeInode(root))
+		tx.Put(keyUsage(0), encodeUsage(usageShard{o.Pool: {Inodes: 1}}))
+		return nil
+	})
+}
+
+// Open returns a Meta over a formatted store. It fails with ErrNotFormatted
+// on an empty store, ErrNewerFormat if a newer weft wrote it, ErrCorrupt if
+// the format record is unreadable, or a kv error.
+func Open(ctx context.Context, cfg Config) (*Meta, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("meta: Config.Store is nil")
+	}
+	var f formatRecord
+	err := cfg.Store.View(ctx, func(tx kv.Tx) error {
+		b, err := tx.Get(keyFormat())
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			return fmt.Errorf("%w: no weft namespace in this store: format it first (weft format)", ErrNotFormatted)
+		}
+		f, err = decodeFormat(b)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case f.version > FormatVersion:
+		return nil, fmt.Errorf("%w: the namespace has format version %d, this weft reads up to %d: upgrade weft on this node",
+			ErrNewerFormat, f.version, FormatVersion)
+	case f.version < 1:
+		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, f.version)
+	}
+	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards)}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.batch == 0 {
+		m.batch = 1024
+	}
+	l := cfg.Store.Limits()
+	m.budget = 512
+	if l.MaxOps > 0 && l.MaxOps/2 < m.budget {
+		m.budget = l.MaxOps / 2
+	}
+	return m, nil
+}
+
+// allocLIN returns a fresh LIN, taking a new batch from the shared counter
+// when the local one is used up. LINs of failed operations are not reused.
+func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
+	m.linMu.Lock()
+	defer m.linMu.Unlock()
+	if m.nextLIN < m.limitLIN {
+		m.nextLIN++
+		return m.nextLIN - 1, nil
+	}
+	var first LIN
+	err := m.store.Update(ctx, func(tx kv.Tx) error {
+		b, err := tx.Get(keyNextLIN())
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			return fmt.Errorf("%w: LIN counter missing", ErrCorrupt)
+		}
+		if first, err = decodeNextLIN(b); err != nil {
+			return err
+		}
+		tx.Put(keyNextLIN(), encodeNextLIN(first+LIN(m.batch)))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	m.nextLIN, m.limitLIN = first+1, first+LIN(m.batch)
+	return first, nil
+}
+
+// shard returns the usage shard for one transaction attempt: round robin from
+// a random start, so that concurrent transactions of one client never share
+// a shard and those of different clients rarely do.
+func (m *Meta) shard() int {
+	return (m.shardBase + int(m.shardSeq.Add(1))) % UsageShards
+}

@@ -1,0 +1,345 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+)
+
+// Unlink removes entry name from directory parent and its back-pointer. When
+// the inode's last link goes: if a session has it open, it stays (Nlink 0)
+// with an orphan record until the last Release; otherwise it is deleted with
+// its stripes (blocks to the delete queue) and xattrs — in the same
+// transaction when they are few, else the orphan record is written in that
+// transaction and a resumable cleanup (Purge) finishes after it.
+//
+// Errors: ErrNotFound, ErrNotDir (parent), ErrIsDir (name is a directory:
+// use Rmdir), ErrInvalid and ErrNameTooLong (bad name).
+func (m *Meta) Unlink(ctx context.Context, parent LIN, name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	var later LIN
+	err := m.update(ctx, func(o *op) error {
+		later = 0
+		o.withUsage()
+		k := keyEntry(parent, name)
+		vals, err := o.load([]LIN{parent}, k)
+		if err != nil {
+			return err
+		}
+		if _, err := o.dir(parent); err != nil {
+			return err
+		}
+		typ, child, ok, err := entryOf(k, vals[0])
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %q in directory LIN %d", ErrNotFound, name, parent)
+		case typ == TypeDir:
+			return fmt.Errorf("%w: %q in directory LIN %d: use rmdir", ErrIsDir, name, parent)
+		}
+		n, err := o.inode(child)
+		if err != nil {
+			return err
+		}
+		o.del(k)
+		o.touchDir(parent)
+		if !n.removeLink(parent, name) {
+			return fmt.Errorf("%w: LIN %d has no back-pointer for %q in LIN %d", ErrCorrupt, child, name, parent)
+		}
+		n.nlink--
+		o.change(n)
+		if n.nlink > 0 {
+			return nil
+		}
+		if purge, err := o.release(n); err != nil || !purge {
+			return err
+		}
+		later = n.lin
+		return nil
+	})
+	if err == nil && later != 0 {
+		// The unlink is committed; an interrupted cleanup stays an orphan
+		// that Purge (or the collect job) finishes.
+		_ = m.purge(ctx, later)
+	}
+	return err
+}
+
+// Rmdir removes the empty directory name from parent.
+//
+// Errors: ErrNotFound, ErrNotDir (parent, or name is not a directory),
+// ErrNotEmpty, ErrInvalid and ErrNameTooLong (bad name; "." and ".." are
+// refused).
+func (m *Meta) Rmdir(ctx context.Context, parent LIN, name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	var later LIN
+	err := m.update(ctx, func(o *op) error {
+		later = 0
+		o.withUsage()
+		k := keyEntry(parent, name)
+		vals, err := o.load([]LIN{parent}, k)
+		if err != nil {
+			return err
+		}
+		p, err := o.dir(parent)
+		if err != nil {
+			return err
+		}
+		typ, child, ok, err := entryOf(k, vals[0])
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %q in directory LIN %d", ErrNotFound, name, parent)
+		case typ != TypeDir:
+			return fmt.Errorf("%w: %q in directory LIN %d is a %s", ErrNotDir, name, parent, typ)
+		}
+		n, err := o.dir(child)
+		if err != nil {
+			return err
+		}
+		if err := o.checkEmpty(n); err != nil {
+			return err
+		}
+		o.del(k)
+		o.touchDir(parent)
+		p.nlink--
+		o.change(p)
+		n.removeLink(parent, name)
+		n.nlink = 0
+		if purge, err := o.destroy(n); err != nil || !purge {
+			return err
+		}
+		later = n.lin
+		return nil
+	})
+	if err == nil && later != 0 {
+		_ = m.purge(ctx, later)
+	}
+	return err
+}
+
+// checkEmpty returns ErrNotEmpty unless directory n has no entries.
+func (o *op) checkEmpty(n *inode) error {
+	start, end := entriesRange(n.lin)
+	kvs, _, err := o.tx.Scan(start, end, 1)
+	if err != nil {
+		return err
+	}
+	if len(kvs) > 0 {
+		return fmt.Errorf("%w: directory LIN %d has entries (first %q)", ErrNotEmpty, n.lin, kvs[0].Key[9:])
+	}
+	return nil
+}
+
+// release handles n after its last link went: if open, it becomes an orphan
+// until the last Release; otherwise destroy. It reports whether a purge
+// must follow the commit.
+func (o *op) release(n *inode) (bool, error) {
+	open, err := o.isOpen(n.lin)
+	if err != nil {
+		return false, err
+	}
+	if open {
+		o.mark(n)
+		o.put(keyOrphan(n.lin), encodeOrphan(o.now))
+		return false, nil
+	}
+	return o.destroy(n)
+}
+
+func (o *op) isOpen(lin LIN) (bool, error) {
+	start, end := opensRange(lin)
+	kvs, _, err := o.tx.Scan(start, end, 1)
+	return len(kvs) > 0, err
+}
+
+// destroy deletes n (no links, not open) with its stripes and xattrs if they
+// fit in this transaction; else it records n as an orphan and reports that a
+// purge must follow.
+func (o *op) destroy(n *inode) (bool, error) {
+	small := o.writes+len(n.xattrs)+8 <= o.m.budget/2
+	if small && (n.stripeSize > 0 || n.allocated > 0) {
+		finished, err := o.deleteStripes(n, 0)
+		if err != nil {
+			return false, err
+		}
+		small = finished
+	}
+	if !small {
+		o.mark(n)
+		o.put(keyOrphan(n.lin), encodeOrphan(o.now))
+		return true, nil
+	}
+	for _, x := range n.xattrs {
+		o.del(keyXattr(n.lin, x))
+	}
+	o.dropInode(n)
+	return false, nil
+}
+
+// Purge finishes deleting inode lin, which has no links left: stripes (their
+// blocks to the delete queue), xattrs, then the inode and its orphan record,
+// in as many transactions as needed. Each transaction leaves a consistent
+// namespace, so an interrupted Purge is resumed by calling it again; it is
+// idempotent (nil for an inode already gone).
+//
+// Errors: ErrBusy (still open), ErrInvalid (lin still has links).
+func (m *Meta) Purge(ctx context.Context, lin LIN) error { return m.purge(ctx, lin) }
+
+func (m *Meta) purge(ctx context.Context, lin LIN) error {
+	for {
+		done := false
+		err := m.update(ctx, func(o *op) error {
+			done = false
+			o.withUsage()
+			if _, err := o.load([]LIN{lin}); err != nil {
+				return err
+			}
+			n := o.inodes[lin]
+			if n == nil {
+				done = true
+				return nil
+			}
+			if n.nlink > 0 {
+				return fmt.Errorf("%w: LIN %d still has %d links: unlink it instead", ErrInvalid, lin, n.nlink)
+			}
+			if open, err := o.isOpen(lin); err != nil || open {
+				if open {
+					err = fmt.Errorf("%w: LIN %d will be deleted at its last close", ErrBusy, lin)
+				}
+				return err
+			}
+			finished, err := o.deleteStripes(n, 0)
+			if err != nil || !finished {
+				return err
+			}
+			for len(n.xattrs) > 0 && o.writes < o.m.budget {
+				o.del(keyXattr(lin, n.xattrs[0]))
+				n.xattrs = n.xattrs[1:]
+				o.mark(n)
+			}
+			if len(n.xattrs) > 0 {
+				return nil
+			}
+			o.dropInode(n)
+			done = true
+			return nil
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// ListOrphans returns up to limit orphans with LIN > after, in LIN order:
+// inodes without links that are open or whose cleanup was interrupted.
+// A collect job calls Purge on those no session holds open.
+func (m *Meta) ListOrphans(ctx context.Context, after LIN, limit int) ([]Orphan, error) {
+	var out []Orphan
+	err := m.view(ctx, func(o *op) error {
+		out = nil
+		kvs, _, err := o.tx.Scan(keyOrphan(after+1), []byte{pfxOrphan + 1}, limit)
+		if err != nil {
+			return err
+		}
+		for _, p := range kvs {
+			orph, err := decodeOrphan(p.Key, p.Value)
+			if err != nil {
+				return err
+			}
+			out = append(out, orph)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Open records that session has lin open, so that unlinking its last link
+// defers the delete until Release. The caller counts its own handles: one
+// Open per (session, inode) is enough and a repeated Open is a no-op.
+// Errors: ErrNotFound (no such inode, or it is unlinked and no session
+// holds it open).
+func (m *Meta) Open(ctx context.Context, session SessionID, lin LIN) error {
+	return m.update(ctx, func(o *op) error {
+		n, err := o.inode(lin)
+		if err != nil {
+			return err
+		}
+		if n.nlink == 0 {
+			if open, err := o.isOpen(lin); err != nil || !open {
+				if err == nil {
+					err = fmt.Errorf("%w: LIN %d has been unlinked", ErrNotFound, lin)
+				}
+				return err
+			}
+		}
+		o.put(keyOpen(lin, session), encodeOpen(o.now))
+		o.put(keySessionOpen(session, lin), encodeOpen(o.now))
+		return nil
+	})
+}
+
+// Release ends session's open of lin. If lin has no links left and no
+// other session has it open, it is deleted (see Unlink). Releasing what is
+// not open is a no-op.
+func (m *Meta) Release(ctx context.Context, session SessionID, lin LIN) error {
+	var later bool
+	err := m.update(ctx, func(o *op) error {
+		later = false
+		o.withUsage()
+		o.del(keyOpen(lin, session))
+		o.del(keySessionOpen(session, lin))
+		if _, err := o.load([]LIN{lin}); err != nil {
+			return err
+		}
+		n := o.inodes[lin]
+		if n == nil || n.nlink > 0 {
+			return nil
+		}
+		open, err := o.isOpen(lin)
+		if err != nil || open {
+			return err
+		}
+		later, err = o.destroy(n)
+		return err
+	})
+	if err == nil && later {
+		_ = m.purge(ctx, lin)
+	}
+	return err
+}
+
+// CloseSession releases every inode session has open, for a client that
+// ended or died. It is idempotent and resumable.
+func (m *Meta) CloseSession(ctx context.Context, session SessionID) error {
+	for {
+		var lins []LIN
+		err := m.view(ctx, func(o *op) error {
+			start, end := sessionRange(session)
+			kvs, _, err := o.tx.Scan(start, end, 256)
+			lins = lins[:0]
+			for _, p := range kvs {
+				lins = append(lins, linAt(p.Key, 9))
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if len(lins) == 0 {
+			return nil
+		}
+		for _, lin := range lins {
+			if err := m.Release(ctx, session, lin); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package meta
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weftfs/weft/internal/kv"
+)
+
+// GetStripes returns up to n stripes of lin with index >= from, in index
+// order. Stripes never written (holes) are absent from the result.
+// Errors: ErrNotFound.
+func (m *Meta) GetStripes(ctx context.Context, lin LIN, from uint64, n int) ([]Stripe, error) {
+	var out []Stripe
+	err := m.view(ctx, func(o *op) error {
+		out = nil
+		kvs, _, err := o.tx.Scan(keyStripe(lin, from), stripesEnd(lin), n)
+		if err != nil {
+			return err
+		}
+		if len(kvs) == 0 {
+			_, err := o.inode(lin)
+			return err
+		}
+		for _, p := range kvs {
+			s, err := decodeStripe(p.Key, p.Value)
+			if err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// StripeUpdate is one stripe to commit: the new stripe (its Gen is ignored)
+// and the generation the caller read (0: the stripe does not exist yet).
+type StripeUpdate struct {
+	Stripe    Stripe
+	ExpectGen uint64
+}
+
+// CommitOptions go with a stripe commit.
+type CommitOptions struct {
+	// StripeSize is the file bytes per stripe. Required for a file's first
+	// stripe; afterwards 0 or the file's StripeSize.
+	StripeSize uint64
+	// Size extends the file to at least this many bytes (a commit never
+	// shrinks a file: use SetAttr).
+	Size uint64
+	// Mtime is the new mtime; zero means now.
+	Mtime time.Time
+}
+
+// CommitStripes replaces stripes of file lin in one transaction, each only
+// if its stored generation equals ExpectGen (compare-and-swap); each
+// committed stripe gets generation ExpectGen+1. Blocks of the old stripes
+// that the new ones do not reuse go to the delete queue in the same
+// transaction; the WDL, Allocated, size, mtime, the under-protected index and
+// pool usage follow. It returns the committed stripes.
+//
+// Errors: a *StripeConflictError (errors.Is ErrStripeConflict) naming the
+// first stripe whose generation moved — nothing is committed, and the
+// caller's new blocks are its own to reuse or enqueue for deletion;
+// ErrNotFound; ErrIsDir or ErrInvalid (not a regular file); ErrInvalid for a
+// malformed stripe (protection, unit count, placement, DataLen over
+// StripeSize, duplicate index); kv.ErrTooLarge for too many stripes at once.
+func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, error) {
+	if err := checkStripes(ups); err != nil {
+		return nil, err
+	}
+	var out []Stripe
+	err := m.update(ctx, func(o *op) error {
+		o.withUsage()
+		keys := make([][]byte, len(ups))
+		for i, up := range ups {
+			keys[i] = keyStripe(lin, up.Stripe.Index)
+		}
+		vals, err := o.load([]LIN{lin}, keys...)
+		if err != nil {
+			return err
+		}
+		n, err := o.inode(lin)
+		if err != nil {
+			return err
+		}
+		switch {
+		case n.typ == TypeDir:
+			return fmt.Errorf("%w: LIN %d has no stripes", ErrIsDir, lin)
+		case n.typ != TypeFile:
+			return fmt.Errorf("%w: LIN %d is a %s: only regular files have stripes", ErrInvalid, lin, n.typ)
+		case n.stripeSize == 0 && co.StripeSize == 0:
+			return fmt.Errorf("%w: the first stripe of LIN %d needs CommitOptions.StripeSize", ErrInvalid, lin)
+		case n.stripeSize != 0 && co.StripeSize != 0 && co.StripeSize != n.stripeSize:
+			return fmt.Errorf("%w: stripe size %d, LIN %d has %d", ErrInvalid, co.StripeSize, lin, n.stripeSize)
+		}
+		if n.stripeSize == 0 {
+			n.stripeSize = co.StripeSize
+		}
+		out = make([]Stripe, len(ups))
+		var alloc int64
+		for i, up := range ups {
+			s := up.Stripe
+			if s.DataLen > n.stripeSize {
+				return fmt.Errorf("%w: stripe %d of LIN %d holds %d bytes, the stripe size is %d", ErrInvalid, s.Index, lin, s.DataLen, n.stripeSize)
+			}
+			var old Stripe
+			if vals[i] != nil {
+				if old, err = decodeStripe(keys[i], vals[i]); err != nil {
+					return err
+				}
+			}
+			if old.Gen != up.ExpectGen {
+				return &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen}
+			}
+			s.Gen = old.Gen + 1
+			keep := map[unitKey]bool{}
+			for _, u := range s.Units {
+				if u.Placed() {
+					keep[unitKey{u.Drive, u.Block}] = true
+				}
+			}
+			o.queueUnits(lin, s.Index, old.Units, keep)
+			alloc += int64(unitBytes(s.Units)) - int64(unitBytes(old.Units))
+			n.addDrives(old.Units, -1)
+			n.addDrives(s.Units, +1)
+			o.put(keys[i], encodeStripe(&s))
+			if miss := s.Missing(); miss > 0 {
+				o.put(keyUnder(lin, s.Index), encodeUnder(miss))
+			} else if old.Missing() > 0 {
+				o.del(keyUnder(lin, s.Index))
+			}
+			out[i] = s
+		}
+		n.allocated = uint64(int64(n.allocated) + alloc)
+		d := Usage{Allocated: alloc}
+		if co.Size > n.size {
+			d.Bytes = int64(co.Size - n.size)
+			n.size = co.Size
+		}
+		o.addUsage(n.pool, d)
+		n.mtime = o.now
+		if !co.Mtime.IsZero() {
+			n.mtime = co.Mtime.UnixNano()
+		}
+		o.change(n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CommitStripe commits one stripe; see CommitStripes.
+func (m *Meta) CommitStripe(ctx context.Context, lin LIN, s Stripe, expectGen uint64, co CommitOptions) (Stripe, error) {
+	out, err := m.CommitStripes(ctx, lin, []StripeUpdate{{Stripe: s, ExpectGen: expectGen}}, co)
+	if err != nil {
+		return Stripe{}, err
+	}
+	return out[0], nil
+}
+
+func checkStripes(ups []StripeUpdate) error {
+	if len(ups) == 0 {
+		return fmt.Errorf("%w: no stripe to commit", ErrInvalid)
+	}
+	seen := map[uint64]bool{}
+	for _, up := range ups {
+		s := up.Stripe
+		if seen[s.Index] {
+			return fmt.Errorf("%w: stripe %d twice in one commit", ErrInvalid, s.Index)
+		}
+		seen[s.Index] = true
+		if err := s.Protection.Validate(); err != nil {
+			return err
+		}
+		if s.Protection.IsZero() {
+			return fmt.Errorf("%w: stripe %d has no protection", ErrInvalid, s.Index)
+		}
+		if len(s.Units) != s.Protection.Width() {
+			return fmt.Errorf("%w: stripe %d has %d units, %s needs %d (unplaced units have Drive 0)",
+				ErrInvalid, s.Index, len(s.Units), s.Protection, s.Protection.Width())
+		}
+		blocks := map[BlockID]bool{}
+		for j, u := range s.Units {
+			switch {
+			case !u.Placed() && (u != Unit{}):
+				return fmt.Errorf("%w: stripe %d unit %d has no drive but a block or length", ErrInvalid, s.Index, j)
+			case u.Placed() && u.Block.IsZero():
+				return fmt.Errorf("%w: stripe %d unit %d on drive %d has a zero block id", ErrInvalid, s.Index, j, u.Drive)
+			case u.Placed() && blocks[u.Block]:
+				return fmt.Errorf("%w: stripe %d uses block %s twice", ErrInvalid, s.Index, u.Block)
+			}
+			blocks[u.Block] = true
+		}
+	}
+	return nil
+}
+
+// ListUnderProtected returns up to limit stripes with units not placed,
+// after the stripe after (zero: from the start), in (LIN, index) order,
+// for repair.
+func (m *Meta) ListUnderProtected(ctx context.Context, after StripeRef, limit int) ([]StripeRef, error) {
+	var out []StripeRef
+	err := m.view(ctx, func(o *op) error {
+		out = nil
+		start := []byte{pfxUnder}
+		if after != (StripeRef{}) {
+			start = kv.After(keyUnder(after.LIN, after.Index))
+		}
+		kvs, _, err := o.tx.Scan(start, []byte{pfxUnder + 1}, limit)
+		for _, p := range kvs {
+			out = append(out, StripeRef{LIN: linAt(p.Key, 1), Index: uint64(linAt(p.Key, 9))})
+		}
+		return err
+	})
+	return out, err
+}
