@@ -286,7 +286,7 @@ func checkShards(shards [][]byte, l StripeLayout) (present int, err error) {
 		case s == nil && l.UnitLen == 0:
 		case len(s) == 0 && l.UnitLen > 0:
 		case len(s) != l.UnitLen:
-			return 0, fmt.Errorf("%w: unit %d is %d bytes, %v wants %d", ErrBadShards, i, len(s), l, l.UnitLen)
+			return 0, fmt.Errorf("%w: unit %d is %d bytes, the %v layout wants %d", ErrBadShards, i, len(s), l, l.UnitLen)
 		default:
 			present++
 		}

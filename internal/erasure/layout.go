@@ -85,15 +85,14 @@ func (l StripeLayout) wholeUnits() int {
 	return min(l.DataLen/l.UnitLen, l.Data)
 }
 
-// String describes the layout, e.g. "ec:4+2 unit 262144" or
-// "3 copies of 4095 (small stripe of ec:4+2)".
+// String names the layout for messages: the protection ("ec:4+2",
+// "mirror:3"), or for the small stripe of an erasure-coded file
+// "3 copies (small stripe of ec:4+2)".
 func (l StripeLayout) String() string {
-	switch {
-	case !l.Mirrored || l.Protection.Mirrors > 0:
-		return fmt.Sprintf("%v unit %d", l.Protection, l.UnitLen)
-	default:
-		return fmt.Sprintf("%d copies of %d (small stripe of %v)", l.Width(), l.UnitLen, l.Protection)
+	if !l.Mirrored || l.Protection.Mirrors > 0 {
+		return l.Protection.String()
 	}
+	return fmt.Sprintf("%d copies (small stripe of %v)", l.Width(), l.Protection)
 }
 
 // Locate returns the data units and the ranges inside them that hold the n

@@ -73,9 +73,9 @@ func TestLayoutString(t *testing.T) {
 		l    StripeLayout
 		want string
 	}{
-		{ec42.Layout(mib), "ec:4+2 unit 262144"},
-		{ec42.Layout(4095), "3 copies of 4095 (small stripe of ec:4+2)"},
-		{m3.Layout(7), "mirror:3 unit 7"},
+		{ec42.Layout(mib), "ec:4+2"},
+		{ec42.Layout(4095), "3 copies (small stripe of ec:4+2)"},
+		{m3.Layout(7), "mirror:3"},
 	} {
 		if got := tc.l.String(); got != tc.want {
 			t.Errorf("String = %q, want %q", got, tc.want)
