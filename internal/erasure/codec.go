@@ -86,6 +86,9 @@ func (c *Codec) EncodeInto(data []byte, l StripeLayout, scratch []byte) ([][]byt
 	if len(data) != l.DataLen {
 		return nil, fmt.Errorf("%w: %d data bytes for a layout of %d (%v)", ErrBadShards, len(data), l.DataLen, l)
 	}
+	if l.Mirrored && l.UnitLen != l.DataLen {
+		return nil, fmt.Errorf("%w: mirrored copies of %d bytes for %d data bytes (%v): encode with Geometry.Layout", ErrBadShards, l.UnitLen, l.DataLen, l)
+	}
 	shards := make([][]byte, l.Width())
 	n := len(data)
 	if l.Mirrored {

@@ -140,8 +140,10 @@ func (g Geometry) Copies() int {
 //     unit (and, rarely, whole trailing data units) is zero padding that is
 //     encoded and stored but is not file data.
 //
-// It panics if dataLen is outside [0, StripeDataSize()]: the caller cut the
-// file wrongly.
+// Layout is for writing a stripe. To read a stored stripe use StoredLayout:
+// after a truncate its data length may be shorter than its units were cut
+// for. It panics if dataLen is outside [0, StripeDataSize()]: the caller cut
+// the file wrongly.
 func (g Geometry) Layout(dataLen int) StripeLayout {
 	if dataLen < 0 || int64(dataLen) > g.StripeDataSize() {
 		panic(fmt.Sprintf("erasure: stripe data length %d outside [0, %d] for %v", dataLen, g.StripeDataSize(), g.Protection))

@@ -7,9 +7,8 @@ import "fmt"
 // Copies()-1 "parity" units that are plain copies, so Width, Needed and
 // Tolerance read the same for both kinds.
 //
-// Everything here follows from the file's geometry and the stripe's DataLen;
-// a stripe map that records the geometry and DataLen (or the file size) can
-// recompute it.
+// A stripe map records StripeProtection, UnitLen (the length of each unit's
+// block) and DataLen; StoredLayout rebuilds the layout from them.
 type StripeLayout struct {
 	Protection Protection // the file's protection the layout was derived from
 	Mirrored   bool       // units are full copies of the data (no coding)
@@ -95,6 +94,39 @@ func (l StripeLayout) String() string {
 	return fmt.Sprintf("%d copies (small stripe of %v)", l.Width(), l.Protection)
 }
 
+// StripeProtection is the protection the stripe itself is stored with, to
+// record in its stripe map: Protection for an erasure-coded stripe or a
+// mirror:N file, mirror:M+1 for the small stripe of an ec:K+M file.
+func (l StripeLayout) StripeProtection() Protection {
+	if l.Mirrored {
+		return Protection{Mirrors: l.Width()}
+	}
+	return l.Protection
+}
+
+// StoredLayout rebuilds the layout of a stripe already written from what its
+// stripe map records: the stripe's own protection p (StripeProtection at
+// write time), the length of its units, and its current data length.
+//
+// Use it, not Geometry.Layout(dataLen), to read a stored stripe: a truncate
+// shortens a stripe's data length without rewriting its units, so the units
+// keep the length Layout gave the longer data. It returns an error wrapping
+// ErrBadProtection for an invalid p, or ErrBadShards if dataLen does not
+// fit in the data units.
+func StoredLayout(p Protection, unitLen, dataLen int) (StripeLayout, error) {
+	if err := (Geometry{Protection: p}).Validate(); err != nil {
+		return StripeLayout{}, err
+	}
+	l := StripeLayout{Protection: p, DataLen: dataLen, UnitLen: unitLen, Data: p.Data, Parity: p.Parity}
+	if p.Mirrors > 0 {
+		l.Mirrored, l.Data, l.Parity = true, 1, p.Mirrors-1
+	}
+	if err := l.validate(); err != nil {
+		return StripeLayout{}, err
+	}
+	return l, nil
+}
+
 // Locate returns the data units and the ranges inside them that hold the n
 // stripe bytes at offset off, in order. The range is clipped to DataLen: a
 // range at or past the end yields nil. A mirrored stripe yields at most one
@@ -126,8 +158,8 @@ func (l StripeLayout) validate() error {
 	switch {
 	case l.Data < 1 || l.Parity < 0 || l.UnitLen < 0 || l.DataLen < 0:
 		return fmt.Errorf("%w: invalid layout %+v", ErrBadShards, l)
-	case l.Mirrored && (l.Data != 1 || l.DataLen != l.UnitLen):
-		return fmt.Errorf("%w: mirrored layout %+v must have 1 data unit of DataLen bytes", ErrBadShards, l)
+	case l.Mirrored && (l.Data != 1 || l.DataLen > l.UnitLen):
+		return fmt.Errorf("%w: mirrored layout %+v must have 1 data unit of at least DataLen bytes", ErrBadShards, l)
 	case !l.Mirrored && l.DataLen > l.Data*l.UnitLen:
 		return fmt.Errorf("%w: layout %+v holds more data than its %d units of %d", ErrBadShards, l, l.Data, l.UnitLen)
 	}

@@ -1,6 +1,8 @@
 package erasure
 
 import (
+	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -80,5 +82,60 @@ func TestLayoutString(t *testing.T) {
 		if got := tc.l.String(); got != tc.want {
 			t.Errorf("String = %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestStoredLayout reads stripes back from stripe-map facts, including after
+// a truncate shortened their data.
+func TestStoredLayout(t *testing.T) {
+	ec42 := Geometry{Protection: Protection{Data: 4, Parity: 2}}
+	c, _ := NewCodec(ec42.Protection)
+	for _, tc := range []struct {
+		name    string
+		written StripeLayout
+		dataLen int // after truncate
+	}{
+		{"full", ec42.Layout(4 * mib), 4 * mib},
+		{"full truncated below one unit", ec42.Layout(4 * mib), 100},
+		{"partial truncated", ec42.Layout(mib + 1), mib - 5},
+		{"small stripe", ec42.Layout(4000), 4000},
+		{"small stripe truncated", ec42.Layout(4000), 10},
+		{"empty", ec42.Layout(0), 0},
+	} {
+		data := make([]byte, tc.written.DataLen)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		shards, err := c.Encode(data, tc.written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := StoredLayout(tc.written.StripeProtection(), tc.written.UnitLen, tc.dataLen)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if l.Mirrored != tc.written.Mirrored || l.Width() != tc.written.Width() || l.Needed() != tc.written.Needed() {
+			t.Fatalf("%s: stored layout %+v differs from written %+v", tc.name, l, tc.written)
+		}
+		shards[0] = nil
+		if err := c.ReconstructData(shards, l); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, err := Join(shards, l)
+		if err != nil || !bytes.Equal(got, data[:tc.dataLen]) {
+			t.Fatalf("%s: Join = %d bytes, %v", tc.name, len(got), err)
+		}
+	}
+	if _, err := StoredLayout(Protection{Data: 4, Parity: 2}, 4096, 4*4096+1); !errors.Is(err, ErrBadShards) {
+		t.Errorf("data longer than the units: %v", err)
+	}
+	if _, err := StoredLayout(Protection{Mirrors: 3}, 10, 11); !errors.Is(err, ErrBadShards) {
+		t.Errorf("mirror data longer than a copy: %v", err)
+	}
+	if _, err := StoredLayout(Protection{}, 10, 1); !errors.Is(err, ErrBadProtection) {
+		t.Errorf("zero protection: %v", err)
+	}
+	if p := ec42.Layout(10).StripeProtection(); p != (Protection{Mirrors: 3}) {
+		t.Errorf("small stripe of ec:4+2 is stored as %v, want mirror:3", p)
 	}
 }
