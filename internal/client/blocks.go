@@ -1,0 +1,192 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// BlockClient is the part of a node's block service the client uses;
+// *block.Client implements it. Errors are the drive package's
+// (drive.ErrNotFound, drive.ErrCorrupt, drive.ErrNoSpace, ...) or gRPC
+// status errors for transport failures.
+type BlockClient interface {
+	Put(ctx context.Context, d drive.ID, hdr drive.BlockHeader, data []byte) error
+	Get(ctx context.Context, d drive.ID, id drive.BlockID, off, length int64) ([]byte, drive.BlockHeader, error)
+	Close() error
+}
+
+var _ BlockClient = (*block.Client)(nil)
+
+// blocks returns the (cached) connection to node's block service.
+func (c *Client) blocks(ctx context.Context, node string) (BlockClient, error) {
+	if node == "" {
+		return nil, fmt.Errorf("%w: drive on no known node", ErrUnavailable)
+	}
+	addr, err := c.topo.NodeAddr(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if bc := c.conns[addr]; bc != nil {
+		return bc, nil
+	}
+	bc, err := c.dial(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %s at %s: %w", ErrUnavailable, node, addr, err)
+	}
+	c.conns[addr] = bc
+	return bc, nil
+}
+
+// unitRef is one unit to read or write: where it is and what it is.
+type unitRef struct {
+	lin    meta.LIN
+	stripe uint64
+	index  int
+	unit   meta.Unit
+	node   string
+}
+
+// getUnit reads length bytes at off of a unit and checks that the block is
+// the one the stripe map names; a whole-unit read is also checked against
+// the unit's CRC from the stripe map. A mismatch is an error wrapping
+// drive.ErrCorrupt.
+func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byte, error) {
+	bc, err := c.blocks(ctx, u.node)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.ioTimeout)
+	defer cancel()
+	id := drive.BlockID(u.unit.Block)
+	data, hdr, err := bc.Get(ctx, drive.ID(u.unit.Drive), id, int64(off), int64(length))
+	if err != nil {
+		return nil, c.unitErr(err)
+	}
+	c.st.unitBytesRead.Add(int64(len(data)))
+	switch {
+	case len(data) != length:
+		err = fmt.Errorf("%w: drive %d block %v returned %d bytes of %d", drive.ErrCorrupt, u.unit.Drive, id, len(data), length)
+	case hdr.Owner != uint64(u.lin) || hdr.Stripe != u.stripe || hdr.Unit != uint32(u.index):
+		err = fmt.Errorf("%w: drive %d block %v belongs to LIN %d stripe %d unit %d, the stripe map says LIN %d stripe %d unit %d",
+			drive.ErrCorrupt, u.unit.Drive, id, hdr.Owner, hdr.Stripe, hdr.Unit, u.lin, u.stripe, u.index)
+	case off == 0 && length == int(u.unit.Length) && crc32.Checksum(data, castagnoli()) != u.unit.CRC:
+		err = fmt.Errorf("%w: drive %d block %v does not match the CRC of its stripe map", drive.ErrCorrupt, u.unit.Drive, id)
+	}
+	if err != nil {
+		c.st.corrupt.Add(1)
+		c.st.unitErrors.Add(1)
+		return nil, err
+	}
+	return data, nil
+}
+
+// putUnit writes one unit as block u.unit.Block on drive u.unit.Drive.
+func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte) error {
+	bc, err := c.blocks(ctx, u.node)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.ioTimeout)
+	defer cancel()
+	hdr := drive.BlockHeader{
+		ID: drive.BlockID(u.unit.Block), Owner: uint64(u.lin), Stripe: u.stripe, Unit: uint32(u.index), Generation: gen,
+	}
+	if err := bc.Put(ctx, drive.ID(u.unit.Drive), hdr, data); err != nil {
+		return c.unitErr(err)
+	}
+	c.st.unitBytesWritten.Add(int64(len(data)))
+	return nil
+}
+
+// unitErr counts a failed unit RPC and, if it says the node or drive is
+// unreachable, invalidates the topology so the next view is current.
+func (c *Client) unitErr(err error) error {
+	c.st.unitErrors.Add(1)
+	if errors.Is(err, drive.ErrCorrupt) {
+		c.st.corrupt.Add(1)
+	}
+	if unreachable(err) {
+		c.invalidate()
+	}
+	return err
+}
+
+// unreachable reports whether err says a node or drive cannot be reached
+// (transport failure, timeout, unknown or closed drive), as opposed to an
+// answer about the block itself.
+func unreachable(err error) bool {
+	if errors.Is(err, block.ErrUnknownDrive) || errors.Is(err, drive.ErrClosed) || errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// castagnoli returns the CRC32C table; crc32.MakeTable returns one shared,
+// hardware-accelerated table for it, so the call is cheap.
+func castagnoli() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
+
+// bufPool recycles stripe-sized buffers (write-behind buffers, parity
+// scratch), keyed by capacity. Small buffers are not pooled.
+type bufPool struct {
+	mu    sync.Mutex
+	pools map[int]*sync.Pool
+}
+
+// minPooled is the smallest capacity worth pooling.
+const minPooled = 64 << 10
+
+// get returns a buffer of length n with arbitrary contents.
+func (b *bufPool) get(n int) []byte {
+	if n < minPooled {
+		return make([]byte, n)
+	}
+	if p := b.pool(n); p != nil {
+		if v, ok := p.Get().(*[]byte); ok {
+			return (*v)[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// put returns buf for reuse; the caller must not use it afterwards.
+func (b *bufPool) put(buf []byte) {
+	if cap(buf) < minPooled {
+		return
+	}
+	buf = buf[:cap(buf)]
+	b.pool(cap(buf)).Put(&buf)
+}
+
+// pool returns the pool of buffers of capacity n.
+func (b *bufPool) pool(n int) *sync.Pool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pools == nil {
+		b.pools = map[int]*sync.Pool{}
+	}
+	p := b.pools[n]
+	if p == nil {
+		p = &sync.Pool{}
+		b.pools[n] = p
+	}
+	return p
+}

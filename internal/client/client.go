@@ -1,0 +1,269 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// Defaults of Config.
+const (
+	// DefaultReadahead is the number of stripes read ahead of a sequential
+	// reader.
+	DefaultReadahead = 4
+	// DefaultMaxDirty is the most bytes buffered per open file before
+	// WriteAt waits for write-out.
+	DefaultMaxDirty = 64 << 20
+	// DefaultWriteBehind is the number of stripes one Client writes out at
+	// once (each to K+M drives in parallel).
+	DefaultWriteBehind = 4
+	// DefaultIOTimeout bounds one block RPC.
+	DefaultIOTimeout = 30 * time.Second
+	// DefaultMapTTL is how long a cached stripe map is trusted before it is
+	// read again from meta. Stale maps are harmless for writes (the commit
+	// compare-and-swap catches them) and for reads of moved blocks ("not
+	// found" re-reads the map); they only delay seeing another client's
+	// writes, like NFS attribute caching.
+	DefaultMapTTL = 2 * time.Second
+)
+
+// Tuning limits.
+const (
+	// maxCommitAttempts bounds read-modify-write retries after stripe
+	// generation conflicts.
+	maxCommitAttempts = 8
+	// maxPutRounds bounds re-placing units whose put failed.
+	maxPutRounds = 3
+	// mapBatch is how many stripe maps one meta read fetches.
+	mapBatch = 64
+	// maxRepairNotes bounds the set of stripes noted as needing repair.
+	maxRepairNotes = 4096
+)
+
+// Config configures a Client.
+type Config struct {
+	// Meta is the namespace; required.
+	Meta *meta.Meta
+	// Topology tells drives, nodes and pools; required.
+	Topology Topology
+	// Session identifies this client in log lines (the vfs layer does the
+	// open-file tracking in meta with it).
+	Session meta.SessionID
+	// UnitSize is the unit (block) size of new files' stripes: a multiple
+	// of erasure.UnitAlign; 0 means erasure.DefaultUnitSize. A file keeps
+	// the stripe size of its first commit.
+	UnitSize int
+	// Log receives warnings (degraded reads, under-protected writes); nil
+	// discards them.
+	Log *slog.Logger
+	// Readahead is the number of stripes prefetched ahead of a sequential
+	// reader; 0 means DefaultReadahead, negative disables readahead.
+	Readahead int
+	// MaxDirty is the most bytes buffered per open file (per LIN) before
+	// WriteAt waits for write-out; 0 means DefaultMaxDirty.
+	MaxDirty int64
+	// WriteBehind is the number of stripes the Client writes out at once;
+	// 0 means DefaultWriteBehind.
+	WriteBehind int
+	// IOTimeout bounds one block RPC; 0 means DefaultIOTimeout.
+	IOTimeout time.Duration
+	// MapTTL is the lifetime of cached stripe maps; 0 means DefaultMapTTL.
+	MapTTL time.Duration
+	// Dial connects to a node's block service; nil means block.Dial. Tests
+	// use it to inject faults.
+	Dial func(addr string) (BlockClient, error)
+}
+
+// metaStore is the part of *meta.Meta the client uses.
+type metaStore interface {
+	GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error)
+	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
+	CommitStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, expectGen uint64, co meta.CommitOptions) (meta.Stripe, error)
+	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
+	EnqueueDeletes(ctx context.Context, entries []meta.DeleteEntry) error
+}
+
+var _ metaStore = (*meta.Meta)(nil)
+
+// Client is the file data path of one process (a FUSE mount, a gateway):
+// it opens files of the namespace for reading and writing their data.
+//
+// Handles of the same LIN opened through one Client share its state —
+// size, buffered writes, stripe map and data caches — so that each sees the
+// others' writes at once. Handles in different Clients see each other's
+// data once it is flushed, within MapTTL (at once after a re-open).
+//
+// Background work (write-behind, readahead) runs on goroutines bounded by
+// WriteBehind and Readahead and stops at Close.
+//
+// Locking: mu guards the table of open inodes, the connection cache and
+// the repair notes; each inode has its own lock (see inode). A Client is
+// safe for concurrent use.
+type Client struct {
+	meta      metaStore
+	topo      Topology
+	log       *slog.Logger
+	session   meta.SessionID
+	unitSize  int
+	readahead int
+	maxDirty  int64
+	ioTimeout time.Duration
+	mapTTL    time.Duration
+	dial      func(addr string) (BlockClient, error)
+	codec     *erasure.Codec
+	bufs      bufPool
+	wsem      chan struct{} // write-out slots
+	rasem     chan struct{} // readahead slots
+	seed      uint64
+	st        counters
+
+	ctx    context.Context // background work; canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	inodes map[meta.LIN]*inode
+	conns  map[string]BlockClient
+	repair map[meta.StripeRef]bool
+}
+
+// New returns a Client. It fails with an error wrapping ErrInvalid when
+// Meta or Topology is missing or UnitSize is not a valid unit size.
+func New(cfg Config) (*Client, error) {
+	if cfg.Meta == nil || cfg.Topology == nil {
+		return nil, fmt.Errorf("%w: Config.Meta and Config.Topology are required", ErrInvalid)
+	}
+	return newClient(cfg.Meta, cfg)
+}
+
+// newClient is New over any metaStore (tests wrap *meta.Meta).
+func newClient(m metaStore, cfg Config) (*Client, error) {
+	if _, err := erasure.NewGeometry(erasure.Protection{Data: 1, Parity: 1}, cfg.UnitSize); err != nil {
+		return nil, fmt.Errorf("%w: Config.UnitSize: %w", ErrInvalid, err)
+	}
+	codec, err := erasure.NewCodec(erasure.Protection{Data: 4, Parity: 2})
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		meta: m, topo: cfg.Topology, log: cfg.Log, session: cfg.Session,
+		unitSize: cfg.UnitSize, readahead: cfg.Readahead, maxDirty: cfg.MaxDirty,
+		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
+		seed:   rand.Uint64(),
+		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.unitSize == 0 {
+		c.unitSize = erasure.DefaultUnitSize
+	}
+	switch {
+	case c.readahead == 0:
+		c.readahead = DefaultReadahead
+	case c.readahead < 0:
+		c.readahead = 0
+	}
+	if c.maxDirty <= 0 {
+		c.maxDirty = DefaultMaxDirty
+	}
+	wb := cfg.WriteBehind
+	if wb <= 0 {
+		wb = DefaultWriteBehind
+	}
+	if c.ioTimeout <= 0 {
+		c.ioTimeout = DefaultIOTimeout
+	}
+	if c.mapTTL <= 0 {
+		c.mapTTL = DefaultMapTTL
+	}
+	if c.dial == nil {
+		c.dial = func(addr string) (BlockClient, error) { return block.Dial(addr) }
+	}
+	c.wsem = make(chan struct{}, wb)
+	c.rasem = make(chan struct{}, max(c.readahead, 1))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Close stops background work, waits for it, and closes the connections
+// to block services. Buffered writes of files not flushed are lost: flush
+// or close every File first. Close is idempotent; afterwards every method
+// returns ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for addr, bc := range c.conns {
+		if err := bc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("client: closing connection to %s: %w", addr, err))
+		}
+	}
+	c.conns = nil
+	return errors.Join(errs...)
+}
+
+// goBackground runs fn on a goroutine tracked by Close, unless the Client
+// is closed (then it reports false and does not run fn).
+func (c *Client) goBackground(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// isClosed reports whether Close was called.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Size returns the size of lin including buffered, uncommitted writes, and
+// true, if lin is open in this Client with writes not yet committed; else
+// false (meta's size is then current). For getattr.
+func (c *Client) Size(lin meta.LIN) (int64, bool) {
+	c.mu.Lock()
+	ino := c.inodes[lin]
+	c.mu.Unlock()
+	if ino == nil {
+		return 0, false
+	}
+	ino.mu.Lock()
+	defer ino.mu.Unlock()
+	if len(ino.dirty) == 0 && len(ino.inflight) == 0 {
+		return 0, false
+	}
+	return ino.size, true
+}
+
+// rng returns a fresh random source for one placement (placement.Request
+// wants one per goroutine).
+func (c *Client) rng() *rand.Rand {
+	return rand.New(rand.NewPCG(c.seed, c.st.seq.Add(1)))
+}

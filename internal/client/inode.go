@@ -1,0 +1,181 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// inode is the state of one LIN open in a Client, shared by all its
+// handles: the size as this client knows it (buffered writes included),
+// the buffered ("dirty") and in-flight stripes, and the stripe map and
+// data caches.
+//
+// A stripe index is at most once in dirty and at most once in inflight: a
+// stripe being written out is in inflight, and writes that arrive
+// meanwhile start a new dirty stripe over it. Readers overlay inflight,
+// then dirty, on the committed data.
+//
+// Locking: mu guards every field below it; it is never held across I/O.
+// refs is guarded by Client.mu. Waiters wait for changed to be closed
+// (signalLocked replaces it after every state change).
+type inode struct {
+	c         *Client
+	lin       meta.LIN
+	pool      string
+	requested erasure.Protection // the file's protection, else its pool's
+	fromPool  bool               // requested came from the pool
+	geo       erasure.Geometry
+	ss        int64 // file bytes per stripe
+
+	refs int
+
+	mu         sync.Mutex
+	size       int64 // file size including buffered writes
+	dirty      map[int64]*dstripe
+	inflight   map[int64]*dstripe
+	buffered   int64 // bytes of dirty and inflight buffers
+	truncating bool  // a Truncate is in progress: writes wait
+	changed    chan struct{}
+	maps       map[int64]mapEntry
+	mapEpoch   uint64 // bumped by every local change of maps
+	cache      stripeCache
+}
+
+// dstripe is a buffered stripe: the bytes written to it and where.
+type dstripe struct {
+	idx int64
+	buf []byte // stripe data; only the bytes in ext are meaningful
+	ext spans
+	err error // why the last write-out failed, if it did
+}
+
+// newInode returns the state of lin with geometry geo.
+func newInode(c *Client, lin meta.LIN, a meta.Attr, req erasure.Protection, fromPool bool, geo erasure.Geometry) *inode {
+	return &inode{
+		c: c, lin: lin, pool: a.Pool, requested: req, fromPool: fromPool, geo: geo, ss: geo.StripeDataSize(),
+		size: int64(a.Size), dirty: map[int64]*dstripe{}, inflight: map[int64]*dstripe{},
+		changed: make(chan struct{}), maps: map[int64]mapEntry{},
+		cache: stripeCache{max: c.readahead + 2, entries: map[int64]*cacheEntry{}},
+	}
+}
+
+// geometry returns the geometry new stripes of a file get: its requested
+// protection (else its pool's) with the client's unit size, or, once the
+// file has a stripe size, the unit size that keeps it.
+func (c *Client) geometry(ctx context.Context, a meta.Attr) (erasure.Geometry, erasure.Protection, bool, error) {
+	p, err := toErasure(a.Protection)
+	if err != nil {
+		return erasure.Geometry{}, p, false, err
+	}
+	fromPool := p.IsZero()
+	if fromPool {
+		if p, err = c.topo.PoolProtection(ctx, a.Pool); err != nil {
+			return erasure.Geometry{}, p, true, fmt.Errorf("client: LIN %d: protection of pool %q: %w", a.LIN, a.Pool, err)
+		}
+	}
+	g, err := erasure.NewGeometry(p, c.unitSize)
+	if err != nil {
+		return g, p, fromPool, fmt.Errorf("%w: LIN %d: %w", ErrInvalid, a.LIN, err)
+	}
+	ss := int64(a.StripeSize)
+	if ss == 0 || ss == g.StripeDataSize() {
+		return g, p, fromPool, nil
+	}
+	// The file was first written with another geometry: keep its stripe
+	// size, with units of stripe size / K.
+	k := int64(max(p.Data, 1))
+	if p.Mirrors > 0 {
+		k = 1
+	}
+	if ss%k == 0 {
+		if g2, err := erasure.NewGeometry(p, int(ss/k)); err == nil {
+			return g2, p, fromPool, nil
+		}
+	}
+	return g, p, fromPool, fmt.Errorf("%w: LIN %d has a stripe size of %d bytes, which %v cannot keep (units of %d bytes are not a multiple of %d): restripe it",
+		ErrInvalid, a.LIN, ss, p, ss/k, erasure.UnitAlign)
+}
+
+// signalLocked wakes everyone waiting for a state change.
+func (ino *inode) signalLocked() {
+	close(ino.changed)
+	ino.changed = make(chan struct{})
+}
+
+// waitLocked releases mu until the next state change (or ctx ends), then
+// takes it again.
+func (ino *inode) waitLocked(ctx context.Context) error {
+	ch := ino.changed
+	ino.mu.Unlock()
+	defer ino.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeLocked copies p into the buffered stripe idx at offset off (within
+// the stripe) and reports whether the stripe is now complete.
+func (ino *inode) writeLocked(idx int64, off int, p []byte) (full bool) {
+	d := ino.dirty[idx]
+	if d == nil {
+		d = &dstripe{idx: idx}
+		ino.dirty[idx] = d
+	}
+	ino.grow(d, off+len(p))
+	copy(d.buf[off:], p)
+	d.ext = d.ext.add(off, off+len(p))
+	return d.ext.covers(0, int(ino.ss))
+}
+
+// grow makes d.buf at least n bytes long, keeping its contents. Buffers
+// of a whole stripe come from the pool; small stripes (small files) get
+// what they need, doubling.
+func (ino *inode) grow(d *dstripe, n int) {
+	if n <= len(d.buf) {
+		return
+	}
+	if n <= cap(d.buf) {
+		d.buf = d.buf[:n]
+		return
+	}
+	ss := int(ino.ss)
+	newCap := max(n, 2*cap(d.buf), 4<<10)
+	if newCap > ss/2 {
+		newCap = ss
+	}
+	var nb []byte
+	if newCap == ss {
+		nb = ino.c.bufs.get(ss)
+	} else {
+		nb = make([]byte, newCap)
+	}
+	copy(nb, d.buf)
+	ino.buffered += int64(cap(nb) - cap(d.buf))
+	ino.release(d)
+	d.buf = nb[:n]
+}
+
+// release returns d's buffer to the pool (if it is a pooled one); the
+// caller updates buffered.
+func (ino *inode) release(d *dstripe) {
+	if cap(d.buf) == int(ino.ss) {
+		ino.c.bufs.put(d.buf)
+	}
+	d.buf = nil
+}
+
+// dropLocked forgets a buffered stripe.
+func (ino *inode) dropLocked(d *dstripe) {
+	ino.buffered -= int64(cap(d.buf))
+	ino.release(d)
+}
+
+// hasStateLocked reports whether writes are buffered or being written out.
+func (ino *inode) hasStateLocked() bool { return len(ino.dirty) > 0 || len(ino.inflight) > 0 }

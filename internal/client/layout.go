@@ -1,0 +1,194 @@
+package client
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/placement"
+)
+
+// FileLayout is where a file's data lives and how well it is protected,
+// for `weft file info`.
+type FileLayout struct {
+	LIN  meta.LIN `json:"lin"`
+	Pool string   `json:"pool"`
+	// Requested is the protection new stripes get ("ec:4+2"), and
+	// RequestedFrom says whether the file asks for it ("file") or inherits
+	// its pool's ("pool").
+	Requested     string `json:"requested"`
+	RequestedFrom string `json:"requested_from"`
+	// Size is the file size in bytes (with this client's buffered
+	// writes); StripeSize the file bytes per stripe (0: never written).
+	Size       int64  `json:"size"`
+	StripeSize int64  `json:"stripe_size"`
+	Allocated  uint64 `json:"allocated_bytes"`
+	// Wanted is the tolerance a stripe of the requested protection gets
+	// when placed over all the pool's nodes and drives.
+	Wanted placement.Tolerance `json:"wanted_tolerance"`
+	// Achieved is the tolerance of the file's weakest stripe (nil: the
+	// file has no stripes). It is never more than what was placed.
+	Achieved *placement.Tolerance `json:"achieved_tolerance,omitempty"`
+	// UnderProtected counts stripes with units not placed.
+	UnderProtected int          `json:"under_protected_stripes"`
+	Stripes        []StripeInfo `json:"stripes"`
+}
+
+// StripeInfo is one stripe of a FileLayout.
+type StripeInfo struct {
+	Index   uint64 `json:"index"`
+	Gen     uint64 `json:"gen"`
+	Offset  int64  `json:"offset"`
+	DataLen int64  `json:"data_len"`
+	// Protection is the stripe's own protection: the file's, or mirror:M+1
+	// for the small stripe of an ec:K+M file.
+	Protection string `json:"protection"`
+	Width      int    `json:"width"`
+	Placed     int    `json:"placed"`
+	// Tolerance is what the placed units survive: any Drives drives or any
+	// Nodes nodes may fail (-1: not readable).
+	Tolerance      placement.Tolerance `json:"tolerance"`
+	UnderProtected bool                `json:"under_protected"`
+	// Unavailable counts units on drives that are down now.
+	Unavailable int        `json:"unavailable_units"`
+	Units       []UnitInfo `json:"units"`
+}
+
+// UnitInfo is one unit of a stripe.
+type UnitInfo struct {
+	Unit   int          `json:"unit"`
+	Parity bool         `json:"parity"` // parity unit, or a copy past the first
+	Placed bool         `json:"placed"`
+	Drive  meta.DriveID `json:"drive,omitempty"`
+	Node   string       `json:"node,omitempty"`
+	Block  string       `json:"block,omitempty"`
+	Length uint32       `json:"length,omitempty"`
+	Up     bool         `json:"up"` // its drive is up now
+}
+
+// Layout returns the layout of file lin from meta and the topology. It
+// reads every stripe map of the file (in pages), so it costs one meta read
+// per 256 stripes. Errors: meta's (meta.ErrNotFound), ErrInvalid for a
+// LIN that is not a regular file, ErrCorrupt for a malformed stripe map,
+// topology errors.
+func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
+	a, err := c.meta.GetAttr(ctx, lin)
+	if err != nil {
+		return FileLayout{}, fmt.Errorf("client: layout of LIN %d: %w", lin, err)
+	}
+	if a.Type != meta.TypeFile {
+		return FileLayout{}, fmt.Errorf("%w: LIN %d is a %s, not a regular file", ErrInvalid, lin, a.Type)
+	}
+	g, req, fromPool, err := c.geometry(ctx, a)
+	if err != nil {
+		return FileLayout{}, err
+	}
+	view, err := c.view(ctx)
+	if err != nil {
+		return FileLayout{}, fmt.Errorf("client: layout of LIN %d: %w", lin, err)
+	}
+	fl := FileLayout{
+		LIN: lin, Pool: a.Pool, Requested: req.String(), RequestedFrom: "file",
+		Size: int64(a.Size), StripeSize: int64(a.StripeSize), Allocated: a.Allocated,
+		Wanted: wantedTolerance(view.candidates(a.Pool), g.Layout(int(g.StripeDataSize()))),
+	}
+	if fromPool {
+		fl.RequestedFrom = "pool"
+	}
+	if size, ok := c.Size(lin); ok {
+		fl.Size = size
+	}
+	const page = 256
+	for from := uint64(0); ; {
+		ss, err := c.meta.GetStripes(ctx, lin, from, page)
+		if err != nil {
+			return FileLayout{}, fmt.Errorf("client: layout of LIN %d: %w", lin, err)
+		}
+		for _, s := range ss {
+			si, err := stripeInfo(lin, s, int64(a.StripeSize), view)
+			if err != nil {
+				return FileLayout{}, err
+			}
+			if si.UnderProtected {
+				fl.UnderProtected++
+			}
+			if fl.Achieved == nil {
+				t := si.Tolerance
+				fl.Achieved = &t
+			} else {
+				fl.Achieved.Drives = min(fl.Achieved.Drives, si.Tolerance.Drives)
+				fl.Achieved.Nodes = min(fl.Achieved.Nodes, si.Tolerance.Nodes)
+			}
+			fl.Stripes = append(fl.Stripes, si)
+		}
+		if len(ss) < page {
+			return fl, nil
+		}
+		from = ss[len(ss)-1].Index + 1
+	}
+}
+
+// stripeInfo describes one stripe map.
+func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *topoView) (StripeInfo, error) {
+	l, err := storedLayout(lin, s)
+	if err != nil {
+		return StripeInfo{}, err
+	}
+	si := StripeInfo{
+		Index: s.Index, Gen: s.Gen, Offset: int64(s.Index) * stripeSize, DataLen: int64(s.DataLen),
+		Protection: l.StripeProtection().String(), Width: l.Width(),
+	}
+	var placed []placement.Unit
+	for i, u := range s.Units {
+		ui := UnitInfo{Unit: i, Parity: i >= l.Data, Placed: u.Placed()}
+		if u.Placed() {
+			ui.Drive, ui.Node, ui.Block, ui.Length, ui.Up = u.Drive, view.node(u.Drive), u.Block.String(), u.Length, view.up(u.Drive)
+			placed = append(placed, placement.Unit{Drive: placement.DriveID(u.Drive), Node: ui.Node})
+			if !ui.Up {
+				si.Unavailable++
+			}
+		}
+		si.Units = append(si.Units, ui)
+	}
+	si.Placed = len(placed)
+	si.UnderProtected = si.Placed < si.Width
+	si.Tolerance = placement.ComputeTolerance(placed, l.Needed())
+	return si, nil
+}
+
+// wantedTolerance is the tolerance of a stripe of layout l spread as
+// evenly as possible over the nodes and drives of the pool, all up: the
+// most its placement can achieve.
+func wantedTolerance(cands []placement.Candidate, l erasure.StripeLayout) placement.Tolerance {
+	perNode := map[string]int{}
+	for _, cd := range cands {
+		perNode[cd.Node]++
+	}
+	type node struct {
+		name         string
+		drives, used int
+	}
+	nodes := make([]node, 0, len(perNode))
+	for n, d := range perNode {
+		nodes = append(nodes, node{name: n, drives: d})
+	}
+	slices.SortFunc(nodes, func(a, b node) int { return cmp.Compare(a.name, b.name) })
+	var units []placement.Unit
+	for len(units) < l.Width() {
+		best := -1
+		for i, n := range nodes {
+			if n.used < n.drives && (best < 0 || n.used < nodes[best].used) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		nodes[best].used++
+		units = append(units, placement.Unit{Drive: placement.DriveID(len(units) + 1), Node: nodes[best].name})
+	}
+	return placement.ComputeTolerance(units, l.Needed())
+}

@@ -1,0 +1,240 @@
+package client
+
+import (
+	"context"
+
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// stripeCache holds the data of whole stripes of one file, read ahead of a
+// sequential reader or read whole for it, keyed by stripe index and valid
+// for one stripe generation. It holds at most max entries that are not
+// loading (about Readahead+2 stripes), evicting the least recently used.
+// It is guarded by the inode's mu.
+type stripeCache struct {
+	max     int
+	tick    uint64
+	entries map[int64]*cacheEntry
+}
+
+// cacheEntry is one stripe's data, or its loading. gen, data and err are
+// set before ready is closed and never change after.
+type cacheEntry struct {
+	gen   uint64
+	ready chan struct{}
+	data  []byte // the stripe's DataLen bytes
+	err   error
+	used  uint64 // last use tick
+}
+
+// getLocked returns the entry of stripe idx (possibly still loading), or nil.
+func (sc *stripeCache) getLocked(idx int64) *cacheEntry {
+	e := sc.entries[idx]
+	if e != nil {
+		sc.tick++
+		e.used = sc.tick
+	}
+	return e
+}
+
+// putLocked adds a loading entry for idx, evicting loaded entries past max.
+func (sc *stripeCache) putLocked(idx int64, e *cacheEntry) {
+	sc.tick++
+	e.used = sc.tick
+	sc.entries[idx] = e
+	for len(sc.entries) > max(sc.max, 1) {
+		victim, oldest := int64(-1), ^uint64(0)
+		for j, x := range sc.entries {
+			if j != idx && x.used < oldest && loaded(x) {
+				victim, oldest = j, x.used
+			}
+		}
+		if victim < 0 {
+			return
+		}
+		delete(sc.entries, victim)
+	}
+}
+
+// dropLocked forgets stripe idx.
+func (sc *stripeCache) dropLocked(idx int64) { delete(sc.entries, idx) }
+
+// clearLocked forgets every stripe.
+func (sc *stripeCache) clearLocked() { clear(sc.entries) }
+
+// loaded reports whether e finished loading.
+func loaded(e *cacheEntry) bool {
+	select {
+	case <-e.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// overlay is buffered data over a range of a stripe: the bytes in ext
+// (relative to the range start) of data.
+type overlay struct {
+	ext  spans
+	data []byte
+}
+
+// overlayLocked copies the buffered bytes of stripe idx in [within,
+// within+n) — in-flight ones, then newer dirty ones over them — or returns
+// nil if there are none.
+func (ino *inode) overlayLocked(idx int64, within, n int) *overlay {
+	var ov *overlay
+	for _, d := range []*dstripe{ino.inflight[idx], ino.dirty[idx]} {
+		if d == nil {
+			continue
+		}
+		for _, r := range d.ext.within(within, within+n) {
+			if ov == nil {
+				ov = &overlay{data: make([]byte, n)}
+			}
+			copy(ov.data[r.lo-within:r.hi-within], d.buf[r.lo:r.hi])
+			ov.ext = ov.ext.add(r.lo-within, r.hi-within)
+		}
+	}
+	return ov
+}
+
+// readChunk fills dst with the file bytes at offset within of stripe idx
+// (dst does not cross the stripe's end): buffered bytes from the overlay,
+// the rest from the cache or the block services. A sequential reader
+// loads whole stripes into the cache.
+//
+// The overlay is copied before the stripe map is looked up: a write-out
+// that commits in between leaves the new map cached, so the read sees the
+// data either way.
+func (ino *inode) readChunk(ctx context.Context, dst []byte, idx int64, within int, seq bool) error {
+	ino.mu.Lock()
+	ov := ino.overlayLocked(idx, within, len(dst))
+	ino.mu.Unlock()
+	if ov != nil && ov.ext.covers(0, len(dst)) {
+		copy(dst, ov.data)
+		return nil
+	}
+	s, ok, err := ino.stripe(ctx, idx, false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !ok:
+		clear(dst)
+	default:
+		if data, hit := ino.cached(ctx, idx, s, seq); hit {
+			copyStripe(dst, data, within)
+			break
+		}
+		if err := ino.readStripe(ctx, s, within, len(dst), dst); err != nil {
+			return err
+		}
+	}
+	if ov != nil {
+		for _, r := range ov.ext {
+			copy(dst[r.lo:r.hi], ov.data[r.lo:r.hi])
+		}
+	}
+	return nil
+}
+
+// copyStripe copies stripe data from offset within into dst, zeros past
+// the data.
+func copyStripe(dst, data []byte, within int) {
+	n := 0
+	if within < len(data) {
+		n = copy(dst, data[within:])
+	}
+	clear(dst[n:])
+}
+
+// cached returns the cached data of stripe s if the cache has it (waiting
+// for it if it is loading). If not and load is set, it loads the whole
+// stripe into the cache first.
+func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load bool) ([]byte, bool) {
+	c := ino.c
+	ino.mu.Lock()
+	e := ino.cache.getLocked(idx)
+	if e != nil && loaded(e) && (e.err != nil || e.gen != s.Gen) {
+		e = nil
+	}
+	ino.mu.Unlock()
+	if e == nil {
+		c.st.misses.Add(1)
+		if !load {
+			return nil, false
+		}
+		e = ino.fill(ctx, idx, s)
+	} else {
+		c.st.hits.Add(1)
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, false
+	}
+	if e.err != nil || e.gen != s.Gen {
+		return nil, false
+	}
+	return e.data, true
+}
+
+// fill loads stripe s into the cache (unless an entry of its generation is
+// there or loading) and returns the entry, loaded or failed.
+func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe) *cacheEntry {
+	ino.mu.Lock()
+	if e := ino.cache.getLocked(idx); e != nil && e.gen == s.Gen && (!loaded(e) || e.err == nil) {
+		ino.mu.Unlock()
+		return e
+	}
+	e := &cacheEntry{gen: s.Gen, ready: make(chan struct{})}
+	ino.cache.putLocked(idx, e)
+	ino.mu.Unlock()
+	data := make([]byte, s.DataLen)
+	e.err = ino.readStripe(ctx, s, 0, len(data), data)
+	if e.err == nil {
+		e.data = data
+	}
+	close(e.ready)
+	if e.err != nil {
+		ino.mu.Lock()
+		if ino.cache.entries[idx] == e {
+			ino.cache.dropLocked(idx)
+		}
+		ino.mu.Unlock()
+	}
+	return e
+}
+
+// prefetch loads up to Readahead stripes from stripe from on (those below
+// size) into the cache in the background, skipping cached ones and holes,
+// as long as readahead slots are free.
+func (ino *inode) prefetch(from, size int64) {
+	c := ino.c
+	for j := from; j < from+int64(c.readahead) && j*ino.ss < size; j++ {
+		ino.mu.Lock()
+		e := ino.cache.entries[j]
+		ino.mu.Unlock()
+		if e != nil {
+			continue
+		}
+		select {
+		case c.rasem <- struct{}{}:
+		default:
+			return
+		}
+		if !c.goBackground(func() {
+			defer func() { <-c.rasem }()
+			s, ok, err := ino.stripe(c.ctx, j, false)
+			if err != nil || !ok {
+				return
+			}
+			c.st.readahead.Add(1)
+			ino.fill(c.ctx, j, s)
+		}) {
+			<-c.rasem
+			return
+		}
+	}
+}

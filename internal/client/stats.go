@@ -1,0 +1,116 @@
+package client
+
+import (
+	"cmp"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// Stats are a Client's counters since New, for a Prometheus collector and
+// for tests. All are monotonic.
+type Stats struct {
+	// StripesWritten is the number of stripes committed.
+	StripesWritten int64
+	// UnderProtectedWrites is the number of stripes committed with fewer
+	// units than their protection asks (left for repair).
+	UnderProtectedWrites int64
+	// BytesWritten is the file bytes accepted by WriteAt.
+	BytesWritten int64
+	// UnitBytesWritten is the bytes put to block services (data, parity
+	// and copies).
+	UnitBytesWritten int64
+	// BytesRead is the file bytes returned by ReadAt.
+	BytesRead int64
+	// UnitBytesRead is the bytes fetched from block services.
+	UnitBytesRead int64
+	// DegradedReads is the number of stripe reads that reconstructed data
+	// from parity or fell back to another copy.
+	DegradedReads int64
+	// UnitErrors is the number of unit reads and writes that failed (not
+	// found, corrupt, unreachable, no space).
+	UnitErrors int64
+	// CorruptUnits is the number of unit reads that failed a checksum.
+	CorruptUnits int64
+	// PutRetries is the number of units re-placed after a failed put.
+	PutRetries int64
+	// Conflicts is the number of stripe commits that lost the generation
+	// compare-and-swap and were retried.
+	Conflicts int64
+	// OrphansEnqueued is the number of blocks the client wrote but did not
+	// commit and sent to the delete queue.
+	OrphansEnqueued int64
+	// CacheHits and CacheMisses count stripe reads served from (or not
+	// found in) the readahead cache.
+	CacheHits, CacheMisses int64
+	// ReadaheadStripes is the number of stripes prefetched.
+	ReadaheadStripes int64
+}
+
+// counters are the live Stats.
+type counters struct {
+	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
+	bytesRead, unitBytesRead, degraded, unitErrors, corrupt       atomic.Int64
+	putRetries, conflicts, orphans, hits, misses, readahead       atomic.Int64
+	seq                                                           atomic.Uint64 // random stream ids
+	lastWarn                                                      atomic.Int64  // unix nanos of the last rate-limited warning
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	s := &c.st
+	return Stats{
+		StripesWritten: s.stripesWritten.Load(), UnderProtectedWrites: s.underProtected.Load(),
+		BytesWritten: s.bytesWritten.Load(), UnitBytesWritten: s.unitBytesWritten.Load(),
+		BytesRead: s.bytesRead.Load(), UnitBytesRead: s.unitBytesRead.Load(),
+		DegradedReads: s.degraded.Load(), UnitErrors: s.unitErrors.Load(), CorruptUnits: s.corrupt.Load(),
+		PutRetries: s.putRetries.Load(), Conflicts: s.conflicts.Load(), OrphansEnqueued: s.orphans.Load(),
+		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
+	}
+}
+
+// NeedsRepair returns the stripes this Client found degraded (a unit
+// missing, corrupt or unreachable) since New, in (LIN, index) order, at
+// most 4096 of them. Meta has no "needs repair" record yet; until it has,
+// this list, the DegradedReads counter and a warning per stripe are how
+// the finding is reported.
+func (c *Client) NeedsRepair() []meta.StripeRef {
+	c.mu.Lock()
+	out := make([]meta.StripeRef, 0, len(c.repair))
+	for r := range c.repair {
+		out = append(out, r)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b meta.StripeRef) int {
+		return cmp.Or(cmp.Compare(a.LIN, b.LIN), cmp.Compare(a.Index, b.Index))
+	})
+	return out
+}
+
+// noteDegraded counts a degraded stripe read and, the first time the
+// stripe is seen, records it and logs why.
+func (c *Client) noteDegraded(lin meta.LIN, s meta.Stripe, why string) {
+	c.st.degraded.Add(1)
+	ref := meta.StripeRef{LIN: lin, Index: s.Index}
+	c.mu.Lock()
+	seen := c.repair[ref]
+	if !seen && len(c.repair) < maxRepairNotes {
+		c.repair[ref] = true
+	}
+	c.mu.Unlock()
+	if !seen {
+		c.log.Warn("degraded read: stripe needs repair", "lin", uint64(lin), "stripe", s.Index, "gen", s.Gen, "why", why)
+	}
+}
+
+// warnLimited logs a warning at most once per second.
+func (c *Client) warnLimited(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := c.st.lastWarn.Load()
+	if now-last < int64(time.Second) || !c.st.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	c.log.Warn(msg, args...)
+}

@@ -1,0 +1,321 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"time"
+
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/placement"
+)
+
+// writeStripe writes buffered stripe d copy-on-write and commits it.
+//
+// Each attempt reads the stripe's current map (generation g); if d does
+// not cover the stripe's data, it reads the stored data (degraded if need
+// be) and lays d's bytes over it; it encodes the result, writes the units
+// to new blocks, and commits the map only if the stripe is still at
+// generation g. When another writer or a restriper committed in between,
+// the new blocks go to the delete queue and the attempt is retried from
+// the fresh map, up to maxCommitAttempts times; d's ranges are re-applied
+// each time, so non-overlapping writes of both writers survive.
+//
+// The committed map never names a block whose put was not acknowledged.
+// d must be in flight: nothing else modifies it meanwhile.
+func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, error) {
+	c := ino.c
+	hi := d.ext.end()
+	for attempt := 1; ; attempt++ {
+		cur, exists, err := ino.stripe(ctx, d.idx, attempt > 1)
+		if err != nil {
+			return meta.Stripe{}, err
+		}
+		var oldLen int
+		var gen uint64
+		if exists {
+			oldLen, gen = int(cur.DataLen), cur.Gen
+		}
+		n := max(oldLen, hi)
+		data, merged := d.buf[:n], []byte(nil)
+		if !d.ext.covers(0, n) {
+			merged = ino.stripeBuf(n)
+			if oldLen > 0 {
+				if err := ino.readStripe(ctx, cur, 0, oldLen, merged[:oldLen]); err != nil {
+					ino.freeStripeBuf(merged)
+					return meta.Stripe{}, fmt.Errorf("client: LIN %d stripe %d: reading it to merge a partial write: %w", ino.lin, d.idx, err)
+				}
+			}
+			clear(merged[oldLen:n])
+			for _, r := range d.ext {
+				copy(merged[r.lo:r.hi], d.buf[r.lo:r.hi])
+			}
+			data = merged
+		}
+		s, err := ino.putStripe(ctx, d.idx, gen+1, data)
+		ino.freeStripeBuf(merged)
+		if err != nil {
+			return meta.Stripe{}, err
+		}
+		co := meta.CommitOptions{StripeSize: uint64(ino.ss), Size: uint64(d.idx*ino.ss) + uint64(n)}
+		committed, err := c.meta.CommitStripe(ctx, ino.lin, s, gen, co)
+		if err == nil {
+			c.st.stripesWritten.Add(1)
+			return committed, nil
+		}
+		if !errors.Is(err, meta.ErrStripeConflict) {
+			if definite(err) {
+				c.enqueueOrphans(ctx, ino.lin, s.Index, s.Units)
+			}
+			// Otherwise the commit may have happened (a lost reply): the
+			// blocks are left for the collect job rather than risk
+			// deleting committed data.
+			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
+		}
+		c.st.conflicts.Add(1)
+		c.enqueueOrphans(ctx, ino.lin, s.Index, s.Units)
+		ino.mu.Lock()
+		ino.forgetMapLocked(d.idx)
+		ino.mu.Unlock()
+		if attempt >= maxCommitAttempts {
+			return meta.Stripe{}, fmt.Errorf("%w: LIN %d stripe %d: gave up after %d attempts: %w", ErrConflict, ino.lin, d.idx, attempt, err)
+		}
+	}
+}
+
+// definite reports whether a failed commit surely committed nothing.
+func definite(err error) bool {
+	return errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrInvalid) || errors.Is(err, meta.ErrIsDir)
+}
+
+// stripeBuf returns a buffer of n bytes (arbitrary contents), pooled when
+// it is a whole stripe.
+func (ino *inode) stripeBuf(n int) []byte {
+	if n == int(ino.ss) {
+		return ino.c.bufs.get(n)
+	}
+	return make([]byte, n)
+}
+
+// freeStripeBuf returns a buffer of stripeBuf (nil is ignored).
+func (ino *inode) freeStripeBuf(b []byte) {
+	if b != nil && cap(b) == int(ino.ss) {
+		ino.c.bufs.put(b)
+	}
+}
+
+// putStripe encodes data as stripe idx and writes its units to new blocks
+// of generation gen. It returns the stripe map to commit (its units that
+// could not be placed have Drive 0).
+func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []byte) (meta.Stripe, error) {
+	c := ino.c
+	l := ino.geo.Layout(len(data))
+	prot, err := toMeta(l.StripeProtection())
+	if err != nil {
+		return meta.Stripe{}, err
+	}
+	scratch := make([]byte, 0)
+	full := ino.geo.Layout(int(ino.ss)).ScratchLen()
+	if sl := l.ScratchLen(); sl > 0 && sl == full {
+		scratch = c.bufs.get(sl)
+		defer c.bufs.put(scratch)
+	}
+	shards, err := c.codec.EncodeInto(data, l, scratch)
+	if err != nil {
+		return meta.Stripe{}, fmt.Errorf("client: encoding LIN %d stripe %d: %w", ino.lin, idx, err)
+	}
+	crcs := make([]uint32, len(shards))
+	for i, sh := range shards {
+		if i > 0 && l.Mirrored {
+			crcs[i] = crcs[0]
+			continue
+		}
+		crcs[i] = crc32.Checksum(sh, castagnoli())
+	}
+	units, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs)
+	if err != nil {
+		return meta.Stripe{}, err
+	}
+	return meta.Stripe{Index: uint64(idx), Protection: prot, DataLen: uint64(len(data)), Units: units}, nil
+}
+
+// placeAndPut chooses drives for the units of a stripe (placement.Place
+// over the up drives of the file's pool, spread over nodes) and puts the
+// units there in parallel. A unit whose put fails (drive full, node down)
+// is re-placed on another drive, avoiding the failed ones, up to
+// maxPutRounds rounds. Units that cannot be placed stay unplaced; if fewer
+// than the layout's MinPlaced are placed, the blocks written go to the
+// delete queue and the error wraps ErrNoSpace (drives are up but full) or
+// ErrUnavailable.
+func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32) ([]meta.Unit, error) {
+	c := ino.c
+	view, err := c.view(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client: LIN %d stripe %d: %w", ino.lin, idx, err)
+	}
+	cands := view.candidates(ino.pool)
+	req := placement.Request{
+		Candidates: cands, Width: l.Width(), Min: l.MinPlaced(), Needed: l.Needed(),
+		UnitBytes: int64(l.UnitLen) + drive.HeaderAlign,
+		Label:     fmt.Sprintf("%v in pool %s", l, ino.pool), Rand: c.rng(),
+	}
+	res, err := placement.Place(req)
+	if err != nil {
+		return nil, ino.placeErr(idx, req, err)
+	}
+	units := make([]meta.Unit, l.Width())
+	nodes := make([]string, l.Width())
+	assign := func(i int, d placement.DriveID, node string) {
+		units[i] = meta.Unit{Drive: meta.DriveID(d), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(l.UnitLen), CRC: crcs[i]}
+		nodes[i] = node
+	}
+	var pending []int
+	for i, d := range res.Drives {
+		assign(i, d, res.Nodes[i])
+		pending = append(pending, i)
+	}
+	var (
+		exclude        []placement.DriveID
+		maybe          []meta.Unit // failed puts that may have left a block
+		lastErr        error
+		noSpace, other int
+	)
+	for round := 1; len(pending) > 0; round++ {
+		errs := make([]error, len(pending))
+		var wg sync.WaitGroup
+		for k, i := range pending {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i]}
+				errs[k] = c.putUnit(ctx, u, gen, shards[i])
+			}()
+		}
+		wg.Wait()
+		var failed []int
+		for k, i := range pending {
+			if errs[k] == nil {
+				continue
+			}
+			failed = append(failed, i)
+			exclude = append(exclude, placement.DriveID(units[i].Drive))
+			maybe = append(maybe, units[i])
+			lastErr = fmt.Errorf("unit %d on drive %d (node %s): %w", i, units[i].Drive, nodes[i], errs[k])
+			if errors.Is(errs[k], drive.ErrNoSpace) {
+				noSpace++
+			} else {
+				other++
+			}
+			units[i], nodes[i] = meta.Unit{}, ""
+		}
+		if err := ctx.Err(); err != nil {
+			c.enqueueOrphans(ctx, ino.lin, uint64(idx), append(maybe, units...))
+			return nil, err
+		}
+		pending = nil
+		if len(failed) == 0 || round >= maxPutRounds {
+			break
+		}
+		// Re-place the failed units on other drives, from a fresh view
+		// (an unreachable node invalidated the topology).
+		if v, err := c.view(ctx); err == nil {
+			view = v
+		}
+		var existing []placement.Unit
+		for i, u := range units {
+			if u.Placed() {
+				existing = append(existing, placement.Unit{Drive: placement.DriveID(u.Drive), Node: nodes[i]})
+			}
+		}
+		res, err := placement.Place(placement.Request{
+			Candidates: view.candidates(ino.pool), Width: len(failed), Min: 1, Needed: l.Needed(),
+			UnitBytes: req.UnitBytes, Exclude: exclude, Existing: existing, Label: req.Label, Rand: req.Rand,
+		})
+		if err != nil {
+			lastErr = fmt.Errorf("re-placing %d units: %w", len(failed), err)
+			break
+		}
+		for j, d := range res.Drives {
+			assign(failed[j], d, res.Nodes[j])
+			pending = append(pending, failed[j])
+			c.st.putRetries.Add(1)
+		}
+	}
+	if len(maybe) > 0 {
+		c.enqueueOrphans(ctx, ino.lin, uint64(idx), maybe)
+	}
+	placed := 0
+	for _, u := range units {
+		if u.Placed() {
+			placed++
+		}
+	}
+	if placed < l.MinPlaced() {
+		c.enqueueOrphans(ctx, ino.lin, uint64(idx), units)
+		kind := ErrUnavailable
+		if noSpace > 0 && other == 0 {
+			kind = ErrNoSpace
+		}
+		return nil, fmt.Errorf("%w: LIN %d stripe %d (%v): %d of %d units written, at least %d needed; last failure: %w",
+			kind, ino.lin, idx, l, placed, l.Width(), l.MinPlaced(), lastErr)
+	}
+	if placed < l.Width() {
+		c.st.underProtected.Add(1)
+		c.warnLimited("stripe written under-protected; repair will complete it",
+			"lin", uint64(ino.lin), "stripe", idx, "layout", l.String(), "placed", placed, "width", l.Width())
+	}
+	return units, nil
+}
+
+// placeErr turns a failed first placement into ErrNoSpace (enough drives
+// are up and ready, too few have room) or ErrUnavailable.
+func (ino *inode) placeErr(idx int64, req placement.Request, err error) error {
+	ready := 0
+	for _, cd := range req.Candidates {
+		if cd.Up && cd.Usable {
+			ready++
+		}
+	}
+	kind := ErrUnavailable
+	if errors.Is(err, placement.ErrNotEnoughDrives) && ready >= req.Min {
+		kind = ErrNoSpace
+	}
+	return fmt.Errorf("%w: writing LIN %d stripe %d: %w", kind, ino.lin, idx, err)
+}
+
+// EnqueueOrphans sends the placed units of a stripe of lin that no stripe
+// map references (blocks written for a commit that lost its
+// compare-and-swap or was never made) to the delete queue, where the node
+// servers free them. It is idempotent. Never pass units a committed map
+// may still name: deleting them loses data.
+func (c *Client) EnqueueOrphans(ctx context.Context, lin meta.LIN, stripe uint64, units []meta.Unit) error {
+	var es []meta.DeleteEntry
+	for _, u := range units {
+		if u.Placed() {
+			es = append(es, meta.DeleteEntry{Drive: u.Drive, Block: u.Block, LIN: lin, Stripe: stripe, Length: u.Length})
+		}
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	if err := c.meta.EnqueueDeletes(ctx, es); err != nil {
+		return fmt.Errorf("client: queueing %d orphaned blocks of LIN %d stripe %d for deletion: %w", len(es), lin, stripe, err)
+	}
+	c.st.orphans.Add(int64(len(es)))
+	return nil
+}
+
+// enqueueOrphans is EnqueueOrphans for the write path: it runs even if
+// ctx is canceled (for up to a minute), and a failure is only logged — the
+// collect job finds unreferenced blocks anyway.
+func (c *Client) enqueueOrphans(ctx context.Context, lin meta.LIN, stripe uint64, units []meta.Unit) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := c.EnqueueOrphans(ctx, lin, stripe, units); err != nil {
+		c.log.Warn("orphaned blocks left for the collect job", "err", err)
+	}
+}

@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+
+	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/placement"
+)
+
+// Topology is what the client needs to know about the cluster: its drives
+// and their state, where each node's block service listens, and each pool's
+// default protection. ClusterTopology implements it over the control
+// plane; tests use a fake they can flip drives and nodes down in.
+// Implementations must be safe for concurrent use and cheap to call: the
+// client calls Drives once per stripe it reads or writes.
+type Topology interface {
+	// Drives returns every drive of the cluster with its current state.
+	Drives(ctx context.Context) ([]DriveState, error)
+	// NodeAddr returns the gRPC address ("host:port") of a node's block
+	// service.
+	NodeAddr(ctx context.Context, node string) (string, error)
+	// PoolProtection returns the default protection of a pool, used for
+	// files that do not request their own.
+	PoolProtection(ctx context.Context, pool string) (erasure.Protection, error)
+}
+
+// Invalidator is implemented by a Topology that caches: the client calls
+// Invalidate when an RPC says a node or drive is unreachable, so that the
+// next Drives call sees the cluster's current state instead of waiting
+// for the cache to expire.
+type Invalidator interface {
+	Invalidate()
+}
+
+// DriveState is one drive as the client sees it.
+type DriveState struct {
+	ID   meta.DriveID
+	Node string
+	Pool string
+	// Up: the drive and its node are up (their block service answers).
+	Up bool
+	// Usable: status ready — the drive takes new blocks. Drives that are
+	// up but suspended or draining still serve reads.
+	Usable bool
+	// FreeBytes and TotalBytes are the drive's space as last published.
+	FreeBytes, TotalBytes int64
+}
+
+// topoView is one snapshot of the drives, indexed for lookups.
+type topoView struct {
+	list   []DriveState
+	drives map[meta.DriveID]DriveState
+}
+
+// view returns a snapshot of the cluster's drives.
+func (c *Client) view(ctx context.Context) (*topoView, error) {
+	ds, err := c.topo.Drives(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &topoView{list: ds, drives: make(map[meta.DriveID]DriveState, len(ds))}
+	for _, d := range ds {
+		v.drives[d.ID] = d
+	}
+	return v, nil
+}
+
+// up reports whether drive d is known and up.
+func (v *topoView) up(d meta.DriveID) bool { return v.drives[d].Up }
+
+// node returns the node of drive d ("" if unknown).
+func (v *topoView) node(d meta.DriveID) string { return v.drives[d].Node }
+
+// candidates returns the drives of pool as placement candidates.
+func (v *topoView) candidates(pool string) []placement.Candidate {
+	var out []placement.Candidate
+	for _, d := range v.list {
+		if d.Pool != pool {
+			continue
+		}
+		out = append(out, placement.Candidate{
+			ID: placement.DriveID(d.ID), Node: d.Node, FreeBytes: d.FreeBytes, TotalBytes: d.TotalBytes,
+			Up: d.Up, Usable: d.Usable,
+		})
+	}
+	return out
+}
+
+// invalidate tells a caching topology that its view is stale.
+func (c *Client) invalidate() {
+	if inv, ok := c.topo.(Invalidator); ok {
+		inv.Invalidate()
+	}
+}

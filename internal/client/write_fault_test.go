@@ -1,0 +1,203 @@
+package client
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// writeFile writes data to a new file of protection prot and closes it,
+// returning the LIN and the Close error.
+func (f *fixture) writeFile(c *Client, name, prot string, data []byte) (meta.LIN, *File, error) {
+	f.tb.Helper()
+	lin := f.create(name, prot)
+	fh, err := c.Open(bg, lin, true)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	writeAll(f.tb, fh, data, 50*kib)
+	return lin, fh, fh.Flush(bg)
+}
+
+// readBack reads lin whole through a fresh client.
+func (f *fixture) readBack(lin meta.LIN) []byte {
+	f.tb.Helper()
+	r := f.client(testUnit)
+	fh, err := r.Open(bg, lin, false)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	defer fh.Close(bg)
+	return readAll(f.tb, fh, 100*kib)
+}
+
+// TestWriteNodeDown writes while a whole node is down: every unit is still
+// placed (8 drives up for 6 units), but two nodes hold them, so the layout
+// shows a node tolerance below the wanted one; the data reads back.
+func TestWriteNodeDown(t *testing.T) {
+	f := newFixture(t)
+	f.setNodeDown("n1", true)
+	c := f.client(testUnit)
+	data := randBytes(5*4*testUnit+3, 1)
+	lin, fh, err := f.writeFile(c, "f", "ec:4+2", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Close(bg)
+	l, err := c.Layout(bg, lin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Achieved == nil || l.Achieved.Drives != 2 || l.Achieved.Nodes != 0 || l.Wanted.Nodes != 1 || l.Wanted.Drives != 2 {
+		t.Fatalf("achieved %+v wanted %+v, want drives=2 nodes=0 of drives=2 nodes=1", l.Achieved, l.Wanted)
+	}
+	if l.UnderProtected != 0 || l.Requested != "ec:4+2" || l.RequestedFrom != "file" || l.Size != int64(len(data)) {
+		t.Fatalf("layout %+v", l)
+	}
+	for _, s := range l.Stripes {
+		for _, u := range s.Units {
+			if u.Node == "n1" {
+				t.Fatalf("stripe %d unit %d placed on down node n1", s.Index, u.Unit)
+			}
+		}
+	}
+	mustEqual(t, "with n1 down", f.readBack(lin), data)
+	f.setNodeDown("n1", false)
+	mustEqual(t, "with n1 up", f.readBack(lin), data)
+}
+
+// TestWriteUnderProtected writes with only five drives up: ec:4+2 stripes
+// get five units, are flagged under-protected in meta for repair, report
+// an achieved tolerance of one drive, and read back — also with one more
+// drive down.
+func TestWriteUnderProtected(t *testing.T) {
+	f := newFixture(t)
+	f.setNodeDown("n1", true)
+	for _, d := range []meta.DriveID{5, 6, 7} { // three of n2's four drives
+		f.setDriveDown(d, true)
+	}
+	c := f.client(testUnit)
+	data := randBytes(3*4*testUnit+70*kib, 2) // the last stripe is erasure coded too
+	lin, fh, err := f.writeFile(c, "f", "", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Close(bg)
+	l, err := c.Layout(bg, lin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.RequestedFrom != "pool" || l.UnderProtected != len(l.Stripes) || l.Achieved.Drives != 1 {
+		t.Fatalf("layout: from %s, %d of %d stripes under-protected, achieved %+v", l.RequestedFrom, l.UnderProtected, len(l.Stripes), l.Achieved)
+	}
+	for _, s := range l.Stripes {
+		if s.Placed != 5 || !s.UnderProtected || s.Tolerance.Drives != 1 {
+			t.Fatalf("stripe %+v", s)
+		}
+	}
+	refs, err := f.meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
+	if err != nil || len(refs) != len(l.Stripes) {
+		t.Fatalf("ListUnderProtected = %v, %v", refs, err)
+	}
+	if st := c.Stats(); st.UnderProtectedWrites != int64(len(l.Stripes)) {
+		t.Fatalf("UnderProtectedWrites = %d", st.UnderProtectedWrites)
+	}
+	mustEqual(t, "under-protected", f.readBack(lin), data)
+	f.setDriveDown(l.Stripes[0].Units[0].Drive, true)
+	mustEqual(t, "under-protected, one more drive down", f.readBack(lin), data)
+}
+
+// TestWriteTooFewDrives fails a write that cannot place K+1 units (2
+// copies for mirrors) with ErrUnavailable, keeps the data buffered, and
+// writes it once drives are back.
+func TestWriteTooFewDrives(t *testing.T) {
+	f := newFixture(t)
+	f.setNodeDown("n1", true)
+	f.setNodeDown("n2", true) // 4 drives up
+	c := f.client(testUnit)
+	data := randBytes(2*4*testUnit+10, 3)
+	lin, fh, err := f.writeFile(c, "ec", "ec:4+2", data)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not enough drives") {
+		t.Fatalf("flush with 4 drives up: %v", err)
+	}
+	t.Logf("flush error: %v", err)
+	if fh.Size() != int64(len(data)) {
+		t.Fatalf("size after failed flush = %d", fh.Size())
+	}
+	mustEqual(t, "buffered after failure", readAll(t, fh, 64*kib), data)
+	// n2 comes back with three of its drives: 7 drives up.
+	f.nodes[1].down.Store(false)
+	f.topo.set(func(d *DriveState) bool { return d.ID >= 6 && d.ID <= 8 }, func(d *DriveState) { d.Up = true })
+	if err := fh.Close(bg); err != nil {
+		t.Fatalf("close once 7 drives are up: %v", err)
+	}
+	mustEqual(t, "after retry", f.readBack(lin), data)
+
+	// mirror:3 needs 2 drives.
+	f.setNodeDown("n2", true)
+	f.setNodeDown("n3", true)
+	_, mh, err := f.writeFile(c, "m", "mirror:3", []byte("x"))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("mirror with no drive up: %v", err)
+	}
+	if err := mh.Close(bg); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("close drops the data with the error: %v", err)
+	}
+}
+
+// TestWriteNoSpace fails with ErrNoSpace when drives are up but full.
+func TestWriteNoSpace(t *testing.T) {
+	f := newFixture(t)
+	f.topo.set(func(d *DriveState) bool { return d.ID > 3 }, func(d *DriveState) { d.FreeBytes = 1000 })
+	c := f.client(testUnit)
+	_, fh, err := f.writeFile(c, "f", "ec:4+2", randBytes(4*testUnit, 4))
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("flush with 3 drives with room: %v", err)
+	}
+	t.Logf("flush error: %v", err)
+	fh.Close(bg)
+}
+
+// TestWritePutFailover writes while a node refuses RPCs but the topology
+// still says it is up: the failed units are re-placed on other drives,
+// the topology is invalidated, and the orphaned block ids are queued for
+// deletion.
+func TestWritePutFailover(t *testing.T) {
+	f := newFixture(t)
+	f.nodes[2].down.Store(true)
+	c := f.client(testUnit)
+	data := randBytes(2*4*testUnit, 5)
+	lin, fh, err := f.writeFile(c, "f", "ec:4+2", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Close(bg)
+	st := c.Stats()
+	if st.PutRetries == 0 || st.OrphansEnqueued == 0 || f.topo.invalidated.Load() == 0 {
+		t.Fatalf("stats %+v, invalidations %d", st, f.topo.invalidated.Load())
+	}
+	for _, s := range f.stripes(lin) {
+		if s.Missing() != 0 {
+			t.Fatalf("stripe %d: %d units missing", s.Index, s.Missing())
+		}
+		for _, u := range s.Units {
+			if f.node(u.Drive).name == "n3" {
+				t.Fatalf("stripe %d committed a unit on unreachable n3", s.Index)
+			}
+		}
+	}
+	var queued int
+	for d := meta.DriveID(9); d <= 12; d++ {
+		es, err := f.meta.ListDeletes(bg, d, meta.BlockID{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued += len(es)
+	}
+	if queued == 0 {
+		t.Fatalf("no failed put of n3 queued for deletion")
+	}
+	mustEqual(t, "read back", f.readBack(lin), data)
+}
