@@ -241,14 +241,20 @@ func testScanPaging(t *testing.T, newStore Factory) {
 		want = append(want, fmt.Sprintf("p/%06d=%d", j, j))
 	}
 	put(t, s, "o", "before", "q", "after")
-	for _, limit := range []int{1, 7, 1000, 0} {
-		if limit == 1 && testing.Short() {
-			continue
-		}
+	for _, tc := range []struct {
+		limit int
+		end   string
+		n     int
+	}{
+		{1, "p/000300", 300}, // one round trip per key: a shorter range
+		{7, "p0", n},
+		{1000, "p0", n},
+		{0, "p0", n},
+	} {
 		err := s.View(ctx, func(tx kv.Tx) error {
-			got := scanAll(t, tx, "p/", string(kv.PrefixEnd([]byte("p/"))), limit)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				return fmt.Errorf("limit %d: %d pairs, want %d (first %v)", limit, len(got), len(want), got[:min(3, len(got))])
+			got := scanAll(t, tx, "p/", tc.end, tc.limit)
+			if fmt.Sprint(got) != fmt.Sprint(want[:tc.n]) {
+				return fmt.Errorf("limit %d: %d pairs, want %d (first %v)", tc.limit, len(got), tc.n, got[:min(3, len(got))])
 			}
 			return nil
 		})
