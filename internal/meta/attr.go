@@ -16,20 +16,42 @@ func (o *op) getTimes(lin LIN) (*dirTimes, error) {
 	return &t, err
 }
 
-// loadAttr reads inode lin and its directory times in one round trip.
+// loadAttr reads inode lin and its directory times in one round trip. In a
+// view it scans the two adjacent keys (one range read, the cheapest request
+// a backend serves); in an update it reads them with the usage shard.
 func (o *op) loadAttr(lin LIN) (*inode, *dirTimes, error) {
-	vals, err := o.load([]LIN{lin}, keyDirTimes(lin))
-	if err != nil {
-		return nil, nil, err
+	var tb []byte
+	if _, cached := o.inodes[lin]; !o.write && !cached {
+		kvs, _, err := o.tx.Scan(keyInode(lin), keyInodeEnd(lin), 2)
+		if err != nil {
+			return nil, nil, err
+		}
+		var ib []byte
+		for _, p := range kvs {
+			if len(p.Key) == 9 {
+				ib = p.Value
+			} else if len(p.Key) == 10 && p.Key[9] == dirTimesSuffix {
+				tb = p.Value
+			}
+		}
+		if err := o.cache(lin, ib); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		vals, err := o.load([]LIN{lin}, keyDirTimes(lin))
+		if err != nil {
+			return nil, nil, err
+		}
+		tb = vals[0]
 	}
 	n, err := o.inode(lin)
 	if err != nil {
 		return nil, nil, err
 	}
-	if vals[0] == nil {
+	if tb == nil {
 		return n, nil, nil
 	}
-	t, err := decodeDirTimes(lin, vals[0])
+	t, err := decodeDirTimes(lin, tb)
 	return n, &t, err
 }
 
@@ -303,7 +325,8 @@ func (o *op) trimStripes(n *inode, size uint64) (bool, error) {
 // blocks to the delete queue, within the op's budget. It reports whether no
 // stripe from first on is left.
 func (o *op) deleteStripes(n *inode, first uint64) (bool, error) {
-	const perScan = 16
+	// Every stripe scanned joins the read set, which is bounded like writes.
+	perScan := max(1, min(16, o.m.budget/4))
 	start, end := keyStripe(n.lin, first), stripesEnd(n.lin)
 	kvs, next, err := o.tx.Scan(start, end, perScan)
 	if err != nil {

@@ -14,9 +14,10 @@ import (
 // writes them at flush. Every operation of Meta is written as a function of
 // an op; the kv store retries the whole function on conflict.
 type op struct {
-	m   *Meta
-	tx  kv.Tx
-	now int64
+	m     *Meta
+	tx    kv.Tx
+	write bool
+	now   int64
 
 	inodes  map[LIN]*inode // loaded; nil: known absent
 	dirty   map[LIN]bool   // to write at flush
@@ -48,7 +49,7 @@ func (m *Meta) view(ctx context.Context, fn func(o *op) error) error {
 }
 
 func (m *Meta) newOp(tx kv.Tx, write bool) *op {
-	o := &op{m: m, tx: tx, now: m.now().UnixNano(), inodes: map[LIN]*inode{}}
+	o := &op{m: m, tx: tx, write: write, now: m.now().UnixNano(), inodes: map[LIN]*inode{}}
 	if write {
 		o.shard = m.shard()
 	}

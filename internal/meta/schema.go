@@ -84,6 +84,9 @@ func keyInode(lin LIN) []byte { return be64([]byte{pfxInode}, uint64(lin)) }
 
 func keyDirTimes(lin LIN) []byte { return append(keyInode(lin), dirTimesSuffix) }
 
+// keyInodeEnd bounds the scan of an inode's keys: the inode and its times.
+func keyInodeEnd(lin LIN) []byte { return kv.PrefixEnd(keyInode(lin)) }
+
 func keyEntry(parent LIN, name string) []byte {
 	return append(be64([]byte{pfxEntry}, uint64(parent)), name...)
 }
