@@ -26,15 +26,18 @@ directory brings the same cluster back with all its state.`,
 	cmd.PersistentFlags().StringVar(&dir, "dir", "weft-data", "cluster directory (layout, node data, drives, logs)")
 
 	var nodes, drives int
+	var mountDir string
 	var ttl time.Duration
 	var verbose bool
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the local cluster and supervise it until Ctrl-C",
-		Long: `Start (or restart) the local cluster in --dir and supervise it. When every
-node and drive is up it prints one line starting with "ready:" with the
-admin address, and writes that address to DIR/admin.addr (which the other
-weft commands read). Ctrl-C or SIGTERM stops every node cleanly.
+		Long: `Start (or restart) the local cluster in --dir, mount it at --mount
+(./weft-mnt by default) and supervise it. When every node and drive is up
+and the file system is mounted it prints one line starting with "ready:"
+with the admin address and the mount point, and writes the address to
+DIR/admin.addr (which the other weft commands read). Ctrl-C or SIGTERM
+unmounts and stops every node cleanly.
 
 A node that exits or is killed is reported and left down, as a crashed
 machine would be; "weft local node start NAME" starts it again.`,
@@ -48,7 +51,7 @@ machine would be; "weft local node start NAME" starts it again.`,
 				lvl = slog.LevelInfo
 			}
 			return local.Up(c.Context(), local.Options{
-				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl,
+				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
@@ -56,6 +59,7 @@ machine would be; "weft local node start NAME" starts it again.`,
 	up.Flags().IntVar(&nodes, "nodes", 0, "number of nodes for a new cluster (default 3)")
 	up.Flags().IntVar(&drives, "drives-per-node", 0, "drives per node for a new cluster (default 4)")
 	up.Flags().DurationVar(&ttl, "lease-ttl", 0, "node liveness lease TTL (default 5s)")
+	up.Flags().StringVar(&mountDir, "mount", "weft-mnt", `mount the cluster here ("" for no mount)`)
 	up.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the supervisor's actions")
 
 	down := &cobra.Command{

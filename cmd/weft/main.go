@@ -67,6 +67,8 @@ directory.`,
 		newNodeCmd(g),
 		newDriveCmd(g),
 		newPoolCmd(g),
+		newMountCmd(g),
+		newFileCmd(g),
 		newVersionCmd(),
 	)
 	return root

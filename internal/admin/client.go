@@ -13,7 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 // ErrNoCluster is returned by Discover when no admin address is configured.
@@ -177,4 +179,10 @@ func (c *Client) Pools(ctx context.Context) ([]cluster.Pool, error) {
 func (c *Client) CreatePool(ctx context.Context, name, protection string) (cluster.PoolRecord, error) {
 	var p cluster.PoolRecord
 	return p, c.do(ctx, http.MethodPost, APIVersion+"/pools", CreatePoolRequest{Name: name, Protection: protection}, &p)
+}
+
+// FileLayout returns the layout of file lin (weft file info).
+func (c *Client) FileLayout(ctx context.Context, lin meta.LIN) (client.FileLayout, error) {
+	var l client.FileLayout
+	return l, c.do(ctx, http.MethodGet, fmt.Sprintf("%s/files/%d", APIVersion, lin), nil, &l)
 }

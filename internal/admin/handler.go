@@ -7,18 +7,27 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 // APIVersion prefixes every route; a breaking change adds /v2 beside it.
 const APIVersion = "/v1"
 
-// NodeInfo describes the node serving the API.
+// NodeInfo describes the node serving the API, and how a client reaches
+// the cluster's control plane (what `weft mount` needs).
 type NodeInfo struct {
-	Name string `json:"name"`
-	PID  int    `json:"pid"`
+	Name          string   `json:"name"`
+	PID           int      `json:"pid"`
+	ClusterID     string   `json:"cluster_id"`
+	EtcdEndpoints []string `json:"etcd_endpoints"`
+	// EmbeddedEtcd says the control plane runs in weft's own embedded
+	// members (which allow larger transactions than etcd's defaults).
+	EmbeddedEtcd bool `json:"embedded_etcd"`
 }
 
 // ErrorBody is the JSON body of every error response.
@@ -33,10 +42,16 @@ type CreatePoolRequest struct {
 	Protection string `json:"protection"`
 }
 
+// Layouts reports file layouts (package client implements it).
+type Layouts interface {
+	Layout(ctx context.Context, lin meta.LIN) (client.FileLayout, error)
+}
+
 type handler struct {
-	store *cluster.Store
-	node  NodeInfo
-	log   *slog.Logger
+	store   *cluster.Store
+	layouts Layouts
+	node    NodeInfo
+	log     *slog.Logger
 }
 
 // NewHandler returns the API's routes:
@@ -50,11 +65,12 @@ type handler struct {
 //	POST /v1/drives/{id}/resume      cluster.DriveRecord (idempotent)
 //	GET  /v1/pools                   []cluster.Pool
 //	POST /v1/pools                   CreatePoolRequest → cluster.PoolRecord
+//	GET  /v1/files/{lin}             client.FileLayout (weft file info)
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
 // transition not allowed), 503 (control plane unreachable) or 500.
-func NewHandler(store *cluster.Store, node NodeInfo, log *slog.Logger) http.Handler {
-	h := &handler{store: store, node: node, log: log}
+func NewHandler(store *cluster.Store, layouts Layouts, node NodeInfo, log *slog.Logger) http.Handler {
+	h := &handler{store: store, layouts: layouts, node: node, log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
@@ -65,6 +81,14 @@ func NewHandler(store *cluster.Store, node NodeInfo, log *slog.Logger) http.Hand
 	mux.HandleFunc("POST "+APIVersion+"/drives/{id}/suspend", h.driveStatus(cluster.StatusSuspended))
 	mux.HandleFunc("POST "+APIVersion+"/drives/{id}/resume", h.driveStatus(cluster.StatusReady))
 	mux.HandleFunc("POST "+APIVersion+"/pools", h.createPool)
+	mux.HandleFunc("GET "+APIVersion+"/files/{lin}", func(w http.ResponseWriter, r *http.Request) {
+		lin, err := strconv.ParseUint(r.PathValue("lin"), 10, 64)
+		if err != nil || lin == 0 {
+			writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("file id %q: want a LIN (the inode number stat shows)", r.PathValue("lin")))
+			return
+		}
+		h.get(func(ctx context.Context) (any, error) { return h.layouts.Layout(ctx, meta.LIN(lin)) })(w, r)
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})
@@ -124,9 +148,9 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, v)
-	case errors.Is(err, cluster.ErrInvalid):
+	case errors.Is(err, cluster.ErrInvalid), errors.Is(err, meta.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
-	case errors.Is(err, cluster.ErrNotFound):
+	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, meta.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cluster.ErrExists):
 		writeError(w, http.StatusConflict, "exists", err.Error())

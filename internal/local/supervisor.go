@@ -38,6 +38,8 @@ type Options struct {
 	LeaseTTL time.Duration
 	// ReadyTimeout bounds the wait for every node and drive to come up.
 	ReadyTimeout time.Duration
+	// Mount is where to mount the cluster ("" for no mount).
+	Mount string
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -63,7 +65,7 @@ const (
 )
 
 type proc struct {
-	n    NodeLayout
+	n    NodeLayout // zero for the mount process
 	cmd  *exec.Cmd
 	done chan struct{}
 	exit string
@@ -154,8 +156,16 @@ func Up(ctx context.Context, opts Options) error {
 	}
 	_ = writeFileAtomic(filepath.Join(dir, AdminAddrFile), []byte(first+"\n"))
 	_ = writeFileAtomic(filepath.Join(dir, AdminAddrsFile), []byte(strings.Join(all, "\n")+"\n"))
-	fmt.Fprintf(opts.Out, "ready: admin=http://%s nodes=%d drives=%d dir=%s\n",
-		first, layout.Nodes, layout.Nodes*layout.DrivesPerNode, dir)
+	mounted := ""
+	if opts.Mount != "" {
+		if mounted, err = s.mount(ctx, opts.Mount, strings.Join(all, ",")); err != nil {
+			s.stopAll()
+			return err
+		}
+		mounted = " mount=" + mounted
+	}
+	fmt.Fprintf(opts.Out, "ready: admin=http://%s nodes=%d drives=%d dir=%s%s\n",
+		first, layout.Nodes, layout.Nodes*layout.DrivesPerNode, dir, mounted)
 	fmt.Fprintf(opts.Out, "try: weft --admin %s status   (Ctrl-C stops the cluster)\n", first)
 
 	<-ctx.Done()
@@ -232,6 +242,12 @@ func (s *supervisor) start(name string) error {
 	if !ok {
 		return fmt.Errorf("local: no node %q in this cluster", name)
 	}
+	return s.launch(name, n, filepath.Join(s.nodeDir(name), "server.log"), "server", "--config", s.configPath(name))
+}
+
+// launch starts a supervised process of this weft binary with args,
+// logging to logPath.
+func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
@@ -240,12 +256,11 @@ func (s *supervisor) start(name string) error {
 	if p := s.procs[name]; p != nil && p.exit == "" {
 		return fmt.Errorf("local: node %s is already running (pid %d)", name, p.cmd.Process.Pid)
 	}
-	logPath := filepath.Join(s.nodeDir(name), "server.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("local: node %s log: %w", name, err)
 	}
-	cmd := exec.Command(s.opts.Binary, "server", "--config", s.configPath(name))
+	cmd := exec.Command(s.opts.Binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	// Own process group: a terminal's Ctrl-C reaches only the supervisor,
 	// which then stops the nodes in order. Pdeathsig stops them if the
@@ -268,11 +283,15 @@ func (s *supervisor) start(name string) error {
 		stopping := s.down
 		s.mu.Unlock()
 		close(p.done)
-		if !stopping {
+		switch {
+		case stopping:
+		case n.Name == "":
+			fmt.Fprintf(s.opts.Out, "%s (pid %d) %s; see %s\n", name, cmd.Process.Pid, p.exit, logPath)
+		default:
 			fmt.Fprintf(s.opts.Out, "node %s (pid %d) %s; restart it with: weft local node start %s --dir %s\n", name, cmd.Process.Pid, p.exit, name, s.dir)
 		}
 	}()
-	s.opts.Log.Info("node started", "node", name, "pid", cmd.Process.Pid)
+	s.opts.Log.Info("process started", "name", name, "pid", cmd.Process.Pid)
 	return nil
 }
 
@@ -287,24 +306,27 @@ func (s *supervisor) signal(name string, sig syscall.Signal) (*proc, error) {
 	return p, p.cmd.Process.Signal(sig)
 }
 
-// stopAll stops every node: first those without an etcd member, then the
-// members, so that the control plane keeps its quorum while nodes leave.
+// stopAll stops the mount (which writes out buffered data and unmounts),
+// then the nodes: first those without an etcd member, then the members, so
+// that the control plane keeps its quorum while nodes leave.
 func (s *supervisor) stopAll() {
 	s.mu.Lock()
 	s.down = true
-	var plain, members []*proc
+	var mounts, plain, members []*proc
 	for _, p := range s.procs {
 		if p.exit != "" {
 			continue
 		}
-		if p.n.Embed {
+		if p.n.Name == "" {
+			mounts = append(mounts, p)
+		} else if p.n.Embed {
 			members = append(members, p)
 		} else {
 			plain = append(plain, p)
 		}
 	}
 	s.mu.Unlock()
-	for _, group := range [][]*proc{plain, members} {
+	for _, group := range [][]*proc{mounts, plain, members} {
 		for _, p := range group {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		}
@@ -435,4 +457,44 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 		return nil, err
 	}
 	return srv, nil
+}
+
+// fuseMagic is the f_type statfs reports for a FUSE file system.
+const fuseMagic = 0x65735546
+
+// mount starts the supervised `weft mount` process at dir and waits until
+// the file system is mounted there.
+func (s *supervisor) mount(ctx context.Context, dir, admins string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil && !errors.Is(err, syscall.ENOTCONN) && !os.IsExist(err) {
+		return "", fmt.Errorf("local: mount point %s: %w", abs, err)
+	}
+	logPath := filepath.Join(s.dir, "mount.log")
+	if err := s.launch("mount", NodeLayout{}, logPath, "--admin", admins, "mount", "--log-level", "warn", abs); err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var st syscall.Statfs_t
+		if syscall.Statfs(abs, &st) == nil && st.Type == fuseMagic {
+			return abs, nil
+		}
+		s.mu.Lock()
+		exit := s.procs["mount"].exit
+		s.mu.Unlock()
+		if exit != "" {
+			return "", fmt.Errorf("local: weft mount %s %s; its log ends with:\n%s", abs, exit, tail(logPath, 15))
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("local: %s not mounted after a minute; see %s", abs, logPath)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

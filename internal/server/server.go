@@ -21,9 +21,11 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/etcdx"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 // Version is the weft version a node reports.
@@ -39,7 +41,11 @@ type Server struct {
 	store   *cluster.Store
 	session *cluster.Session
 	drives  []*drive.Drive
-	blocks  *block.Service
+	// embedded: the control plane is weft's embedded etcd members.
+	embedded bool
+	meta     *meta.Meta
+	files    *client.Client // file layouts for the admin API
+	blocks   *block.Service
 
 	grpcLis  net.Listener
 	grpc     *grpc.Server
@@ -110,18 +116,35 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	s.grpc = grpc.NewServer(block.ServerOptions()...)
 	s.blocks.Register(s.grpc)
 
+	// The control plane runs in weft's embedded members if this node or any
+	// other node hosts one; clients then use the members' larger limits.
+	s.embedded = cfg.Etcd.Embed
+	if nodes, err := s.store.ListNodes(ctx); err == nil {
+		for _, n := range nodes {
+			s.embedded = s.embedded || n.EtcdClient != ""
+		}
+	}
+	if s.meta, err = s.store.Namespace(ctx, s.embedded); err != nil {
+		return s, err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(block.NewCollector(s.blocks))
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
-	mux.Handle("/", admin.NewHandler(s.store, admin.NodeInfo{Name: cfg.Name, PID: os.Getpid()}, s.log))
+	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: client.NewClusterTopology(s.store, time.Second), Log: s.log}); err != nil {
+		return s, err
+	}
+	mux.Handle("/", admin.NewHandler(s.store, s.files, admin.NodeInfo{
+		Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
+	}, s.log))
 	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	s.serve("block service", func() error { return s.grpc.Serve(s.grpcLis) })
 	s.serve("admin API", func() error { return s.admin.Serve(s.adminLis) })
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.publishLoop()
+	go s.deleterLoop()
 	if s.member != nil {
 		s.wg.Add(1)
 		go func() {
@@ -274,6 +297,9 @@ func (s *Server) shutdown(ctx context.Context) {
 			if err := s.session.Close(); err != nil {
 				s.log.Warn("leaving the cluster", "err", err)
 			}
+		}
+		if s.files != nil {
+			_ = s.files.Close()
 		}
 		for _, d := range s.drives {
 			if err := d.Close(); err != nil {

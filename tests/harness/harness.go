@@ -66,6 +66,9 @@ type Options struct {
 	// Dir reuses a cluster directory (to test a restart); default a new
 	// temporary directory.
 	Dir string
+	// Mount mounts the cluster (at Cluster.Mount, under a temporary
+	// directory).
+	Mount bool
 }
 
 // Cluster is a running `weft local up`.
@@ -74,6 +77,8 @@ type Cluster struct {
 	Dir   string
 	Admin *admin.Client // every node's admin API, first one that answers
 	Ctl   *local.Control
+	// Mount is the mount point when Options.Mount was set.
+	Mount string
 	cmd   *exec.Cmd
 	out   *lockedBuf
 	done  chan struct{}
@@ -110,6 +115,10 @@ func Start(tb testing.TB, o Options) *Cluster {
 		args = append(args, "--lease-ttl", o.LeaseTTL.String())
 	}
 	c := &Cluster{tb: tb, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
+	if o.Mount {
+		c.Mount = filepath.Join(filepath.Dir(o.Dir), "mnt")
+	}
+	args = append(args, "--mount", c.Mount)
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := c.cmd.StdoutPipe()

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/mount"
+)
+
+func newMountCmd(g *globals) *cobra.Command {
+	var (
+		private  bool
+		debug    bool
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "mount MOUNTPOINT",
+		Short: "Mount the cluster's namespace with FUSE (the native client)",
+		Long: `Mount the cluster at MOUNTPOINT and serve it until interrupted (Ctrl-C,
+SIGTERM) or unmounted (umount MOUNTPOINT, fusermount3 -u MOUNTPOINT).
+
+The client talks to the control plane (etcd) for metadata and straight to
+the nodes' block services for data: there is no gateway hop. Files are
+erasure coded or mirrored as their pool or directory asks (ec:4+2 on a
+local cluster); reads reconstruct from parity when a drive or node is down.
+
+The mount is shared by all users (allow_other) and the kernel checks POSIX
+permissions for every uid and gid (default_permissions). Data written is
+buffered per open file and written out in whole stripes; close(2) and
+fsync(2) make it durable and visible to other mounts.`,
+		Example: `  weft mount /mnt/weft
+  weft --admin 10.0.0.1:7080 mount /mnt/weft
+  weft mount --private ~/weft        # only the mounting user may use it`,
+		Args: exactArgs(1, "one mount point"),
+		RunE: func(c *cobra.Command, args []string) error {
+			addr, err := admin.Discover(g.admin)
+			if err != nil {
+				return err
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			return mount.Run(c.Context(), mount.Options{
+				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log,
+				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&private, "private", false, "do not allow other users (no allow_other)")
+	cmd.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	return cmd
+}

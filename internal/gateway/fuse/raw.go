@@ -1,0 +1,447 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/vfs"
+)
+
+// Timeouts for the kernel's attribute and entry caches: short, so that
+// changes made through other mounts show within a second.
+const (
+	attrTimeout  = time.Second
+	entryTimeout = time.Second
+	blockSize    = 4096
+)
+
+// rawFS implements gofuse.RawFileSystem over a vfs.FS.
+type rawFS struct {
+	gofuse.RawFileSystem // ENOSYS for what is not implemented below
+	fs                   *vfs.FS
+	log                  *slog.Logger
+
+	mu      sync.Mutex
+	dirs    map[uint64]*dirHandle
+	nextDir uint64
+}
+
+func newRawFS(fs *vfs.FS, log *slog.Logger) *rawFS {
+	return &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), fs: fs, log: log, dirs: map[uint64]*dirHandle{}, nextDir: 1}
+}
+
+func (r *rawFS) String() string { return "weft" }
+
+// ctx returns a context that is cancelled when the kernel interrupts the
+// request, carrying the caller's uid and gid.
+func ctxFor(cancel <-chan struct{}, h *gofuse.InHeader) (context.Context, context.CancelFunc) {
+	ctx, stop := context.WithCancel(meta.WithCaller(context.Background(), meta.Caller{UID: h.Uid, GID: h.Gid}))
+	go func() {
+		select {
+		case <-cancel:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, stop
+}
+
+// fillAttr converts meta attributes to FUSE's.
+func fillAttr(a meta.Attr, out *gofuse.Attr) {
+	out.Ino = uint64(a.LIN)
+	out.Size = a.Size
+	out.Blocks = (a.Allocated + 511) / 512
+	if a.Type != meta.TypeFile {
+		out.Blocks = (a.Size + 511) / 512
+	}
+	out.Blksize = blockSize
+	out.SetTimes(&a.Atime, &a.Mtime, &a.Ctime)
+	out.Mode = typeBits(a.Type) | a.Mode&0o7777
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.UID, a.GID
+	out.Rdev = a.Rdev
+}
+
+func typeBits(t meta.FileType) uint32 {
+	switch t {
+	case meta.TypeDir:
+		return syscall.S_IFDIR
+	case meta.TypeSymlink:
+		return syscall.S_IFLNK
+	case meta.TypeFIFO:
+		return syscall.S_IFIFO
+	case meta.TypeSocket:
+		return syscall.S_IFSOCK
+	case meta.TypeCharDev:
+		return syscall.S_IFCHR
+	case meta.TypeBlockDev:
+		return syscall.S_IFBLK
+	}
+	return syscall.S_IFREG
+}
+
+func typeOf(mode uint32) meta.FileType {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return meta.TypeDir
+	case syscall.S_IFLNK:
+		return meta.TypeSymlink
+	case syscall.S_IFIFO:
+		return meta.TypeFIFO
+	case syscall.S_IFSOCK:
+		return meta.TypeSocket
+	case syscall.S_IFCHR:
+		return meta.TypeCharDev
+	case syscall.S_IFBLK:
+		return meta.TypeBlockDev
+	}
+	return meta.TypeFile
+}
+
+func fillEntry(a meta.Attr, out *gofuse.EntryOut) {
+	out.NodeId = uint64(a.LIN)
+	out.Generation = 1 // LINs are never reused
+	out.SetEntryTimeout(entryTimeout)
+	out.SetAttrTimeout(attrTimeout)
+	fillAttr(a, &out.Attr)
+}
+
+func (r *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	a, err := r.fs.Lookup(ctx, meta.LIN(h.NodeId), name)
+	if err != nil {
+		if st := status(err); st == gofuse.ENOENT {
+			// A negative entry: cache "no such name" briefly.
+			out.NodeId = 0
+			out.SetEntryTimeout(entryTimeout)
+			return gofuse.ENOENT
+		}
+		return status(err)
+	}
+	fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (r *rawFS) Forget(nodeid, nlookup uint64) {}
+
+func (r *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	a, err := r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
+	if err != nil {
+		return status(err)
+	}
+	out.SetTimeout(attrTimeout)
+	fillAttr(a, &out.Attr)
+	return gofuse.OK
+}
+
+func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	var mask meta.SetAttrMask
+	var a meta.Attr
+	if m, ok := in.GetMode(); ok {
+		mask |= meta.SetMode
+		a.Mode = m & 0o7777
+	}
+	if u, ok := in.GetUID(); ok {
+		mask |= meta.SetUID
+		a.UID = u
+	}
+	if g, ok := in.GetGID(); ok {
+		mask |= meta.SetGID
+		a.GID = g
+	}
+	if s, ok := in.GetSize(); ok {
+		mask |= meta.SetSize
+		a.Size = s
+	}
+	if in.Valid&gofuse.FATTR_ATIME_NOW != 0 {
+		mask |= meta.SetAtimeNow
+	} else if t, ok := in.GetATime(); ok {
+		mask |= meta.SetAtime
+		a.Atime = t
+	}
+	if in.Valid&gofuse.FATTR_MTIME_NOW != 0 {
+		mask |= meta.SetMtimeNow
+	} else if t, ok := in.GetMTime(); ok {
+		mask |= meta.SetMtime
+		a.Mtime = t
+	}
+	if t, ok := in.GetCTime(); ok {
+		mask |= meta.SetCtime
+		a.Ctime = t
+	}
+	var res meta.Attr
+	var err error
+	if mask == 0 {
+		res, err = r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
+	} else {
+		res, err = r.fs.SetAttr(ctx, meta.LIN(in.NodeId), mask, a)
+	}
+	if err != nil {
+		return status(err)
+	}
+	out.SetTimeout(attrTimeout)
+	fillAttr(res, &out.Attr)
+	return gofuse.OK
+}
+
+func (r *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	a, _, err := r.fs.Create(ctx, meta.LIN(in.NodeId), name, meta.NewInode{Type: typeOf(in.Mode), Mode: in.Mode & 0o7777, Rdev: in.Rdev}, false, 0)
+	if err != nil {
+		return status(err)
+	}
+	fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	a, err := r.fs.Mkdir(ctx, meta.LIN(in.NodeId), name, in.Mode&0o7777)
+	if err != nil {
+		return status(err)
+	}
+	fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (r *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	return status(r.fs.Unlink(ctx, meta.LIN(h.NodeId), name))
+}
+
+func (r *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	return status(r.fs.Rmdir(ctx, meta.LIN(h.NodeId), name))
+}
+
+// Linux renameat2 flags.
+const (
+	renameNoReplace = 1
+	renameExchange  = 2
+)
+
+func (r *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	var flags meta.RenameFlags
+	if in.Flags&renameNoReplace != 0 {
+		flags |= meta.RenameNoReplace
+	}
+	if in.Flags&renameExchange != 0 {
+		flags |= meta.RenameExchange
+	}
+	if in.Flags&^(renameNoReplace|renameExchange) != 0 {
+		return gofuse.EINVAL
+	}
+	return status(r.fs.Rename(ctx, meta.LIN(in.NodeId), oldName, meta.LIN(in.Newdir), newName, flags))
+}
+
+func (r *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	a, err := r.fs.Link(ctx, meta.LIN(in.Oldnodeid), meta.LIN(in.NodeId), name)
+	if err != nil {
+		return status(err)
+	}
+	fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (r *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	a, err := r.fs.Symlink(ctx, meta.LIN(h.NodeId), name, target)
+	if err != nil {
+		return status(err)
+	}
+	fillEntry(a, out)
+	return gofuse.OK
+}
+
+func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	t, err := r.fs.Readlink(ctx, meta.LIN(h.NodeId))
+	if err != nil {
+		return nil, status(err)
+	}
+	return []byte(t), gofuse.OK
+}
+
+// Access is only called without default_permissions; answer it all the same.
+func (r *rawFS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	return status(r.fs.Access(ctx, meta.LIN(in.NodeId), in.Mask&7))
+}
+
+func (r *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	a, h, err := r.fs.Create(ctx, meta.LIN(in.NodeId), name, meta.NewInode{Type: meta.TypeFile, Mode: in.Mode & 0o7777}, true, int(in.Flags)|vfs.OExcl)
+	if err != nil {
+		return status(err)
+	}
+	fillEntry(a, &out.EntryOut)
+	out.Fh = h.ID
+	return gofuse.OK
+}
+
+func (r *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	h, err := r.fs.Open(ctx, meta.LIN(in.NodeId), int(in.Flags))
+	if err != nil {
+		return status(err)
+	}
+	out.Fh = h.ID
+	return gofuse.OK
+}
+
+func (r *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
+	h, err := r.fs.Handle(in.Fh)
+	if err != nil {
+		return nil, status(err)
+	}
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	n, err := h.Read(ctx, buf[:in.Size], int64(in.Offset))
+	if err != nil && n == 0 && !isEOF(err) {
+		return nil, status(err)
+	}
+	return gofuse.ReadResultData(buf[:n]), gofuse.OK
+}
+
+func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
+	h, err := r.fs.Handle(in.Fh)
+	if err != nil {
+		return 0, status(err)
+	}
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	n, err := h.Write(ctx, data, int64(in.Offset))
+	if err != nil {
+		return uint32(n), status(err)
+	}
+	return uint32(n), gofuse.OK
+}
+
+func (r *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
+	h, err := r.fs.Handle(in.Fh)
+	if err != nil {
+		return status(err)
+	}
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	return status(h.Flush(ctx))
+}
+
+func (r *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	h, err := r.fs.Handle(in.Fh)
+	if err != nil {
+		return status(err)
+	}
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	return status(h.Fsync(ctx))
+}
+
+func (r *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	if err := r.fs.Release(context.WithoutCancel(ctx), in.Fh); err != nil {
+		r.log.Warn("release", "lin", in.NodeId, "err", err)
+	}
+}
+
+func (r *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	st, err := r.fs.StatFS(ctx)
+	if err != nil {
+		return status(err)
+	}
+	out.Bsize = blockSize
+	out.Frsize = blockSize
+	out.Blocks = uint64(st.TotalBytes) / blockSize
+	out.Bfree = uint64(st.FreeBytes) / blockSize
+	out.Bavail = out.Bfree
+	out.Files = uint64(st.Files)
+	out.Ffree = 1 << 40
+	out.NameLen = meta.MaxNameLen
+	return gofuse.OK
+}
+
+func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	v, err := r.fs.GetXattr(ctx, meta.LIN(h.NodeId), name)
+	if err != nil {
+		return 0, status(err)
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), gofuse.ERANGE
+	}
+	return uint32(copy(dest, v)), gofuse.OK
+}
+
+func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	names, err := r.fs.ListXattr(ctx, meta.LIN(h.NodeId))
+	if err != nil {
+		return 0, status(err)
+	}
+	var b []byte
+	for _, n := range names {
+		b = append(append(b, n...), 0)
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), gofuse.ERANGE
+	}
+	return uint32(copy(dest, b)), gofuse.OK
+}
+
+// Linux setxattr flags.
+const (
+	xattrCreate  = 1
+	xattrReplace = 2
+)
+
+func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
+	ctx, stop := ctxFor(cancel, &in.InHeader)
+	defer stop()
+	var flags meta.XattrFlags
+	if in.Flags&xattrCreate != 0 {
+		flags |= meta.XattrCreate
+	}
+	if in.Flags&xattrReplace != 0 {
+		flags |= meta.XattrReplace
+	}
+	return status(r.fs.SetXattr(ctx, meta.LIN(in.NodeId), name, data, flags))
+}
+
+func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
+	ctx, stop := ctxFor(cancel, h)
+	defer stop()
+	return status(r.fs.RemoveXattr(ctx, meta.LIN(h.NodeId), name))
+}
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }

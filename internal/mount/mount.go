@@ -1,0 +1,160 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/etcdx"
+	"github.com/weftfs/weft/internal/gateway/fuse"
+	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/vfs"
+)
+
+// Options configure a mount.
+type Options struct {
+	// Admin is the admin API address(es) of any node(s), comma-separated.
+	Admin string
+	// Dir is the mount point (an existing directory).
+	Dir string
+	// AllowOther opens the mount to every user (default in weft).
+	AllowOther bool
+	// SessionTTL bounds how long open files of a crashed mount stay
+	// protected from deletion (default 30 s).
+	SessionTTL time.Duration
+	// Ready, if set, is called once the file system is mounted.
+	Ready func(dir string)
+	Debug bool
+	Log   *slog.Logger
+}
+
+// Run mounts the cluster at o.Dir and serves it until ctx is done or the
+// file system is unmounted from outside; then it unmounts, writes out
+// buffered data and closes the session.
+func Run(ctx context.Context, o Options) error {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = 30 * time.Second
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return err
+	}
+	clearStale(dir, o.Log)
+	info, err := admin.NewClient(o.Admin).Node(ctx)
+	if err != nil {
+		return fmt.Errorf("mount: ask the cluster how to reach its control plane: %w", err)
+	}
+	cli, err := etcdx.NewClient(ctx, info.EtcdEndpoints)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	store, err := cluster.Open(ctx, cli)
+	if err != nil {
+		return err
+	}
+	if store.ClusterID() != info.ClusterID {
+		return fmt.Errorf("mount: etcd at %v holds cluster %s, but node %s says %s", info.EtcdEndpoints, store.ClusterID(), info.Name, info.ClusterID)
+	}
+	m, err := store.Namespace(ctx, info.EmbeddedEtcd)
+	if err != nil {
+		return err
+	}
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(o.SessionTTL/time.Second)))
+	if err != nil {
+		return fmt.Errorf("mount: session lease: %w", err)
+	}
+	defer sess.Close()
+	topo := client.NewClusterTopology(store, time.Second)
+	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fs := vfs.New(vfs.Config{Meta: m, Client: c, Session: meta.SessionID(sess.Lease()), Capacity: capacity(store), Log: o.Log})
+	mnt, err := fuse.New(fs, dir, fuse.Options{FsName: "weft:" + store.ClusterID()[:8], AllowOther: o.AllowOther, Debug: o.Debug, Log: o.Log})
+	if err != nil {
+		return err
+	}
+	o.Log.Info("mounted", "dir", dir, "cluster", store.ClusterID(), "session", fmt.Sprintf("%x", sess.Lease()))
+	if o.Ready != nil {
+		o.Ready(dir)
+	}
+	unmounted := make(chan struct{})
+	go func() { mnt.Wait(); close(unmounted) }()
+	select {
+	case <-ctx.Done():
+		unmount(mnt, dir, unmounted, o.Log)
+	case <-unmounted:
+		o.Log.Info("unmounted from outside", "dir", dir)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := fs.Close(cctx); err != nil {
+		o.Log.Warn("closing open files", "err", err)
+	}
+	if err := m.CloseSession(cctx, meta.SessionID(sess.Lease())); err != nil {
+		o.Log.Warn("closing the session", "err", err)
+	}
+	return nil
+}
+
+// unmount unmounts, retrying while the mount is busy, and detaches it
+// lazily (MNT_DETACH) if it stays busy.
+func unmount(mnt *fuse.Mount, dir string, done <-chan struct{}, log *slog.Logger) {
+	for i := 0; i < 20; i++ {
+		if err := mnt.Unmount(); err == nil {
+			return
+		} else if i == 0 {
+			log.Info("unmount: busy, retrying", "dir", dir, "err", err)
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	log.Warn("unmount: still busy; detaching lazily", "dir", dir)
+	_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+	<-done
+}
+
+// clearStale detaches a dead FUSE mount left by a crashed process (its
+// mount point answers ENOTCONN), so that the directory can be mounted again.
+func clearStale(dir string, log *slog.Logger) {
+	if _, err := os.Stat(dir); errors.Is(err, syscall.ENOTCONN) {
+		log.Warn("detaching a stale mount", "dir", dir)
+		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+	}
+}
+
+// capacity sums the up drives' space, for statfs.
+func capacity(store *cluster.Store) vfs.Capacity {
+	return func(ctx context.Context) (int64, int64, error) {
+		drives, err := store.ListDrives(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		var total, free int64
+		for _, d := range drives {
+			if d.State == cluster.Up && d.Status != cluster.StatusRemoved {
+				total += d.Live.TotalBytes
+				free += d.Live.FreeBytes
+			}
+		}
+		return total, free, nil
+	}
+}

@@ -1,0 +1,210 @@
+package vfs
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// Open flags (the os package's, which are Linux's).
+const (
+	OAccMode = os.O_RDONLY | os.O_WRONLY | os.O_RDWR
+	OTrunc   = os.O_TRUNC
+	OAppend  = os.O_APPEND
+	OExcl    = os.O_EXCL
+)
+
+// Handle is an open file. Its methods are safe for concurrent use (the
+// kernel issues parallel reads and writes on one handle).
+type Handle struct {
+	ID    uint64
+	LIN   meta.LIN
+	Flags int
+
+	fs   *FS
+	file *client.File
+	attr meta.Attr // at open: owner and mode for setuid clearing, times for relatime
+
+	privCleared bool
+	atimeDone   bool
+}
+
+// Open opens lin with Linux open flags. O_TRUNC truncates; the caller
+// needs read and/or write permission as the flags ask.
+func (fs *FS) Open(ctx context.Context, lin meta.LIN, flags int) (*Handle, error) {
+	a, err := fs.m.GetAttr(ctx, lin)
+	if err != nil {
+		return nil, err
+	}
+	if a.Type == meta.TypeDir && flags&OAccMode != os.O_RDONLY {
+		return nil, fmt.Errorf("%w: open a directory for writing", meta.ErrIsDir)
+	}
+	return fs.open(ctx, a, flags, true)
+}
+
+func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Handle, error) {
+	if check && fs.cfg.CheckPermissions {
+		var want uint32
+		switch flags & OAccMode {
+		case os.O_RDONLY:
+			want = MayRead
+		case os.O_WRONLY:
+			want = MayWrite
+		default:
+			want = MayRead | MayWrite
+		}
+		if flags&OTrunc != 0 {
+			want |= MayWrite
+		}
+		if !Allowed(meta.CallerFrom(ctx), a, want) {
+			return nil, fmt.Errorf("%w: open LIN %d", ErrAccess, a.LIN)
+		}
+	}
+	writable := flags&OAccMode != os.O_RDONLY || flags&OTrunc != 0
+	if a.Type != meta.TypeFile {
+		return nil, fmt.Errorf("%w: LIN %d is a %s, not a regular file", meta.ErrInvalid, a.LIN, a.Type)
+	}
+	if err := fs.m.Open(ctx, fs.cfg.Session, a.LIN); err != nil {
+		return nil, err
+	}
+	f, err := fs.c.Open(ctx, a.LIN, writable)
+	if err != nil {
+		_ = fs.m.Release(context.WithoutCancel(ctx), fs.cfg.Session, a.LIN)
+		return nil, err
+	}
+	h := &Handle{LIN: a.LIN, Flags: flags, fs: fs, file: f, attr: a}
+	if flags&OTrunc != 0 && a.Size > 0 {
+		if err := f.Truncate(ctx, 0); err != nil {
+			_ = fs.release(ctx, h)
+			return nil, err
+		}
+		h.privCleared = true
+		if err := h.clearPrivileges(ctx); err != nil {
+			_ = fs.release(ctx, h)
+			return nil, err
+		}
+	}
+	fs.mu.Lock()
+	h.ID = fs.nextFH
+	fs.nextFH++
+	fs.handles[h.ID] = h
+	fs.mu.Unlock()
+	return h, nil
+}
+
+// Handle returns the open handle with id fh (ErrBadHandle if none).
+func (fs *FS) Handle(fh uint64) (*Handle, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	h := fs.handles[fh]
+	if h == nil {
+		return nil, fmt.Errorf("%w: %d", ErrBadHandle, fh)
+	}
+	return h, nil
+}
+
+// Read reads at off. The first read of a handle updates atime (relatime).
+func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.Flags&OAccMode == os.O_WRONLY {
+		return 0, fmt.Errorf("%w: handle not open for reading", ErrBadHandle)
+	}
+	n, err := h.file.ReadAt(ctx, p, off)
+	if !h.atimeDone {
+		h.atimeDone = true
+		if cur, gerr := h.fs.m.GetAttr(ctx, h.LIN); gerr == nil && relatime(cur, time.Now()) {
+			if _, serr := h.fs.m.SetAttr(ctx, h.LIN, meta.SetAtimeNow|meta.SetCtime, cur); serr != nil {
+				h.fs.log.Debug("atime update", "lin", h.LIN, "err", serr)
+			}
+		}
+	}
+	return n, err
+}
+
+// Write writes p at off (at the end of the file with O_APPEND). The first
+// write by a non-root caller clears setuid and setgid.
+func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
+	if h.Flags&OAccMode == os.O_RDONLY {
+		return 0, fmt.Errorf("%w: handle not open for writing", ErrBadHandle)
+	}
+	if h.Flags&OAppend != 0 {
+		off = h.file.Size()
+	}
+	if !h.privCleared {
+		h.privCleared = true
+		if err := h.clearPrivileges(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return h.file.WriteAt(ctx, p, off)
+}
+
+// clearPrivileges drops setuid (and setgid with group-exec) after a write
+// by anyone but root, as POSIX requires.
+func (h *Handle) clearPrivileges(ctx context.Context) error {
+	if meta.CallerFrom(ctx).UID == 0 {
+		return nil
+	}
+	cur, err := h.fs.m.GetAttr(ctx, h.LIN)
+	if err != nil {
+		return err
+	}
+	mode := cur.Mode &^ modeSetuid
+	if cur.Mode&0o010 != 0 {
+		mode &^= modeSetgid
+	}
+	if mode == cur.Mode {
+		return nil
+	}
+	cur.Mode = mode
+	_, err = h.fs.m.SetAttr(ctx, h.LIN, meta.SetMode, cur)
+	return err
+}
+
+// Size is the file's size including this mount's buffered writes.
+func (h *Handle) Size() int64 { return h.file.Size() }
+
+// Flush writes buffered data out and commits it (close(2) calls it).
+func (h *Handle) Flush(ctx context.Context) error { return h.file.Flush(ctx) }
+
+// Fsync makes the file's data and metadata durable.
+func (h *Handle) Fsync(ctx context.Context) error { return h.file.Sync(ctx) }
+
+// Release closes the handle: buffered data is written out, and the file
+// is deleted if it was unlinked and this was its last opener.
+func (fs *FS) Release(ctx context.Context, fh uint64) error {
+	fs.mu.Lock()
+	h := fs.handles[fh]
+	delete(fs.handles, fh)
+	fs.mu.Unlock()
+	if h == nil {
+		return fmt.Errorf("%w: %d", ErrBadHandle, fh)
+	}
+	return fs.release(ctx, h)
+}
+
+func (fs *FS) release(ctx context.Context, h *Handle) error {
+	err := h.file.Close(ctx)
+	if rerr := fs.m.Release(context.WithoutCancel(ctx), fs.cfg.Session, h.LIN); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Close releases every open handle (at unmount).
+func (fs *FS) Close(ctx context.Context) error {
+	fs.mu.Lock()
+	hs := fs.handles
+	fs.handles = map[uint64]*Handle{}
+	fs.mu.Unlock()
+	var first error
+	for _, h := range hs {
+		if err := fs.release(ctx, h); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
