@@ -135,8 +135,8 @@ func (ino *inode) writeLocked(idx int64, off int, p []byte) (full bool) {
 }
 
 // grow makes d.buf at least n bytes long, keeping its contents. Buffers
-// of a whole stripe come from the pool; small stripes (small files) get
-// what they need, doubling.
+// of a whole stripe come from the pool; a stripe holding less than a
+// quarter of a stripe (a small file) gets what it needs, doubling.
 func (ino *inode) grow(d *dstripe, n int) {
 	if n <= len(d.buf) {
 		return
@@ -147,7 +147,7 @@ func (ino *inode) grow(d *dstripe, n int) {
 	}
 	ss := int(ino.ss)
 	newCap := max(n, 2*cap(d.buf), 4<<10)
-	if newCap > ss/2 {
+	if newCap >= ss/4 {
 		newCap = ss
 	}
 	var nb []byte

@@ -52,10 +52,10 @@ type Stats struct {
 // counters are the live Stats.
 type counters struct {
 	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
-	bytesRead, unitBytesRead, degraded, unitErrors, corrupt       atomic.Int64
-	putRetries, conflicts, orphans, hits, misses, readahead       atomic.Int64
-	seq                                                           atomic.Uint64 // random stream ids
-	lastWarn                                                      atomic.Int64  // unix nanos of the last rate-limited warning
+	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
+	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
+	seq                                                            atomic.Uint64 // random stream ids
+	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
 }
 
 // Stats returns a snapshot of the counters.

@@ -41,8 +41,10 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			oldLen, gen = int(cur.DataLen), cur.Gen
 		}
 		n := max(oldLen, hi)
-		data, merged := d.buf[:n], []byte(nil)
-		if !d.ext.covers(0, n) {
+		var data, merged []byte
+		if d.ext.covers(0, n) {
+			data = d.buf[:n]
+		} else {
 			merged = ino.stripeBuf(n)
 			if oldLen > 0 {
 				if err := ino.readStripe(ctx, cur, 0, oldLen, merged[:oldLen]); err != nil {

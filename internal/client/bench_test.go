@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// Benchmarks of the data path on the fixture (3 nodes × 4 drives on
+// loopback, tmpfs, no syncs), in file bytes per second. Compare them as
+// ratios with the "raw" baselines measured in the same run: the same
+// units put to / got from the block services directly, with no encoding,
+// no metadata and no client buffering — the ceiling of the client.
+//
+//	go test -run '^$' -bench Sequential -benchtime 3x ./internal/client/
+
+const benchSize = 256 * mib
+
+// drainDeletes deletes every queued block from its drive, as the node
+// servers' deleters would, so repeated runs do not fill tmpfs.
+func (f *fixture) drainDeletes() {
+	for _, n := range f.nodes {
+		for _, d := range n.drives {
+			es, err := f.meta.ListDeletes(bg, meta.DriveID(d.ID()), meta.BlockID{}, 100000)
+			if err != nil {
+				f.tb.Fatal(err)
+			}
+			for _, e := range es {
+				d.Delete(drive.BlockID(e.Block))
+			}
+			if err := f.meta.AckDeletes(bg, es); err != nil {
+				f.tb.Fatal(err)
+			}
+		}
+	}
+}
+
+func BenchmarkSequentialWrite(b *testing.B) {
+	f := newFixture(b)
+	c := f.client(0)
+	lin := f.create("bench", "ec:4+2")
+	data := randBytes(benchSize, 1)
+	b.SetBytes(benchSize)
+	for b.Loop() {
+		fh, err := c.Open(bg, lin, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		writeAll(b, fh, data, mib)
+		if err := fh.Close(bg); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		fh, _ = c.Open(bg, lin, true)
+		if err := fh.Truncate(bg, 0); err != nil {
+			b.Fatal(err)
+		}
+		fh.Close(bg)
+		f.drainDeletes()
+		b.StartTimer()
+	}
+}
+
+func BenchmarkSequentialRead(b *testing.B) {
+	f := newFixture(b)
+	lin := f.create("bench", "ec:4+2")
+	fh, _ := f.client(0).Open(bg, lin, true)
+	writeAll(b, fh, randBytes(benchSize, 1), mib)
+	if err := fh.Close(bg); err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, mib)
+	b.SetBytes(benchSize)
+	for b.Loop() {
+		c := f.client(0)
+		fh, err := c.Open(bg, lin, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for off := int64(0); off < benchSize; off += mib {
+			if _, err := fh.ReadAt(bg, buf, off); err != nil {
+				b.Fatal(err)
+			}
+		}
+		fh.Close(bg)
+		c.Close()
+	}
+}
+
+// BenchmarkSequentialRaw puts the units of a 256 MiB ec:4+2 file — 384
+// blocks of 1 MiB, 24 at a time like the client's 4 stripes in flight —
+// straight to the block services, then gets its 256 data units, and
+// reports file bytes per second.
+func BenchmarkSequentialRaw(b *testing.B) {
+	f := newFixture(b)
+	unit := randBytes(mib, 2)
+	clients := map[string]*block.Client{}
+	for _, n := range f.nodes {
+		bc, err := block.Dial(n.addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { bc.Close() })
+		clients[n.name] = bc
+	}
+	type put struct {
+		bc   *block.Client
+		d    drive.ID
+		id   drive.BlockID
+		data bool // a data unit (the client reads only those)
+	}
+	const stripes = benchSize / (4 * mib)
+	var blocks []put
+	for s := range stripes {
+		for u := range 6 {
+			d := f.topo.drives[(s*6+u)%12]
+			blocks = append(blocks, put{clients[d.Node], drive.ID(d.ID), drive.NewBlockID(), u < 4})
+		}
+	}
+	run := func(b *testing.B, op func(ctx context.Context, p put) error) {
+		sem := make(chan struct{}, 4*6)
+		var wg sync.WaitGroup
+		for _, p := range blocks {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := op(bg, p); err != nil {
+					b.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.Run("put", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			run(b, func(ctx context.Context, p put) error {
+				return p.bc.Put(ctx, p.d, drive.BlockHeader{ID: p.id, Owner: 1}, unit)
+			})
+			b.StopTimer()
+			run(b, func(ctx context.Context, p put) error { return p.bc.Delete(ctx, p.d, p.id) })
+			b.StartTimer()
+		}
+	})
+	run(b, func(ctx context.Context, p put) error {
+		return p.bc.Put(ctx, p.d, drive.BlockHeader{ID: p.id, Owner: 1}, unit)
+	})
+	b.Run("get", func(b *testing.B) {
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			run(b, func(ctx context.Context, p put) error {
+				if !p.data {
+					return nil
+				}
+				_, _, err := p.bc.Get(ctx, p.d, p.id, 0, mib)
+				return err
+			})
+		}
+	})
+}

@@ -1,0 +1,150 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// hookMeta is a metaStore whose CommitStripe runs a hook first: a fault
+// injection point for races with other writers.
+type hookMeta struct {
+	*meta.Meta
+	mu     sync.Mutex
+	before func(lin meta.LIN, s meta.Stripe)
+}
+
+func (h *hookMeta) CommitStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, gen uint64, co meta.CommitOptions) (meta.Stripe, error) {
+	h.mu.Lock()
+	fn := h.before
+	h.mu.Unlock()
+	if fn != nil {
+		fn(lin, s)
+	}
+	return h.Meta.CommitStripe(ctx, lin, s, gen, co)
+}
+
+func (h *hookMeta) setBefore(fn func(meta.LIN, meta.Stripe)) {
+	h.mu.Lock()
+	h.before = fn
+	h.mu.Unlock()
+}
+
+// hookedClient returns a Client whose commits go through a hookMeta.
+func (f *fixture) hookedClient() (*Client, *hookMeta) {
+	h := &hookMeta{Meta: f.meta}
+	c, err := newClient(h, Config{Meta: f.meta, Topology: f.topo, UnitSize: testUnit})
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	f.tb.Cleanup(func() { c.Close() })
+	return c, h
+}
+
+// TestStripeConflict has two clients write non-overlapping ranges of one
+// stripe, the second committing between the first one's read and commit:
+// the first loses the compare-and-swap, queues its new blocks for
+// deletion, re-reads the stripe and commits again, and both writes
+// survive.
+func TestStripeConflict(t *testing.T) {
+	f := newFixture(t)
+	lin := f.create("f", "ec:4+2")
+	base := randBytes(4*testUnit, 9)
+	w := f.client(testUnit)
+	fh, _ := w.Open(bg, lin, true)
+	writeAll(t, fh, base, len(base))
+	if err := fh.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(nil), base...)
+
+	a, hook := f.hookedClient()
+	b := f.client(testUnit)
+	ah, _ := a.Open(bg, lin, true)
+	bh, _ := b.Open(bg, lin, true)
+	x, y := randBytes(100, 1), randBytes(5000, 2)
+	copy(want[10:], x)
+	copy(want[3*testUnit:], y)
+	if _, err := ah.WriteAt(bg, x, 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bh.WriteAt(bg, y, 3*testUnit); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var first meta.Stripe
+	hook.setBefore(func(_ meta.LIN, s meta.Stripe) {
+		once.Do(func() {
+			first = s
+			if err := bh.Flush(bg); err != nil {
+				t.Errorf("b's flush: %v", err)
+			}
+		})
+	})
+	if err := ah.Flush(bg); err != nil {
+		t.Fatalf("a's flush: %v", err)
+	}
+	st := a.Stats()
+	if st.Conflicts != 1 || st.OrphansEnqueued != 6 {
+		t.Fatalf("a's stats %+v: want 1 conflict and its 6 blocks queued", st)
+	}
+	queued, err := f.meta.ListDeletes(bg, first.Units[0].Drive, meta.BlockID{}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range queued {
+		found = found || e.Block == first.Units[0].Block
+	}
+	if !found {
+		t.Fatalf("a's orphaned block %v is not in the delete queue", first.Units[0].Block)
+	}
+	ah.Close(bg)
+	bh.Close(bg)
+	mustEqual(t, "both writes", f.readBack(lin), want)
+	if s := f.stripes(lin)[0]; s.Gen != 3 {
+		t.Fatalf("stripe generation %d, want 3 (initial, b, a)", s.Gen)
+	}
+}
+
+// TestStripeConflictGivesUp keeps moving the stripe's generation under a
+// writer (as a busy restriper would): the flush fails with ErrConflict
+// after the bounded retries, the data stays buffered, and a later flush
+// commits it.
+func TestStripeConflictGivesUp(t *testing.T) {
+	f := newFixture(t)
+	lin := f.create("f", "ec:4+2")
+	w := f.client(testUnit)
+	fh, _ := w.Open(bg, lin, true)
+	writeAll(t, fh, randBytes(4*testUnit, 1), 4*testUnit)
+	fh.Close(bg)
+
+	a, hook := f.hookedClient()
+	ah, _ := a.Open(bg, lin, true)
+	if _, err := ah.WriteAt(bg, []byte("xyz"), 7); err != nil {
+		t.Fatal(err)
+	}
+	hook.setBefore(func(lin meta.LIN, _ meta.Stripe) {
+		cur := f.stripes(lin)[0]
+		if _, err := f.meta.CommitStripe(bg, lin, cur, cur.Gen, meta.CommitOptions{}); err != nil {
+			t.Errorf("moving the generation: %v", err)
+		}
+	})
+	if err := ah.Flush(bg); !errors.Is(err, ErrConflict) {
+		t.Fatalf("flush under a restriper: %v", err)
+	}
+	if st := a.Stats(); st.Conflicts != maxCommitAttempts {
+		t.Fatalf("conflicts %d, want %d", st.Conflicts, maxCommitAttempts)
+	}
+	hook.setBefore(nil)
+	if err := ah.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	got := f.readBack(lin)
+	if string(got[7:10]) != "xyz" {
+		t.Fatalf("bytes 7..10 = %q", got[7:10])
+	}
+}
