@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftfs/weft/internal/block"
@@ -25,6 +26,9 @@ const (
 	// DefaultWriteBehind is the number of stripes one Client writes out at
 	// once (each to K+M drives in parallel).
 	DefaultWriteBehind = 4
+	// DefaultCacheBytes bounds the stripe data a Client caches for
+	// sequential readers, over all files.
+	DefaultCacheBytes = 256 << 20
 	// DefaultIOTimeout bounds one block RPC.
 	DefaultIOTimeout = 30 * time.Second
 	// DefaultMapTTL is how long a cached stripe map is trusted before it is
@@ -67,6 +71,10 @@ type Config struct {
 	// Readahead is the number of stripes prefetched ahead of a sequential
 	// reader; 0 means DefaultReadahead, negative disables readahead.
 	Readahead int
+	// CacheBytes bounds the stripe data cached for sequential readers
+	// over all files; 0 means DefaultCacheBytes. Past it, readers read
+	// ranges directly and readahead pauses.
+	CacheBytes int64
 	// MaxDirty is the most bytes buffered per open file (per LIN) before
 	// WriteAt waits for write-out; 0 means DefaultMaxDirty.
 	MaxDirty int64
@@ -115,6 +123,8 @@ type Client struct {
 	unitSize  int
 	readahead int
 	maxDirty  int64
+	maxCache  int64
+	cached    atomic.Int64 // bytes of stripe data cached (or loading) over all files
 	ioTimeout time.Duration
 	mapTTL    time.Duration
 	dial      func(addr string) (BlockClient, error)
@@ -156,7 +166,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		meta: m, topo: cfg.Topology, log: cfg.Log, session: cfg.Session,
-		unitSize: cfg.UnitSize, readahead: cfg.Readahead, maxDirty: cfg.MaxDirty,
+		unitSize: cfg.UnitSize, readahead: cfg.Readahead, maxDirty: cfg.MaxDirty, maxCache: cfg.CacheBytes,
 		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
@@ -164,6 +174,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	c.log = c.log.With("session", uint64(c.session))
 	if c.unitSize == 0 {
 		c.unitSize = erasure.DefaultUnitSize
 	}
@@ -175,6 +186,9 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	if c.maxDirty <= 0 {
 		c.maxDirty = DefaultMaxDirty
+	}
+	if c.maxCache <= 0 {
+		c.maxCache = DefaultCacheBytes
 	}
 	wb := cfg.WriteBehind
 	if wb <= 0 {

@@ -292,7 +292,7 @@ func (f *File) Close(ctx context.Context) error {
 	f.mu.Unlock()
 	ino, c := f.ino, f.c
 	var err error
-	if f.writable && !c.isClosed() {
+	if f.writable {
 		err = ino.flush(ctx)
 	}
 	c.mu.Lock()
@@ -308,7 +308,7 @@ func (f *File) Close(ctx context.Context) error {
 	ino.mu.Lock()
 	state := ino.hasStateLocked()
 	ino.mu.Unlock()
-	if state && err == nil && !c.isClosed() {
+	if state && err == nil {
 		err = ino.flush(ctx)
 	}
 	ino.mu.Lock()

@@ -178,3 +178,34 @@ func TestHandleErrors(t *testing.T) {
 		t.Fatalf("open after Close: %v", err)
 	}
 }
+
+// TestReadahead reads a file sequentially with small reads: stripes are
+// read ahead into the cache and later reads hit it; with a cache budget
+// below one stripe, reads go direct and stay correct; closing the file
+// releases the cached bytes.
+func TestReadahead(t *testing.T) {
+	f := newFixture(t)
+	data := randBytes(10*4*testUnit, 3)
+	lin, fh, err := f.writeFile(f.client(testUnit), "f", "ec:4+2", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Close(bg)
+	for _, budget := range []int64{0, 4*testUnit - 1} {
+		c := f.client(testUnit, func(cfg *Config) { cfg.CacheBytes = budget })
+		rh, _ := c.Open(bg, lin, false)
+		mustEqual(t, "sequential read", readAll(t, rh, 16*kib), data)
+		st := c.Stats()
+		if budget == 0 && (st.ReadaheadStripes == 0 || st.CacheHits == 0) {
+			t.Fatalf("default budget: stats %+v", st)
+		}
+		if budget > 0 && (st.ReadaheadStripes != 0 || st.CacheHits != 0) {
+			t.Fatalf("budget below a stripe: stats %+v", st)
+		}
+		rh.Close(bg)
+		c.Close() // waits for readahead still running
+		if n := c.cached.Load(); n != 0 {
+			t.Fatalf("%d cached bytes after close", n)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -9,12 +10,15 @@ import (
 // stripeCache holds the data of whole stripes of one file, read ahead of a
 // sequential reader or read whole for it, keyed by stripe index and valid
 // for one stripe generation. It holds at most max entries that are not
-// loading (about Readahead+2 stripes), evicting the least recently used.
-// It is guarded by the inode's mu.
+// loading (about Readahead+2 stripes), evicting the least recently used,
+// and its entries count against the Client's CacheBytes (bytes, shared by
+// all files). It is guarded by the inode's mu.
 type stripeCache struct {
 	max     int
 	tick    uint64
 	entries map[int64]*cacheEntry
+	bytes   *atomic.Int64 // the Client's cached bytes
+	limit   int64         // the Client's CacheBytes
 }
 
 // cacheEntry is one stripe's data, or its loading. gen, data and err are
@@ -25,6 +29,7 @@ type cacheEntry struct {
 	data  []byte // the stripe's DataLen bytes
 	err   error
 	used  uint64 // last use tick
+	size  int64  // bytes reserved against CacheBytes
 }
 
 // getLocked returns the entry of stripe idx (possibly still loading), or nil.
@@ -37,10 +42,23 @@ func (sc *stripeCache) getLocked(idx int64) *cacheEntry {
 	return e
 }
 
-// putLocked adds a loading entry for idx, evicting loaded entries past max.
+// reserveLocked reserves n bytes for a new entry of idx, first evicting
+// entries of this file past max, and reports whether the Client's budget
+// allows it.
+func (sc *stripeCache) reserveLocked(n int64) bool {
+	if sc.bytes.Add(n) > sc.limit {
+		sc.bytes.Add(-n)
+		return false
+	}
+	return true
+}
+
+// putLocked adds a loading entry for idx (its size reserved), evicting
+// loaded entries past max.
 func (sc *stripeCache) putLocked(idx int64, e *cacheEntry) {
 	sc.tick++
 	e.used = sc.tick
+	sc.dropLocked(idx)
 	sc.entries[idx] = e
 	for len(sc.entries) > max(sc.max, 1) {
 		victim, oldest := int64(-1), ^uint64(0)
@@ -52,15 +70,24 @@ func (sc *stripeCache) putLocked(idx int64, e *cacheEntry) {
 		if victim < 0 {
 			return
 		}
-		delete(sc.entries, victim)
+		sc.dropLocked(victim)
 	}
 }
 
-// dropLocked forgets stripe idx.
-func (sc *stripeCache) dropLocked(idx int64) { delete(sc.entries, idx) }
+// dropLocked forgets stripe idx and releases its bytes.
+func (sc *stripeCache) dropLocked(idx int64) {
+	if e := sc.entries[idx]; e != nil {
+		sc.bytes.Add(-e.size)
+		delete(sc.entries, idx)
+	}
+}
 
 // clearLocked forgets every stripe.
-func (sc *stripeCache) clearLocked() { clear(sc.entries) }
+func (sc *stripeCache) clearLocked() {
+	for idx := range sc.entries {
+		sc.dropLocked(idx)
+	}
+}
 
 // loaded reports whether e finished loading.
 func loaded(e *cacheEntry) bool {
@@ -165,7 +192,9 @@ func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load boo
 		if !load {
 			return nil, false
 		}
-		e = ino.fill(ctx, idx, s)
+		if e = ino.fill(ctx, idx, s); e == nil {
+			return nil, false
+		}
 	} else {
 		c.st.hits.Add(1)
 	}
@@ -181,14 +210,19 @@ func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load boo
 }
 
 // fill loads stripe s into the cache (unless an entry of its generation is
-// there or loading) and returns the entry, loaded or failed.
+// there or loading) and returns the entry, loaded or failed; nil if the
+// Client's CacheBytes are used up.
 func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe) *cacheEntry {
 	ino.mu.Lock()
 	if e := ino.cache.getLocked(idx); e != nil && e.gen == s.Gen && (!loaded(e) || e.err == nil) {
 		ino.mu.Unlock()
 		return e
 	}
-	e := &cacheEntry{gen: s.Gen, ready: make(chan struct{})}
+	e := &cacheEntry{gen: s.Gen, ready: make(chan struct{}), size: int64(s.DataLen)}
+	if !ino.cache.reserveLocked(e.size) {
+		ino.mu.Unlock()
+		return nil
+	}
 	ino.cache.putLocked(idx, e)
 	ino.mu.Unlock()
 	data := make([]byte, s.DataLen)
@@ -209,7 +243,7 @@ func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe) *cacheEntr
 
 // prefetch loads up to Readahead stripes from stripe from on (those below
 // size) into the cache in the background, skipping cached ones and holes,
-// as long as readahead slots are free.
+// as long as readahead slots and cache bytes are free.
 func (ino *inode) prefetch(from, size int64) {
 	c := ino.c
 	for j := from; j < from+int64(c.readahead) && j*ino.ss < size; j++ {
@@ -218,6 +252,9 @@ func (ino *inode) prefetch(from, size int64) {
 		ino.mu.Unlock()
 		if e != nil {
 			continue
+		}
+		if c.cached.Load()+ino.ss > c.maxCache {
+			return
 		}
 		select {
 		case c.rasem <- struct{}{}:
@@ -230,8 +267,9 @@ func (ino *inode) prefetch(from, size int64) {
 			if err != nil || !ok {
 				return
 			}
-			c.st.readahead.Add(1)
-			ino.fill(c.ctx, j, s)
+			if ino.fill(c.ctx, j, s) != nil {
+				c.st.readahead.Add(1)
+			}
 		}) {
 			<-c.rasem
 			return
