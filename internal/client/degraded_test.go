@@ -168,3 +168,41 @@ func TestDegradedRead(t *testing.T) {
 		t.Errorf("an unreachable node never invalidated the topology")
 	}
 }
+
+// TestStaleMap reads through a client whose cached stripe map is stale:
+// another client rewrote the stripe and the old blocks were deleted. The
+// reader gets "not found", re-reads the map and reads the new data —
+// without a degraded read.
+func TestStaleMap(t *testing.T) {
+	f := newFixture(t)
+	old := randBytes(4*testUnit, 1)
+	lin, fh, err := f.writeFile(f.client(testUnit), "f", "ec:4+2", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.Close(bg)
+	r := f.client(testUnit, func(c *Config) { c.Readahead = -1 })
+	rh, _ := r.Open(bg, lin, false)
+	defer rh.Close(bg)
+	buf := make([]byte, 100)
+	if _, err := rh.ReadAt(bg, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "first read", buf, old[:100])
+
+	w := f.client(testUnit)
+	wh, _ := w.Open(bg, lin, true)
+	fresh := randBytes(4*testUnit, 2)
+	writeAll(t, wh, fresh, len(fresh))
+	if err := wh.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	f.drainDeletes()
+	if _, err := rh.ReadAt(bg, buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "read with a stale map", buf, fresh[:100])
+	if st := r.Stats(); st.DegradedReads != 0 || st.UnitErrors == 0 {
+		t.Fatalf("stats %+v: want a not-found, then a clean read", st)
+	}
+}
