@@ -17,7 +17,9 @@ import (
 // BenchmarkMeta measures create, stat and unlink throughput with 1, 8 and
 // 64 goroutines against memkv and embedded etcd clusters of 1 and 3
 // members (members as package etcdx starts them; client, members and
-// benchmark share this machine's CPUs). Run:
+// benchmark share this machine's CPUs). The baselines kvput (one blind Put
+// per transaction) and kvget (one Get per View) measure the raw store in the
+// same run, so results can be read as ratios. Run:
 //
 //	go test ./internal/meta -run '^$' -bench BenchmarkMeta -benchtime 3000x
 //
@@ -35,9 +37,9 @@ func BenchmarkMeta(b *testing.B) {
 		b.Run(st.name, func(b *testing.B) {
 			store := st.open(b)
 			m := newMeta(b, store)
-			for _, op := range []string{"create", "stat", "unlink"} {
+			for _, op := range []string{"kvput", "kvget", "create", "stat", "unlink"} {
 				for _, g := range []int{1, 8, 64} {
-					b.Run(fmt.Sprintf("%s/g=%d", op, g), func(b *testing.B) { benchOp(b, m, op, g) })
+					b.Run(fmt.Sprintf("%s/g=%d", op, g), func(b *testing.B) { benchOp(b, store, m, op, g) })
 				}
 			}
 		})
@@ -57,12 +59,12 @@ var benchDirs atomic.Int64
 
 // benchOp runs b.N operations of one kind spread over g goroutines, each in
 // a fresh directory, and reports ops/s.
-func benchOp(b *testing.B, m *Meta, op string, g int) {
+func benchOp(b *testing.B, store kv.Store, m *Meta, op string, g int) {
 	dir := must(m.Mkdir(bg, RootLIN, fmt.Sprintf("bench%d", benchDirs.Add(1)), 0o755))
 	name := func(i int64) string { return fmt.Sprintf("f%09d", i) }
 	var lins []LIN
 	switch op {
-	case "stat":
+	case "stat", "kvget":
 		lins = make([]LIN, min(b.N, 1000))
 		fanOut(b, 64, int64(len(lins)), func(i int64) error {
 			a, err := m.Create(bg, dir.LIN, name(i), NewInode{Mode: 0o644})
@@ -79,6 +81,16 @@ func benchOp(b *testing.B, m *Meta, op string, g int) {
 	start := time.Now()
 	fanOut(b, g, int64(b.N), func(i int64) error {
 		switch op {
+		case "kvput":
+			return store.Update(bg, func(tx kv.Tx) error {
+				tx.Put([]byte(fmt.Sprintf("bench/%d/%d", dir.LIN, i)), []byte("0123456789abcdef0123456789abcdef"))
+				return nil
+			})
+		case "kvget":
+			return store.View(bg, func(tx kv.Tx) error {
+				_, err := tx.Get(keyInode(lins[rand.IntN(len(lins))]))
+				return err
+			})
 		case "create":
 			_, err := m.Create(bg, dir.LIN, name(i), NewInode{Mode: 0o644})
 			return err

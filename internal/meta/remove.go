@@ -264,6 +264,7 @@ func (m *Meta) ListOrphans(ctx context.Context, after LIN, limit int) ([]Orphan,
 // Open records that session has lin open, so that unlinking its last link
 // defers the delete until Release. The caller counts its own handles: one
 // Open per (session, inode) is enough and a repeated Open is a no-op.
+// Directories need no Open: Rmdir does not wait for their openers.
 // Errors: ErrNotFound (no such inode, or it is unlinked and no session
 // holds it open).
 func (m *Meta) Open(ctx context.Context, session SessionID, lin LIN) error {

@@ -9,8 +9,8 @@ import (
 )
 
 // GetStripes returns up to n stripes of lin with index >= from, in index
-// order. Stripes never written (holes) are absent from the result.
-// Errors: ErrNotFound.
+// order (n <= 0: all of them; page large files). Stripes never written
+// (holes) are absent from the result. Errors: ErrNotFound.
 func (m *Meta) GetStripes(ctx context.Context, lin LIN, from uint64, n int) ([]Stripe, error) {
 	var out []Stripe
 	err := m.view(ctx, func(o *op) error {
