@@ -69,6 +69,7 @@ directory.`,
 		newPoolCmd(g),
 		newMountCmd(g),
 		newFileCmd(g),
+		newBenchCmd(g),
 		newVersionCmd(),
 	)
 	return root

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // --pprof
 	"os"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		private  bool
 		debug    bool
 		logLevel string
+		pprof    string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount MOUNTPOINT",
@@ -46,6 +49,9 @@ fsync(2) make it durable and visible to other mounts.`,
 				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			if pprof != "" {
+				go func() { log.Warn("pprof server", "err", http.ListenAndServe(pprof, nil)) }()
+			}
 			return mount.Run(c.Context(), mount.Options{
 				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
@@ -55,5 +61,6 @@ fsync(2) make it durable and visible to other mounts.`,
 	cmd.Flags().BoolVar(&private, "private", false, "do not allow other users (no allow_other)")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -88,6 +89,12 @@ type Config struct {
 	// Dial connects to a node's block service; nil means block.Dial. Tests
 	// use it to inject faults.
 	Dial func(addr string) (BlockClient, error)
+	// ClusterID enables short-circuit reads: units on drives of nodes on
+	// this machine (DriveState.LocalPath) are read straight from the drive
+	// directory, after checking that it holds that drive of this cluster,
+	// with the same checksum checks; "" reads everything through the
+	// block services. Writes always go through the block services.
+	ClusterID string
 }
 
 // metaStore is the part of *meta.Meta the client uses.
@@ -144,6 +151,11 @@ type Client struct {
 	inodes map[meta.LIN]*inode
 	conns  map[string]BlockClient
 	repair map[meta.StripeRef]bool
+	// Short-circuit reads: drives opened read-only, and drives that could
+	// not be opened, with when to try again.
+	clusterID string
+	local     map[meta.DriveID]*drive.Drive
+	noLocal   map[meta.DriveID]time.Time
 }
 
 // New returns a Client. It fails with an error wrapping ErrInvalid when
@@ -170,6 +182,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
+		clusterID: cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -232,6 +245,10 @@ func (c *Client) Close() error {
 		}
 	}
 	c.conns = nil
+	for _, d := range c.local {
+		_ = d.Close()
+	}
+	c.local = nil
 	return errors.Join(errs...)
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -158,9 +159,12 @@ func (t *ClusterTopology) read(ctx context.Context) ([]DriveState, map[string]st
 	}
 	addrs := make(map[string]string, len(nodes))
 	nodeUp := make(map[string]bool, len(nodes))
+	nodeLocal := make(map[string]bool, len(nodes))
+	host, _ := os.Hostname()
 	for _, n := range nodes {
 		addrs[n.Name] = n.GRPCAddr
 		nodeUp[n.Name] = n.State == cluster.Up
+		nodeLocal[n.Name] = n.Live != nil && host != "" && n.Live.Host == host
 	}
 	out := make([]DriveState, 0, len(ds))
 	for _, d := range ds {
@@ -171,6 +175,9 @@ func (t *ClusterTopology) read(ctx context.Context) ([]DriveState, map[string]st
 		}
 		if d.Live != nil {
 			s.FreeBytes, s.TotalBytes = d.Live.FreeBytes, d.Live.TotalBytes
+		}
+		if nodeLocal[d.Node] {
+			s.LocalPath = d.Path
 		}
 		out = append(out, s)
 	}

@@ -45,6 +45,9 @@ type DriveState struct {
 	Usable bool
 	// FreeBytes and TotalBytes are the drive's space as last published.
 	FreeBytes, TotalBytes int64
+	// LocalPath is the drive's directory when its node runs on this
+	// machine ("" otherwise): the client may read its blocks directly.
+	LocalPath string
 }
 
 // topoView is one snapshot of the drives, indexed for lookups.
@@ -71,6 +74,14 @@ func (v *topoView) up(d meta.DriveID) bool { return v.drives[d].Up }
 
 // node returns the node of drive d ("" if unknown).
 func (v *topoView) node(d meta.DriveID) string { return v.drives[d].Node }
+
+// local returns the directory of drive d if it is on this machine and up.
+func (v *topoView) local(d meta.DriveID) string {
+	if s := v.drives[d]; s.Up {
+		return s.LocalPath
+	}
+	return ""
+}
 
 // candidates returns the drives of pool as placement candidates.
 func (v *topoView) candidates(pool string) []placement.Candidate {

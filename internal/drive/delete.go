@@ -12,6 +12,9 @@ import (
 // ErrNotFound, which callers emptying a delete queue may ignore. Deleting a
 // block that a Get is reading is safe: the reader keeps its open file.
 func (d *Drive) Delete(id BlockID) error {
+	if d.readOnly {
+		return fmt.Errorf("%w: drive %v (%s)", ErrReadOnly, d.ident.DriveID, d.path)
+	}
 	if err := d.checkOpen(); err != nil {
 		return err
 	}

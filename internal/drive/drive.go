@@ -72,6 +72,7 @@ type Drive struct {
 	blocks   atomic.Int64 // number of block files
 	counters counters
 	bufs     sync.Pool // *[]byte of ioBufferSize
+	readOnly bool      // OpenReadOnly: no lock, no writes
 }
 
 // Open opens the drive in directory path, creating the directory and the
@@ -311,6 +312,10 @@ func (d *Drive) scan() error {
 // Close waits for none of the operations in progress. Closing twice is a
 // no-op.
 func (d *Drive) Close() error {
+	if d.readOnly {
+		d.closed.Store(true)
+		return nil
+	}
 	if d.closed.Swap(true) {
 		return nil
 	}

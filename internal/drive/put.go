@@ -29,6 +29,9 @@ import (
 // ErrNoSpace (checked with statfs first, and for ENOSPC while writing),
 // ctx.Err() wrapped (the temp file is removed), ErrClosed.
 func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length int64) (err error) {
+	if d.readOnly {
+		return fmt.Errorf("%w: drive %v (%s)", ErrReadOnly, d.ident.DriveID, d.path)
+	}
 	if err := d.checkOpen(); err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer sess.Close()
 	topo := client.NewClusterTopology(store, time.Second)
-	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log})
+	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID()})
 	if err != nil {
 		return err
 	}
