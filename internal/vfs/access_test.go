@@ -78,8 +78,8 @@ func TestRelatime(t *testing.T) {
 		atime, mtime time.Time
 		want         bool
 	}{
-		{now.Add(-time.Hour), now.Add(-2 * time.Hour), false},     // read since the last change
-		{now.Add(-2 * time.Hour), now.Add(-time.Hour), true},      // changed since the last read
+		{now.Add(-time.Hour), now.Add(-2 * time.Hour), false},      // read since the last change
+		{now.Add(-2 * time.Hour), now.Add(-time.Hour), true},       // changed since the last read
 		{now.Add(-25 * time.Hour), now.Add(-30 * time.Hour), true}, // a day old
 	} {
 		a := meta.Attr{Atime: tc.atime, Mtime: tc.mtime, Ctime: tc.mtime}
