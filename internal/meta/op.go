@@ -20,6 +20,7 @@ type op struct {
 	now   int64
 
 	inodes  map[LIN]*inode // loaded; nil: known absent
+	opens   map[LIN]bool   // whether a session has the inode open, as read
 	dirty   map[LIN]bool   // to write at flush
 	dropped map[LIN]bool   // deleted in this op
 	touched map[LIN]bool   // directories whose times to set at flush

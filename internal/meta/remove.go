@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -40,7 +42,7 @@ func (m *Meta) Unlink(ctx context.Context, parent LIN, name string) error {
 		case typ == TypeDir:
 			return fmt.Errorf("%w: %q in directory LIN %d: use rmdir", ErrIsDir, name, parent)
 		}
-		n, err := o.inode(child)
+		n, _, err := o.inodeOpen(child)
 		if err != nil {
 			return err
 		}
@@ -155,9 +157,50 @@ func (o *op) release(n *inode) (bool, error) {
 }
 
 func (o *op) isOpen(lin LIN) (bool, error) {
+	if open, ok := o.opens[lin]; ok {
+		return open, nil
+	}
 	start, end := opensRange(lin)
 	kvs, _, err := o.tx.Scan(start, end, 1)
 	return len(kvs) > 0, err
+}
+
+// inodeOpen reads inode lin and whether it is open with one range read (the
+// open records follow the inode's key). ErrNotFound if absent. Open records
+// written later in the same op are not reflected.
+func (o *op) inodeOpen(lin LIN) (*inode, bool, error) {
+	if _, cached := o.inodes[lin]; cached {
+		n, err := o.inode(lin)
+		if err != nil {
+			return nil, false, err
+		}
+		open, err := o.isOpen(lin)
+		return n, open, err
+	}
+	start, end := opensRange(lin)
+	kvs, _, err := o.tx.Scan(keyInode(lin), end, 3) // inode, times, first open
+	if err != nil {
+		return nil, false, err
+	}
+	var ib []byte
+	open := false
+	for _, p := range kvs {
+		switch {
+		case len(p.Key) == 9:
+			ib = p.Value
+		case bytes.HasPrefix(p.Key, start):
+			open = true
+		}
+	}
+	if err := o.cache(lin, ib); err != nil {
+		return nil, false, err
+	}
+	if o.opens == nil {
+		o.opens = map[LIN]bool{}
+	}
+	o.opens[lin] = open
+	n, err := o.inode(lin)
+	return n, open, err
 }
 
 // destroy deletes n (no links, not open) with its stripes and xattrs if they
@@ -294,19 +337,18 @@ func (m *Meta) Release(ctx context.Context, session SessionID, lin LIN) error {
 	var later bool
 	err := m.update(ctx, func(o *op) error {
 		later = false
-		o.withUsage()
 		o.del(keyOpen(lin, session))
 		o.del(keySessionOpen(session, lin))
-		if _, err := o.load([]LIN{lin}); err != nil {
-			return err
-		}
-		n := o.inodes[lin]
-		if n == nil || n.nlink > 0 {
+		// One range read: the inode and the other sessions' opens (this
+		// session's is deleted above, so the scan no longer sees it).
+		n, open, err := o.inodeOpen(lin)
+		switch {
+		case errors.Is(err, ErrNotFound):
 			return nil
-		}
-		open, err := o.isOpen(lin)
-		if err != nil || open {
+		case err != nil:
 			return err
+		case n.nlink > 0 || open:
+			return nil
 		}
 		later, err = o.destroy(n)
 		return err

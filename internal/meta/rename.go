@@ -91,7 +91,7 @@ func (m *Meta) Rename(ctx context.Context, srcParent LIN, srcName string, dstPar
 		}
 		var dst *inode
 		if dok {
-			if dst, err = o.inode(dlin); err != nil {
+			if dst, _, err = o.inodeOpen(dlin); err != nil {
 				return err
 			}
 		}

@@ -44,6 +44,9 @@ func (m *Meta) ScanInodes(ctx context.Context, from, to LIN, limit int) ([]Inode
 				}
 				continue
 			}
+			if len(p.Key) != 9 {
+				continue // an open record
+			}
 			emit()
 			if last, err = decodeInode(lin, p.Value); err != nil {
 				return err

@@ -13,15 +13,19 @@ package meta
 //	"L"                              next unallocated LIN (clients take batches)
 //	"i" lin                          inode: attributes, back-pointers, WDL, xattr names, symlink target
 //	"i" lin "T"                      directory times (mtime, ctime), written blind by entry changes
+//	"i" lin "o" session              inode open by session: opened time
 //	"e" parent name                  directory entry: child type and LIN
 //	"x" lin name                     xattr value (raw bytes, no version byte)
 //	"s" lin index                    stripe: generation, protection, data length, units
 //	"r" lin index                    under-protected marker: units missing
-//	"o" lin session                  inode open by session: opened time
-//	"O" session lin                  the same, indexed by session (to close a dead session)
+//	"O" session lin                  the same open, indexed by session (to close a dead session)
 //	"z" lin                          orphan: inode with no links, open or awaiting cleanup
 //	"q" drive block                  delete queue: LIN, stripe, length, enqueued time
 //	"u" shard                        usage deltas (per pool) of one of UsageShards shards
+//
+// An inode's times and open records follow its inode key, so one range read
+// returns the inode with them (stat, unlink and close each read them
+// together); scans of the "i" range skip keys longer than 9 bytes.
 //
 // Integers in values are unsigned varints (encoding/binary), signed ones
 // zig-zag varints, times are Unix nanoseconds as signed varints, strings are
@@ -66,14 +70,17 @@ const (
 	pfxXattr   = 'x'
 	pfxStripe  = 's'
 	pfxUnder   = 'r'
-	pfxOpen    = 'o'
 	pfxSession = 'O'
 	pfxOrphan  = 'z'
 	pfxDelete  = 'q'
 	pfxUsage   = 'u'
 )
 
-const dirTimesSuffix = 'T'
+// Suffixes of keys that follow an inode's key.
+const (
+	dirTimesSuffix = 'T'
+	openSuffix     = 'o'
+)
 
 func be64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
 
@@ -108,10 +115,10 @@ func stripesEnd(lin LIN) []byte { return kv.PrefixEnd(be64([]byte{pfxStripe}, ui
 
 func keyUnder(lin LIN, idx uint64) []byte { return be64(be64([]byte{pfxUnder}, uint64(lin)), idx) }
 
-func keyOpen(lin LIN, s SessionID) []byte { return be64(be64([]byte{pfxOpen}, uint64(lin)), uint64(s)) }
+func keyOpen(lin LIN, s SessionID) []byte { return be64(append(keyInode(lin), openSuffix), uint64(s)) }
 
 func opensRange(lin LIN) (start, end []byte) {
-	start = be64([]byte{pfxOpen}, uint64(lin))
+	start = append(keyInode(lin), openSuffix)
 	return start, kv.PrefixEnd(start)
 }
 
