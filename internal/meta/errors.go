@@ -59,6 +59,7 @@ type StripeConflictError struct {
 	Want, Have uint64
 }
 
+// Error says which stripe moved and what to do.
 func (e *StripeConflictError) Error() string {
 	return fmt.Sprintf("%v: LIN %d stripe %d is at generation %d, expected %d: re-read the stripe map and retry",
 		ErrStripeConflict, e.LIN, e.Index, e.Have, e.Want)

@@ -59,6 +59,7 @@ const (
 	TypeBlockDev
 )
 
+// String returns the type's name ("file", "dir", …).
 func (t FileType) String() string {
 	switch t {
 	case TypeFile:
@@ -129,6 +130,7 @@ func (p Protection) Validate() error {
 	return fmt.Errorf("%w: protection %+v: want mirror:N or ec:K+M with K >= 1 and at most %d units", ErrInvalid, p, MaxWidth)
 }
 
+// String returns "mirror:N", "ec:K+M" or "inherit"; ParseProtection reads it.
 func (p Protection) String() string {
 	switch p.Scheme {
 	case 0:

@@ -81,6 +81,11 @@ func (s *Store) Close() error { return nil }
 // backend adapts Store to kv.Backend without exporting Begin and Commit.
 type backend struct{ s *Store }
 
+var (
+	_ kv.Backend  = backend{}
+	_ kv.Snapshot = (*snapshot)(nil)
+)
+
 func (b backend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
 	return &snapshot{s: b.s}, nil
 }

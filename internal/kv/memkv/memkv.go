@@ -73,6 +73,11 @@ func (s *Store) Len() int {
 // backend adapts Store to kv.Backend without exporting Begin and Commit.
 type backend struct{ s *Store }
 
+var (
+	_ kv.Backend  = backend{}
+	_ kv.Snapshot = (*snapshot)(nil)
+)
+
 func (b backend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
 	s := b.s
 	s.mu.Lock()
