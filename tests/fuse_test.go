@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/vfs"
 	"github.com/weftfs/weft/tests/harness"
 )
 
@@ -289,6 +290,32 @@ func TestMount(t *testing.T) {
 		f.Close()
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("read of an unlinked open file: %v", err)
+		}
+	})
+
+	t.Run("two mounts", func(t *testing.T) {
+		other := filepath.Join(filepath.Dir(mnt), "mnt2")
+		c.MountAt(other)
+		data := randBytes(66, 2*unit+3)
+		writeFile(t, filepath.Join(mnt, "across"), data)
+		checkFile(t, filepath.Join(other, "across"), data)
+		// Held open on one mount past the registration delay, unlinked
+		// through the other: the data stays until the last close.
+		f, err := os.Open(filepath.Join(mnt, "across"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Past the documented window (RegisterDelay) with a wide margin.
+		time.Sleep(10 * vfs.RegisterDelay)
+		must(t, os.Remove(filepath.Join(other, "across")))
+		time.Sleep(1500 * time.Millisecond) // the nodes' deleter runs every second
+		got, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("file unlinked on another mount while open here: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(mnt, "across")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("unlinked name still there: %v", err)
 		}
 	})
 

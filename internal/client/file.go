@@ -46,6 +46,16 @@ func (c *Client) Open(ctx context.Context, lin meta.LIN, writable bool) (*File, 
 	if err != nil {
 		return nil, fmt.Errorf("client: open LIN %d: %w", lin, err)
 	}
+	return c.OpenAttr(ctx, a, writable)
+}
+
+// OpenAttr is Open for a caller that has just read the file's attributes
+// (a create, a lookup): it saves Open's metadata read. a must be current.
+func (c *Client) OpenAttr(ctx context.Context, a meta.Attr, writable bool) (*File, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	lin := a.LIN
 	if a.Type != meta.TypeFile {
 		return nil, fmt.Errorf("%w: LIN %d is a %s, not a regular file", ErrInvalid, lin, a.Type)
 	}

@@ -15,12 +15,17 @@ import (
 // new cluster. embedded selects the transaction limits of weft's embedded
 // etcd members (1024 operations, 8 MiB); otherwise etcd's defaults apply.
 // Concurrent first calls are safe: one formats, the others find it formatted.
-func (s *Store) Namespace(ctx context.Context, embedded bool) (*meta.Meta, error) {
+//
+// sessionReads gives read-only operations session consistency instead of
+// linearizability (see etcdkv.Config.SessionReads): a mount sees its own
+// changes at once and others' within the members' apply lag, and its
+// lookups and getattrs cost half as much.
+func (s *Store) Namespace(ctx context.Context, embedded, sessionReads bool) (*meta.Meta, error) {
 	limits := etcdkv.DefaultLimits
 	if embedded {
 		limits = etcdkv.EmbeddedLimits
 	}
-	store, err := etcdkv.New(etcdkv.Config{Client: s.cli, Prefix: MetaPrefix, Options: kv.Options{Limits: limits}})
+	store, err := etcdkv.New(etcdkv.Config{Client: s.cli, Prefix: MetaPrefix, Options: kv.Options{Limits: limits}, SessionReads: sessionReads})
 	if err != nil {
 		return nil, err
 	}

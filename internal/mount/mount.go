@@ -69,7 +69,7 @@ func Run(ctx context.Context, o Options) error {
 	if store.ClusterID() != info.ClusterID {
 		return fmt.Errorf("mount: etcd at %v holds cluster %s, but node %s says %s", info.EtcdEndpoints, store.ClusterID(), info.Name, info.ClusterID)
 	}
-	m, err := store.Namespace(ctx, info.EmbeddedEtcd)
+	m, err := store.Namespace(ctx, info.EmbeddedEtcd, true)
 	if err != nil {
 		return err
 	}

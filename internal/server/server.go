@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 			s.embedded = s.embedded || n.EtcdClient != ""
 		}
 	}
-	if s.meta, err = s.store.Namespace(ctx, s.embedded); err != nil {
+	if s.meta, err = s.store.Namespace(ctx, s.embedded, false); err != nil {
 		return s, err
 	}
 	reg := prometheus.NewRegistry()

@@ -45,6 +45,8 @@ type FS struct {
 	c   *client.Client
 	log *slog.Logger
 
+	opens *opens
+
 	mu      sync.Mutex
 	handles map[uint64]*Handle
 	nextFH  uint64
@@ -55,7 +57,8 @@ func New(cfg Config) *FS {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &FS{cfg: cfg, m: cfg.Meta, c: cfg.Client, log: cfg.Log, handles: map[uint64]*Handle{}, nextFH: 1}
+	return &FS{cfg: cfg, m: cfg.Meta, c: cfg.Client, log: cfg.Log, handles: map[uint64]*Handle{}, nextFH: 1,
+		opens: newOpens(cfg.Meta, cfg.Session, cfg.Log)}
 }
 
 // Meta returns the namespace the FS serves.
@@ -218,7 +221,24 @@ func (fs *FS) Unlink(ctx context.Context, parent meta.LIN, name string) error {
 	if err := fs.checkRemove(ctx, parent, name); err != nil {
 		return err
 	}
+	if err := fs.recordOpenVictim(ctx, parent, name); err != nil {
+		return err
+	}
 	return fs.m.Unlink(ctx, parent, name)
+}
+
+// recordOpenVictim records in meta the open of the file at parent/name
+// before this mount unlinks or replaces it, if this mount has it open and
+// has not recorded that yet (see RegisterDelay).
+func (fs *FS) recordOpenVictim(ctx context.Context, parent meta.LIN, name string) error {
+	if !fs.opens.anyPending() {
+		return nil
+	}
+	a, err := fs.m.Lookup(ctx, parent, name)
+	if err != nil {
+		return nil // nothing there to protect; the operation reports its own error
+	}
+	return fs.opens.ensure(ctx, a.LIN)
 }
 
 // Rmdir removes an empty directory.
@@ -242,6 +262,9 @@ func (fs *FS) Rename(ctx context.Context, sp meta.LIN, sn string, dp meta.LIN, d
 		if err := fs.checkRemove(ctx, dp, dn); err != nil && !errors.Is(err, meta.ErrNotFound) {
 			return err
 		}
+	}
+	if err := fs.recordOpenVictim(ctx, dp, dn); err != nil {
+		return err
 	}
 	return fs.m.Rename(ctx, sp, sn, dp, dn, flags)
 }

@@ -68,12 +68,10 @@ func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Ha
 	if a.Type != meta.TypeFile {
 		return nil, fmt.Errorf("%w: LIN %d is a %s, not a regular file", meta.ErrInvalid, a.LIN, a.Type)
 	}
-	if err := fs.m.Open(ctx, fs.cfg.Session, a.LIN); err != nil {
-		return nil, err
-	}
-	f, err := fs.c.Open(ctx, a.LIN, writable)
+	fs.opens.open(a.LIN)
+	f, err := fs.c.OpenAttr(ctx, a, writable)
 	if err != nil {
-		_ = fs.m.Release(context.WithoutCancel(ctx), fs.cfg.Session, a.LIN)
+		_ = fs.opens.release(ctx, a.LIN)
 		return nil, err
 	}
 	h := &Handle{LIN: a.LIN, Flags: flags, fs: fs, file: f, attr: a}
@@ -188,7 +186,7 @@ func (fs *FS) Release(ctx context.Context, fh uint64) error {
 
 func (fs *FS) release(ctx context.Context, h *Handle) error {
 	err := h.file.Close(ctx)
-	if rerr := fs.m.Release(context.WithoutCancel(ctx), fs.cfg.Session, h.LIN); err == nil {
+	if rerr := fs.opens.release(ctx, h.LIN); err == nil {
 		err = rerr
 	}
 	return err
@@ -206,5 +204,6 @@ func (fs *FS) Close(ctx context.Context) error {
 			first = err
 		}
 	}
+	fs.opens.close()
 	return first
 }

@@ -274,3 +274,53 @@ func adminAddrs(dir string) []string {
 	b, _ := os.ReadFile(filepath.Join(dir, local.AdminAddrsFile))
 	return strings.Fields(string(b))
 }
+
+// MountAt starts another `weft mount` of this cluster at dir (created if
+// missing), waits until it is mounted and unmounts it at cleanup: a second
+// client machine, as far as the file system can tell.
+func (c *Cluster) MountAt(dir string) {
+	c.tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.tb.Fatal(err)
+	}
+	cmd := exec.Command(Binary(c.tb), "--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn", dir)
+	out := &lockedBuf{}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		c.tb.Fatal(err)
+	}
+	pw.Close()
+	mounted := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			out.add(sc.Text())
+			if strings.HasPrefix(sc.Text(), "mounted:") {
+				close(mounted)
+			}
+		}
+		_ = cmd.Wait()
+		close(done)
+	}()
+	c.tb.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	select {
+	case <-mounted:
+	case <-done:
+		c.tb.Fatalf("harness: weft mount %s exited:\n%s", dir, out)
+	case <-time.After(time.Minute):
+		c.tb.Fatalf("harness: weft mount %s not mounted after a minute:\n%s", dir, out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,6 +34,15 @@ type Config struct {
 	// above the cluster's own make oversized commits fail inside etcd, which
 	// is reported as kv.ErrTooLarge too.
 	Options kv.Options
+	// SessionReads lets read-only transactions (View) skip the quorum round
+	// of a linearizable read: they read from the member the client talks to
+	// (a serializable read, about half the latency), at a revision no older
+	// than any this Store has committed or read. That keeps read-your-writes
+	// and monotonic reads for everything done through this Store; another
+	// client's write shows once the member has applied it (normally within a
+	// millisecond). Update transactions are unaffected: they always start
+	// with a linearizable read.
+	SessionReads bool
 }
 
 // Store is a kv.Store on etcd.
@@ -43,9 +53,23 @@ type Config struct {
 // compare catches inserts and changes in a range; deletes are caught by the
 // per-key compare of every key the scan returned.
 type Store struct {
-	cli    *clientv3.Client
-	prefix string
-	opts   kv.Options
+	cli     *clientv3.Client
+	prefix  string
+	opts    kv.Options
+	session bool
+	// floor is the newest revision this Store has committed or read:
+	// session reads never answer from an older one.
+	floor atomic.Int64
+}
+
+// observe raises the floor to rev.
+func (s *Store) observe(rev int64) {
+	for {
+		cur := s.floor.Load()
+		if rev <= cur || s.floor.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 var _ kv.Store = (*Store)(nil)
@@ -59,17 +83,17 @@ func New(cfg Config) (*Store, error) {
 	if o.Limits == (kv.Limits{}) {
 		o.Limits = DefaultLimits
 	}
-	return &Store{cli: cfg.Client, prefix: cfg.Prefix, opts: o}, nil
+	return &Store{cli: cfg.Client, prefix: cfg.Prefix, opts: o, session: cfg.SessionReads}, nil
 }
 
 // Update implements kv.Store.
 func (s *Store) Update(ctx context.Context, fn func(kv.Tx) error) error {
-	return kv.Run(ctx, backend{s}, s.opts, false, fn)
+	return kv.Run(ctx, backend{s: s}, s.opts, false, fn)
 }
 
 // View implements kv.Store.
 func (s *Store) View(ctx context.Context, fn func(kv.Tx) error) error {
-	return kv.Run(ctx, backend{s}, s.opts, true, fn)
+	return kv.Run(ctx, backend{s: s, view: true}, s.opts, true, fn)
 }
 
 // Limits implements kv.Store.
@@ -79,7 +103,10 @@ func (s *Store) Limits() kv.Limits { return s.opts.Limits }
 func (s *Store) Close() error { return nil }
 
 // backend adapts Store to kv.Backend without exporting Begin and Commit.
-type backend struct{ s *Store }
+type backend struct {
+	s    *Store
+	view bool // a View: session reads allowed
+}
 
 var (
 	_ kv.Backend  = backend{}
@@ -87,7 +114,7 @@ var (
 )
 
 func (b backend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
-	return &snapshot{s: b.s}, nil
+	return &snapshot{s: b.s, session: b.view && b.s.session}, nil
 }
 
 func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
@@ -117,6 +144,7 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 	if err != nil {
 		return s.wrap(ctx, "commit", err)
 	}
+	s.observe(resp.Header.Revision)
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: a key read at revision %d changed before the commit", kv.ErrConflict, rev)
 	}
@@ -155,8 +183,9 @@ func (s *Store) wrap(ctx context.Context, op string, err error) error {
 
 // snapshot reads at the revision its first read returned.
 type snapshot struct {
-	s   *Store
-	rev int64
+	s       *Store
+	rev     int64
+	session bool // first read may be serializable (see Config.SessionReads)
 }
 
 func (sn *snapshot) Revision() int64 { return sn.rev }
@@ -245,13 +274,32 @@ func (sn *snapshot) do(ctx context.Context, op func(lin bool) clientv3.Op) (clie
 	// write acknowledged before the transaction started, so that an Update
 	// that fails (or writes nothing) acted on current data, not on a lagging
 	// member's.
-	lin := sn.rev == 0
+	//
+	// A session read (Config.SessionReads) starts serializable too, and is
+	// repeated linearizably only if the member answered from a revision
+	// older than the Store's floor.
+	first := sn.rev == 0
+	lin := first && !sn.session
 	resp, err := sn.s.cli.Do(ctx, op(lin))
 	if !lin && errors.Is(err, rpctypes.ErrFutureRev) {
+		resp, err = sn.s.cli.Do(ctx, op(true))
+	} else if err == nil && first && sn.session && headerRev(resp) < sn.s.floor.Load() {
 		resp, err = sn.s.cli.Do(ctx, op(true))
 	}
 	if err != nil {
 		return resp, sn.s.wrap(ctx, "read", err)
 	}
+	sn.s.observe(headerRev(resp))
 	return resp, nil
+}
+
+// headerRev is the revision a read was answered at.
+func headerRev(r clientv3.OpResponse) int64 {
+	if g := r.Get(); g != nil {
+		return g.Header.Revision
+	}
+	if t := r.Txn(); t != nil {
+		return t.Header.Revision
+	}
+	return 0
 }

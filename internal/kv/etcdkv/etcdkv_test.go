@@ -22,12 +22,12 @@ import (
 )
 
 // factory returns stores on cli, each under its own prefix, with limits.
-func factory(cli *clientv3.Client, limits kv.Limits) kvtest.Factory {
+func factory(cli *clientv3.Client, limits kv.Limits, session ...bool) kvtest.Factory {
 	return func(tb testing.TB, o kv.Options) kv.Store {
 		if o.Limits == (kv.Limits{}) {
 			o.Limits = limits
 		}
-		s, err := etcdkv.New(etcdkv.Config{Client: cli, Prefix: "kvtest/" + tb.Name() + "/", Options: o})
+		s, err := etcdkv.New(etcdkv.Config{Client: cli, Prefix: "kvtest/" + tb.Name() + "/", Options: o, SessionReads: len(session) > 0 && session[0]})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -49,6 +49,40 @@ func TestConformanceThreeMembers(t *testing.T) {
 		t.Skip("short")
 	}
 	kvtest.Run(t, factory(etcdtest.NewCluster(t, 3).Client(t), etcdkv.EmbeddedLimits))
+}
+
+// TestConformanceSessionReads runs the suite with session reads on a
+// 3-member cluster: views read from any member, never older than what the
+// store itself committed or read.
+func TestConformanceSessionReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	kvtest.Run(t, factory(etcdtest.NewCluster(t, 3).Client(t), etcdkv.EmbeddedLimits, true))
+}
+
+// TestSessionReadsSeeOwnWrites commits through one store and reads back at
+// once with a view, many times, over a client spread across 3 members.
+func TestSessionReadsSeeOwnWrites(t *testing.T) {
+	cli := etcdtest.NewCluster(t, 3).Client(t)
+	s, err := etcdkv.New(etcdkv.Config{Client: cli, Prefix: "ryw/", Options: kv.Options{Limits: etcdkv.EmbeddedLimits}, SessionReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 300; i++ {
+		k, v := []byte(fmt.Sprintf("k%03d", i%7)), []byte(fmt.Sprint(i))
+		if err := s.Update(ctx, func(tx kv.Tx) error { tx.Put(k, v); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		if err := s.View(ctx, func(tx kv.Tx) error { var err error; got, err = tx.Get(k); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(v) {
+			t.Fatalf("write %d: a view right after the commit read %q, want %q", i, got, v)
+		}
+	}
 }
 
 // TestConformanceEtcdDefaults runs the suite against a member with etcd's own
