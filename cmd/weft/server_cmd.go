@@ -71,6 +71,7 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 			set("admin-addr", func() { cfg.AdminAddr = flagCfg.AdminAddr })
 			set("lease-ttl", func() { cfg.LeaseTTL = flagCfg.LeaseTTL })
 			set("default-protection", func() { cfg.DefaultProtection = flagCfg.DefaultProtection })
+			set("pprof", func() { cfg.Pprof = flagCfg.Pprof })
 			set("etcd-embed", func() { cfg.Etcd.Embed = flagCfg.Etcd.Embed })
 			set("etcd-client-url", func() { cfg.Etcd.ClientURL = flagCfg.Etcd.ClientURL })
 			set("etcd-peer-url", func() { cfg.Etcd.PeerURL = flagCfg.Etcd.PeerURL })
@@ -122,6 +123,7 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 	f.DurationVar(&flagCfg.LeaseTTL, "lease-ttl", server.DefaultLeaseTTL, "liveness lease TTL: a crashed node shows down after at most this long")
 	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.BoolVar(&flagCfg.Pprof, "pprof", false, "serve Go profiles at ADMIN_ADDR/debug/pprof/")
 	return cmd
 }
 

@@ -40,6 +40,8 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Mount is where to mount the cluster ("" for no mount).
 	Mount string
+	// Pprof serves Go profiles on every node's admin address.
+	Pprof bool
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -205,6 +207,7 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 		GRPCAddr:  n.GRPCAddr,
 		AdminAddr: n.AdminAddr,
 		LeaseTTL:  s.opts.LeaseTTL,
+		Pprof:     s.opts.Pprof,
 		Etcd:      server.EtcdConfig{Endpoints: s.layout.etcdEndpoints()},
 	}
 	if n.Embed {

@@ -40,6 +40,8 @@ type Config struct {
 	DefaultProtection string `yaml:"default_protection"`
 	// UsageInterval is how often drive usage and health are published.
 	UsageInterval time.Duration `yaml:"usage_interval"`
+	// Pprof serves Go profiles under /debug/pprof/ on the admin address.
+	Pprof bool `yaml:"pprof"`
 }
 
 // DriveSpec is one drive: a directory, its class and its pool.

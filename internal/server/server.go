@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -132,6 +133,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: client.NewClusterTopology(s.store, time.Second), Log: s.log}); err != nil {
 		return s, err
 	}
