@@ -3,8 +3,7 @@ package meta
 import (
 	"encoding/hex"
 	"fmt"
-	"strconv"
-	"strings"
+	"github.com/weftfs/weft/internal/erasure"
 	"time"
 )
 
@@ -143,35 +142,22 @@ func (p Protection) String() string {
 	return fmt.Sprintf("scheme(%d):%d+%d", p.Scheme, p.Data, p.Parity)
 }
 
-// ParseProtection parses "mirror:N", "ec:K+M" or "inherit"/"" (zero). Errors
-// wrap ErrInvalid.
+// ParseProtection parses "mirror:N", "ec:K+M" (the syntax and limits of
+// erasure.ParseProtection, the one parser of protection specs) or
+// "inherit"/"" (zero). Errors wrap ErrInvalid.
 func ParseProtection(s string) (Protection, error) {
-	bad := fmt.Errorf("%w: protection %q: want mirror:N (e.g. mirror:3) or ec:K+M (e.g. ec:4+2)", ErrInvalid, s)
 	if s == "" || s == "inherit" {
 		return Protection{}, nil
 	}
-	kind, rest, ok := strings.Cut(s, ":")
-	if !ok {
-		return Protection{}, bad
+	ep, err := erasure.ParseProtection(s)
+	if err != nil {
+		return Protection{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	var p Protection
-	switch kind {
-	case "mirror":
-		n, err := strconv.ParseUint(rest, 10, 8)
-		if err != nil || n < 1 {
-			return Protection{}, bad
-		}
-		p = Mirror(uint8(n))
-	case "ec":
-		ks, ms, ok := strings.Cut(rest, "+")
-		k, err1 := strconv.ParseUint(ks, 10, 8)
-		m, err2 := strconv.ParseUint(ms, 10, 8)
-		if !ok || err1 != nil || err2 != nil {
-			return Protection{}, bad
-		}
-		p = EC(uint8(k), uint8(m))
-	default:
-		return Protection{}, bad
+	if ep.Mirrors > 0 {
+		p = Mirror(uint8(ep.Mirrors))
+	} else {
+		p = EC(uint8(ep.Data), uint8(ep.Parity))
 	}
 	if err := p.Validate(); err != nil {
 		return Protection{}, err
