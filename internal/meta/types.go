@@ -3,8 +3,9 @@ package meta
 import (
 	"encoding/hex"
 	"fmt"
-	"github.com/weftfs/weft/internal/erasure"
 	"time"
+
+	"github.com/weftfs/weft/internal/erasure"
 )
 
 // LIN is an inode number: 64 bits, allocated in batches, never reused.
