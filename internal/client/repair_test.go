@@ -1,0 +1,439 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// writeClosed writes data to a new file of protection prot and closes it.
+func (f *fixture) writeClosed(c *Client, name, prot string, data []byte) meta.LIN {
+	f.tb.Helper()
+	lin, fh, err := f.writeFile(c, name, prot, data)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	if err := fh.Close(bg); err != nil {
+		f.tb.Fatal(err)
+	}
+	return lin
+}
+
+// queued reports whether unit u's block is in the delete queue.
+func (f *fixture) queued(u meta.Unit) bool {
+	f.tb.Helper()
+	es, err := f.meta.ListDeletes(bg, u.Drive, meta.BlockID{}, 1<<20)
+	if err != nil {
+		f.tb.Fatal(err)
+	}
+	return slices.ContainsFunc(es, func(e meta.DeleteEntry) bool { return e.Block == u.Block })
+}
+
+// unitsOn counts the units of lin on drive d.
+func (f *fixture) unitsOn(lin meta.LIN, d meta.DriveID) int {
+	n := 0
+	for _, s := range f.stripes(lin) {
+		for _, u := range s.Units {
+			if u.Drive == d {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// repairCases are the protections every repair test runs: several ec
+// stripes with a small tail (stored as 3 copies), a mirror, and a small
+// ec file (one stripe of 3 copies).
+var repairCases = []struct {
+	name, prot string
+	size       int
+}{
+	{"ec", "ec:4+2", 3*4*testUnit + 5000},
+	{"mirror", "mirror:3", 2*testUnit + 77},
+	{"small", "ec:4+2", 5000},
+}
+
+// TestRepairDriveDown takes a drive down and repairs the file: each unit
+// on it is rebuilt on another drive (on the same node, the least loaded),
+// the other units keep their blocks, the old blocks are queued for
+// deletion, the layout shows the wanted tolerance again, the data reads
+// back the same, and a second repair has nothing to do.
+func TestRepairDriveDown(t *testing.T) {
+	for _, tc := range repairCases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			c := f.client(testUnit)
+			data := randBytes(tc.size, 1)
+			lin := f.writeClosed(c, "f", tc.prot, data)
+			before := f.stripes(lin)
+			d := before[0].Units[0].Drive
+			f.setDriveDown(d, true)
+
+			a, err := f.meta.GetAttr(bg, lin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			isBad, err := c.BadDrives(bg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !FileMayNeedRepair(a, isBad) {
+				t.Fatalf("FileMayNeedRepair false with drive %d down, WDL %v", d, a.WDL)
+			}
+			affected := 0
+			for _, s := range before {
+				if StripeNeedsRepair(s, isBad) {
+					affected++
+				}
+			}
+			res, err := c.RepairFile(bg, lin, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := FileRepairResult{LIN: lin, Stripes: len(before), Skipped: len(before) - affected, Repaired: affected, Rebuilt: affected}
+			if res.BytesWritten <= 0 || res.BytesRead <= 0 {
+				t.Fatalf("result %+v: no bytes moved", res)
+			}
+			res.BytesRead, res.BytesWritten = 0, 0
+			if res != want {
+				t.Fatalf("result %+v, want %+v", res, want)
+			}
+			after := f.stripes(lin)
+			for k, s := range after {
+				old := before[k]
+				for i, u := range s.Units {
+					switch {
+					case u.Drive == d:
+						t.Fatalf("stripe %d unit %d still on down drive %d", s.Index, i, d)
+					case old.Units[i].Drive == d:
+						if !f.queued(old.Units[i]) {
+							t.Fatalf("stripe %d unit %d: old block %v not queued for deletion", s.Index, i, old.Units[i].Block)
+						}
+						if s.Gen != old.Gen+1 || u.CRC != old.Units[i].CRC || u.Length != old.Units[i].Length {
+							t.Fatalf("stripe %d unit %d: %+v gen %d, was %+v gen %d", s.Index, i, u, s.Gen, old.Units[i], old.Gen)
+						}
+					case u != old.Units[i]:
+						t.Fatalf("stripe %d unit %d changed (%+v → %+v) though its drive is fine", s.Index, i, old.Units[i], u)
+					}
+				}
+			}
+			l, err := c.Layout(bg, lin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Achieved.Drives < l.Wanted.Drives || l.Achieved.Nodes < l.Wanted.Nodes || l.UnderProtected != 0 {
+				t.Fatalf("after repair: achieved %+v, wanted %+v, %d under-protected", *l.Achieved, l.Wanted, l.UnderProtected)
+			}
+			for _, s := range l.Stripes {
+				if s.Unavailable != 0 {
+					t.Fatalf("stripe %d has %d units on down drives", s.Index, s.Unavailable)
+				}
+			}
+			mustEqual(t, "after repair, drive down", f.readBack(lin), data)
+			f.drainDeletes()
+			f.setDriveDown(d, false)
+			mustEqual(t, "after repair, drive up", f.readBack(lin), data)
+
+			again, err := c.RepairFile(bg, lin, nil)
+			if err != nil || again.Repaired != 0 || again.Skipped != len(before) {
+				t.Fatalf("second repair: %+v, %v", again, err)
+			}
+			r, err := c.RepairStripe(bg, lin, 0, nil)
+			if err != nil || !r.NothingToDo || r.Committed {
+				t.Fatalf("RepairStripe of a healthy stripe: %+v, %v", r, err)
+			}
+		})
+	}
+}
+
+// TestRepairUnderProtected writes ec:6+3 while a node is down: 8 drives
+// are up for 9 units, so the stripes are under-protected. A repair while
+// the node is still down cannot place the missing unit and changes
+// nothing; once the node is back it completes every stripe, on that node.
+func TestRepairUnderProtected(t *testing.T) {
+	f := newFixture(t)
+	f.setNodeDown("n3", true)
+	c := f.client(testUnit)
+	data := randBytes(2*6*testUnit+100, 2)
+	lin := f.writeClosed(c, "f", "ec:6+3", data)
+	refs, err := f.meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
+	if err != nil || len(refs) != 2 {
+		t.Fatalf("ListUnderProtected = %v, %v; want the 2 ec stripes", refs, err)
+	}
+	before := f.stripes(lin)
+	for _, ref := range refs {
+		r, err := c.RepairStripe(bg, ref.LIN, ref.Index, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Committed || !r.StillUnderProtected || r.Left != 1 || !strings.Contains(r.Reason, "no eligible drive") || r.Tolerance.Drives != 2 ||
+			len(r.Units) != 1 || r.Units[0].From != 0 || r.Units[0].To != 0 {
+			t.Fatalf("repair with n3 down: %+v", r)
+		}
+	}
+	if after := f.stripes(lin); !reflect.DeepEqual(after, before) {
+		t.Fatalf("stripe maps changed by a repair that could not place anything:\n%+v\n%+v", before, after)
+	}
+
+	f.setNodeDown("n3", false)
+	for _, ref := range refs {
+		r, err := c.RepairStripe(bg, ref.LIN, ref.Index, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Committed || r.Rebuilt != 1 || r.StillUnderProtected || r.Tolerance.Drives != 3 ||
+			len(r.Units) != 1 || r.Units[0].From != 0 || f.node(r.Units[0].To).name != "n3" {
+			t.Fatalf("repair with n3 up: %+v", r)
+		}
+	}
+	if refs, err := f.meta.ListUnderProtected(bg, meta.StripeRef{}, 100); err != nil || len(refs) != 0 {
+		t.Fatalf("ListUnderProtected after repair = %v, %v", refs, err)
+	}
+	l, err := c.Layout(bg, lin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.UnderProtected != 0 {
+		t.Fatalf("layout: %d stripes under-protected", l.UnderProtected)
+	}
+	for _, s := range l.Stripes[:2] {
+		onN3 := 0
+		for _, u := range s.Units {
+			if u.Node == "n3" {
+				onN3++
+			}
+		}
+		if s.Placed != 9 || onN3 != 1 {
+			t.Fatalf("stripe %d: %d units placed, %d on n3", s.Index, s.Placed, onN3)
+		}
+	}
+	mustEqual(t, "after repair", f.readBack(lin), data)
+}
+
+// TestRepairDrain moves every unit off a drive that is up (a drain): each
+// unit is copied as it is (no reconstruction), the drive leaves the files'
+// WDL, reads go on during the move, and a reader holding the old maps
+// still reads after the old blocks are deleted.
+func TestRepairDrain(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(testUnit)
+	type file struct {
+		lin  meta.LIN
+		data []byte
+	}
+	var files []file
+	for i, tc := range repairCases {
+		data := randBytes(tc.size, uint64(10+i))
+		files = append(files, file{f.writeClosed(c, tc.name, tc.prot, data), data})
+	}
+	d := f.stripes(files[0].lin)[0].Units[2].Drive
+	bad := func(x meta.DriveID) bool { return x == d }
+	isBad, err := c.BadDrives(bg, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reader that cached the old maps.
+	r := f.client(testUnit)
+	old, err := r.Open(bg, files[0].lin, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close(bg)
+	mustEqual(t, "before the drain", readAll(t, old, 100*kib), files[0].data)
+
+	// Readers run during the move.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, fl := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rh, err := r.Open(bg, fl.lin, false)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer rh.Close(bg)
+			buf := make([]byte, len(fl.data))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n, err := rh.ReadAt(bg, buf, 0)
+				if n != len(buf) || !slices.Equal(buf, fl.data) {
+					t.Errorf("read during the drain: %d bytes, %v, equal %v", n, err, slices.Equal(buf[:n], fl.data[:n]))
+					return
+				}
+			}
+		}()
+	}
+	total := 0
+	for _, fl := range files {
+		a, err := f.meta.GetAttr(bg, fl.lin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := f.unitsOn(fl.lin, d)
+		if FileMayNeedRepair(a, isBad) != (on > 0) {
+			t.Fatalf("FileMayNeedRepair = %v with %d units on drive %d", !(on > 0), on, d)
+		}
+		res, err := c.RepairFile(bg, fl.lin, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Moved != on || res.Rebuilt != 0 || res.UnderProtected != 0 {
+			t.Fatalf("drain of LIN %d: %+v, want %d units moved", fl.lin, res, on)
+		}
+		total += on
+		if n := f.unitsOn(fl.lin, d); n != 0 {
+			t.Fatalf("%d units still on drained drive %d", n, d)
+		}
+		if a, _ := f.meta.GetAttr(bg, fl.lin); slices.Contains(a.WDL, d) || FileMayNeedRepair(a, isBad) {
+			t.Fatalf("drive %d still in WDL %v", d, a.WDL)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if total == 0 {
+		t.Fatal("no unit was on the drained drive")
+	}
+	f.drainDeletes()
+	mustEqual(t, "stale maps, old blocks deleted", readAll(t, old, 100*kib), files[0].data)
+	for _, fl := range files {
+		mustEqual(t, "after the drain", f.readBack(fl.lin), fl.data)
+	}
+}
+
+// TestRepairConcurrentWrite has a client commit the stripe between the
+// repair's read and its commit: the repair loses the compare-and-swap,
+// queues its new block for deletion and re-reads the stripe. If the writer
+// placed around the down drive, there is nothing left to do; if the
+// stripe only changed generation, the repair commits on retry. The
+// writer's bytes survive either way.
+func TestRepairConcurrentWrite(t *testing.T) {
+	for _, rewrite := range []bool{true, false} {
+		name := "writer rewrites"
+		if !rewrite {
+			name = "generation moves"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			w := f.client(testUnit)
+			want := randBytes(4*testUnit, 3)
+			lin := f.writeClosed(w, "f", "ec:4+2", want)
+			d := f.stripes(lin)[0].Units[1].Drive
+			f.setDriveDown(d, true)
+
+			rep, hook := f.hookedClient()
+			other := f.client(testUnit)
+			oh, err := other.Open(bg, lin, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer oh.Close(bg)
+			patch := randBytes(3000, 4)
+			if rewrite {
+				copy(want[100:], patch)
+				if _, err := oh.WriteAt(bg, patch, 100); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var once sync.Once
+			hook.setBefore(func(l meta.LIN, _ meta.Stripe) {
+				once.Do(func() {
+					if rewrite {
+						if err := oh.Flush(bg); err != nil {
+							t.Errorf("writer's flush: %v", err)
+						}
+						return
+					}
+					cur := f.stripes(l)[0]
+					if _, err := f.meta.CommitStripe(bg, l, cur, cur.Gen, meta.CommitOptions{}); err != nil {
+						t.Errorf("moving the generation: %v", err)
+					}
+				})
+			})
+			res, err := rep.RepairStripe(bg, lin, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Attempts != 2 || rep.Stats().OrphansEnqueued != 1 {
+				t.Fatalf("result %+v, stats %+v: want a second attempt and the first one's block queued", res, rep.Stats())
+			}
+			if rewrite && (!res.NothingToDo || res.Committed) {
+				t.Fatalf("after the writer's rewrite: %+v, want nothing to do", res)
+			}
+			if !rewrite && (!res.Committed || res.Rebuilt != 1 || res.Gen != 3 || len(res.Units) != 1 ||
+				res.Units[0] != UnitRepair{Unit: 1, From: d, To: f.stripes(lin)[0].Units[1].Drive, Why: fmt.Sprintf("drive %d is down", d)}) {
+				t.Fatalf("after a generation bump: %+v, want the repair committed at gen 3", res)
+			}
+			if n := f.unitsOn(lin, d); n != 0 {
+				t.Fatalf("%d units on the down drive", n)
+			}
+			mustEqual(t, "after the race", f.readBack(lin), want)
+		})
+	}
+}
+
+// TestRepairUnavailable takes three drives of an ec:4+2 stripe down:
+// fewer than K units are readable, so the repair fails with
+// ErrUnavailable, writes nothing and leaves the map as it was.
+func TestRepairUnavailable(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(testUnit)
+	lin := f.writeClosed(c, "f", "ec:4+2", randBytes(4*testUnit, 5))
+	before := f.stripes(lin)
+	for _, u := range before[0].Units[:3] {
+		f.setDriveDown(u.Drive, true)
+	}
+	c2 := f.client(testUnit)
+	r, err := c2.RepairStripe(bg, lin, 0, nil)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "3 units readable, 4 needed") {
+		t.Fatalf("RepairStripe = %+v, %v; want ErrUnavailable", r, err)
+	}
+	fr, err := c2.RepairFile(bg, lin, nil)
+	if !errors.Is(err, ErrUnavailable) || fr.Failed != 1 || fr.Repaired != 0 {
+		t.Fatalf("RepairFile = %+v, %v", fr, err)
+	}
+	if st := c2.Stats(); st.UnitBytesWritten != 0 || st.OrphansEnqueued != 0 {
+		t.Fatalf("a failed repair wrote: %+v", st)
+	}
+	if after := f.stripes(lin); !reflect.DeepEqual(after, before) {
+		t.Fatalf("map changed:\n%+v\n%+v", before, after)
+	}
+}
+
+// TestRepairCorruptSurvivor repairs a stripe with a drive down whose
+// first surviving unit turns out corrupt when read: that unit is rebuilt
+// too, from the next ones.
+func TestRepairCorruptSurvivor(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(testUnit)
+	data := randBytes(4*testUnit, 6)
+	lin := f.writeClosed(c, "f", "ec:4+2", data)
+	s := f.stripes(lin)[0]
+	f.setDriveDown(s.Units[5].Drive, true)
+	flipByte(t, f.blockFile(s.Units[0]), 1000)
+	r, err := c.RepairStripe(bg, lin, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Committed || r.Rebuilt != 2 || r.StillUnderProtected {
+		t.Fatalf("result %+v, want units 0 and 5 rebuilt", r)
+	}
+	after := f.stripes(lin)[0]
+	if after.Units[0].Block == s.Units[0].Block || after.Units[5].Block == s.Units[5].Block || after.Units[1] != s.Units[1] {
+		t.Fatalf("units before %+v after %+v", s.Units, after.Units)
+	}
+	f.setDriveDown(s.Units[5].Drive, false)
+	mustEqual(t, "after repair", f.readBack(lin), data)
+}
