@@ -194,7 +194,17 @@ func (c *Cluster) Stop() {
 		<-c.done
 		c.tb.Errorf("harness: cluster did not stop within 90s of SIGTERM:\n%s", c.out)
 	}
+	if c.Mount != "" {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(c.Mount, &st); err == nil && st.Type == fuseMagic {
+			c.tb.Errorf("harness: %s is still mounted after the cluster stopped", c.Mount)
+			_ = syscall.Unmount(c.Mount, syscall.MNT_DETACH)
+		}
+	}
 }
+
+// fuseMagic is the statfs type of a FUSE file system.
+const fuseMagic = 0x65735546
 
 // NodeAdmin returns a client for one node's admin API only.
 func (c *Cluster) NodeAdmin(name string) *admin.Client {
