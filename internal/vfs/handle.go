@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftfs/weft/internal/client"
@@ -29,8 +30,10 @@ type Handle struct {
 	file *client.File
 	attr meta.Attr // at open: owner and mode for setuid clearing, times for relatime
 
-	privCleared bool
-	atimeDone   bool
+	// Once-per-handle work; the kernel sends parallel requests on one
+	// handle, so these are atomic.
+	privCleared atomic.Bool
+	atimeDone   atomic.Bool
 }
 
 // Open opens lin with Linux open flags. O_TRUNC truncates; the caller
@@ -80,7 +83,7 @@ func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Ha
 			_ = fs.release(ctx, h)
 			return nil, err
 		}
-		h.privCleared = true
+		h.privCleared.Store(true)
 		if err := h.clearPrivileges(ctx); err != nil {
 			_ = fs.release(ctx, h)
 			return nil, err
@@ -111,8 +114,7 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("%w: handle not open for reading", ErrBadHandle)
 	}
 	n, err := h.file.ReadAt(ctx, p, off)
-	if !h.atimeDone {
-		h.atimeDone = true
+	if h.atimeDone.CompareAndSwap(false, true) {
 		if cur, gerr := h.fs.m.GetAttr(ctx, h.LIN); gerr == nil && relatime(cur, time.Now()) {
 			if _, serr := h.fs.m.SetAttr(ctx, h.LIN, meta.SetAtimeNow|meta.SetCtime, cur); serr != nil {
 				h.fs.log.Debug("atime update", "lin", h.LIN, "err", serr)
@@ -131,8 +133,7 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.Flags&OAppend != 0 {
 		off = h.file.Size()
 	}
-	if !h.privCleared {
-		h.privCleared = true
+	if h.privCleared.CompareAndSwap(false, true) {
 		if err := h.clearPrivileges(ctx); err != nil {
 			return 0, err
 		}
