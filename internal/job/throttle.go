@@ -1,0 +1,414 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultThrottleInterval is the tick the server should drive the
+// Controller with: short enough that a client load spike is answered within
+// seconds (OneFS samples every 20 s and decides every 60 s; a job that
+// halves per tick needs three ticks to get out of the way), long enough
+// that a sample averages over many drive operations.
+const DefaultThrottleInterval = 5 * time.Second
+
+// DefaultThrottleExpiry is how long the Controller keeps a job nobody asked
+// an Allowance for (a job that ended without Forget).
+const DefaultThrottleExpiry = 10 * time.Minute
+
+// LoadSampler samples the node's load since its previous call; *Sampler is
+// one.
+type LoadSampler interface {
+	Sample() (Load, error)
+}
+
+// PolicyLister lists the impact policies; *PolicyStore is one. It may
+// return policies along with an error (those it could read).
+type PolicyLister interface {
+	List(ctx context.Context) ([]Policy, error)
+}
+
+var (
+	_ LoadSampler   = (*Sampler)(nil)
+	_ PolicyLister  = (*PolicyStore)(nil)
+	_ Throttle      = (*Controller)(nil)
+	_ PolicyChecker = (*Controller)(nil)
+)
+
+// policyRefreshTimeout bounds the policy listing KnownPolicy does when it
+// does not know a name.
+const policyRefreshTimeout = 5 * time.Second
+
+// ControllerConfig wires a Controller. Zero fields take the defaults.
+type ControllerConfig struct {
+	// Sampler measures the node's load at each tick. Required.
+	Sampler LoadSampler
+	// Policies lists the custom policies at each tick; nil means
+	// built-ins only.
+	Policies PolicyLister
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Zone is the cluster's time zone, for policies without their own;
+	// nil means time.Local.
+	Zone *time.Location
+	// Law is how workers move; the zero value means DefaultThrottleLaw().
+	Law ThrottleLaw
+	// Expiry is how long a job nobody asked about is kept; 0 means
+	// DefaultThrottleExpiry.
+	Expiry time.Duration
+	// Logger receives tick errors when they change; nil discards them.
+	Logger *slog.Logger
+}
+
+// Controller is the node's throttle: for each job running here it keeps a
+// number of workers, possibly fractional, between the bounds of the level
+// the job's impact policy selects now, and moves it at each tick by the
+// node's load (see ThrottleLaw). It implements Throttle for the runner.
+//
+// Allowance is cheap (a map lookup under a mutex) and never does I/O; Tick
+// does the sampling and the policy listing outside the lock. Changes to a
+// job's policy, to a policy's definition, or a window boundary take effect
+// at the next tick. All methods are safe for concurrent use.
+type Controller struct {
+	sampler  LoadSampler
+	policies PolicyLister
+	now      func() time.Time
+	zone     *time.Location
+	law      ThrottleLaw
+	expiry   time.Duration
+	log      *slog.Logger
+
+	mu        sync.Mutex
+	jobs      map[string]*jobThrottle
+	known     map[string]Policy // built-ins and the last listed customs
+	zones     map[string]*time.Location
+	tick      time.Time
+	load      Load
+	loadErr   error
+	policyErr error
+}
+
+// jobThrottle is the controller's state of one job.
+type jobThrottle struct {
+	policy   string // the policy the runner last asked with
+	applied  string // the policy the current impact comes from
+	impact   Impact
+	window   string // the applied window in compact syntax; "" for the default
+	workers  float64
+	pressure string
+	reason   string
+	changed  time.Time
+	asked    time.Time
+}
+
+// NewController returns a controller; drive it with Run or Tick. It fails
+// (ErrInvalid) without a Sampler or with a law that does not validate.
+func NewController(cfg ControllerConfig) (*Controller, error) {
+	if cfg.Sampler == nil {
+		return nil, fmt.Errorf("%w: throttle controller: no load sampler", ErrInvalid)
+	}
+	c := &Controller{
+		sampler: cfg.Sampler, policies: cfg.Policies,
+		now: cfg.Now, zone: cfg.Zone, law: cfg.Law, expiry: cfg.Expiry, log: cfg.Logger,
+		jobs: map[string]*jobThrottle{}, zones: map[string]*time.Location{},
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.zone == nil {
+		c.zone = time.Local
+	}
+	if c.law == (ThrottleLaw{}) {
+		c.law = DefaultThrottleLaw()
+	}
+	if err := c.law.Validate(); err != nil {
+		return nil, err
+	}
+	if c.expiry <= 0 {
+		c.expiry = DefaultThrottleExpiry
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.setPolicies(nil)
+	return c, nil
+}
+
+// Allowance returns what jobID may use on this node now. A job the
+// controller has not seen starts at its level's minimum workers (a
+// quarter worker if that minimum is 0); policy is remembered and, if it
+// differs from the job's current one, applied at the next tick. A policy
+// the controller does not know runs the job at level low until it does.
+func (c *Controller) Allowance(jobID string, policy string) Allowance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	j := c.jobs[jobID]
+	if j == nil {
+		j = &jobThrottle{policy: policy, applied: policy, changed: now}
+		imp, win, note := c.resolve(policy, now)
+		j.impact, j.window = imp, win
+		lv := imp.Level
+		j.workers = lv.MinWorkers
+		if j.workers == 0 {
+			j.workers = min(c.law.FractionStep, lv.MaxWorkers)
+		}
+		j.reason = "start: " + describeImpact(policy, imp, win, note)
+		j.pressure = "unknown: no tick yet"
+		c.jobs[jobID] = j
+	}
+	j.policy, j.asked = policy, now
+	return allowanceOf(j.workers)
+}
+
+// KnownPolicy reports whether name is a built-in or custom policy, for the
+// engine to refuse a job with an unknown one. A name missing from the
+// policies listed at the last tick triggers one listing (bounded by a few
+// seconds) so that a policy created a moment ago is accepted.
+func (c *Controller) KnownPolicy(name string) bool {
+	c.mu.Lock()
+	_, ok := c.known[name]
+	c.mu.Unlock()
+	if ok || c.policies == nil {
+		return ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), policyRefreshTimeout)
+	defer cancel()
+	pols, err := c.policies.List(ctx)
+	if err != nil && pols == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setPolicies(pols)
+	_, ok = c.known[name]
+	return ok
+}
+
+// Forget drops jobID's state (the runner calls it when the job stops here).
+// Forgetting an unknown job does nothing.
+func (c *Controller) Forget(jobID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.jobs, jobID)
+}
+
+// Run calls Tick at each value from ticks until ctx is done, logging tick
+// errors when they change. The server passes a time.Ticker's channel at
+// DefaultThrottleInterval.
+func (c *Controller) Run(ctx context.Context, ticks <-chan time.Time) {
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			err := c.Tick(ctx)
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			if msg != last {
+				if err != nil {
+					c.log.Warn("job throttle: tick", "err", err)
+				} else {
+					c.log.Info("job throttle: tick errors cleared")
+				}
+				last = msg
+			}
+		}
+	}
+}
+
+// Tick samples the node's load, refreshes the custom policies, and moves
+// every job's workers one step. It always completes the step: when the load
+// cannot be sampled every job holds its workers (bounded by its level, which
+// still follows windows and policy changes); when the policies cannot be
+// listed the last listed ones stay in use. It returns those errors joined
+// (not ErrSampleWarmup, which is expected once), for the caller to log.
+func (c *Controller) Tick(ctx context.Context) error {
+	now := c.now()
+	load, loadErr := c.sampler.Sample()
+	var pols []Policy
+	var policyErr error
+	if c.policies != nil {
+		pols, policyErr = c.policies.List(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.policies != nil && (policyErr == nil || pols != nil) {
+		c.setPolicies(pols)
+	}
+	c.tick, c.load, c.loadErr, c.policyErr = now, load, loadErr, policyErr
+	for id, j := range c.jobs {
+		if now.Sub(j.asked) > c.expiry {
+			delete(c.jobs, id)
+			continue
+		}
+		c.step(j, now)
+	}
+	if errors.Is(loadErr, ErrSampleWarmup) {
+		loadErr = nil
+	}
+	return errors.Join(loadErr, policyErr)
+}
+
+// setPolicies replaces the known policies by the built-ins and customs.
+// Locking: c.mu held (or c not shared yet).
+func (c *Controller) setPolicies(customs []Policy) {
+	c.known = map[string]Policy{}
+	for _, p := range customs {
+		c.known[p.Name] = p
+	}
+	for _, p := range BuiltinPolicies() {
+		c.known[p.Name] = p
+	}
+}
+
+// step moves j one tick. Locking: c.mu held.
+func (c *Controller) step(j *jobThrottle, now time.Time) {
+	imp, win, note := c.resolve(j.policy, now)
+	var why []string
+	levelChanged := j.applied != j.policy || j.impact != imp || j.window != win
+	if levelChanged {
+		d := describeImpact(j.policy, imp, win, note)
+		if j.applied != j.policy {
+			d = "policy changed from " + j.applied + "; " + d
+		}
+		why = append(why, d)
+	}
+	j.applied, j.impact, j.window = j.policy, imp, win
+	w := clampWorkers(j.workers, imp.Level)
+	if c.loadErr != nil {
+		j.pressure = "unknown: " + c.loadErr.Error()
+	} else {
+		p, desc := c.law.assess(c.load, imp.Level.Thresholds)
+		j.pressure = p.String() + ": " + desc
+		switch nw := c.law.next(w, p, imp.Level); {
+		case nw < w:
+			why = append(why, "back off: "+desc)
+			w = nw
+		case nw > w:
+			why = append(why, "grow: busiest "+desc)
+			w = nw
+		}
+	}
+	if w != j.workers || levelChanged {
+		j.workers, j.reason, j.changed = w, strings.Join(why, "; "), now
+	}
+}
+
+// resolve returns the impact of the policy called name at now, the applied
+// window in compact syntax ("" for the default), and a note when it had to
+// fall back (unknown policy, zone that does not load). Locking: c.mu held.
+func (c *Controller) resolve(name string, now time.Time) (Impact, string, string) {
+	var note string
+	p, ok := c.known[name]
+	if !ok {
+		p, _ = BuiltinPolicy(PolicyLow)
+		note = fmt.Sprintf("%v %q: running as %s", ErrUnknownPolicy, name, PolicyLow)
+	}
+	loc := c.zone
+	if p.TimeZone != "" {
+		if l, ok := c.zones[p.TimeZone]; ok {
+			loc = l
+		} else if l, err := p.Location(c.zone); err == nil {
+			c.zones[p.TimeZone], loc = l, l
+		} else {
+			note = fmt.Sprintf("%v; using the cluster's zone", err)
+		}
+	}
+	imp, err := p.ImpactAt(now.In(loc))
+	if err != nil { // a policy that does not validate: never stored, but be safe
+		low, _ := LookupLevel(LevelLow)
+		return Impact{Level: low, Window: -1}, "", fmt.Sprintf("%v; running as %s", err, LevelLow)
+	}
+	win := ""
+	if imp.Window >= 0 {
+		win = p.Windows[imp.Window].String()
+	}
+	return imp, win, note
+}
+
+// describeImpact says which level a policy selected and why.
+func describeImpact(policy string, imp Impact, win, note string) string {
+	s := fmt.Sprintf("policy %s: level %s %s-%s workers", policy, imp.Level.Name,
+		formatWorkers(imp.Level.MinWorkers), formatWorkers(imp.Level.MaxWorkers))
+	if win != "" {
+		s += " (window " + win + ")"
+	} else {
+		s += " (default)"
+	}
+	if note != "" {
+		s += "; " + note
+	}
+	return s
+}
+
+// ThrottleStatus is the controller's state for `weft job status`.
+type ThrottleStatus struct {
+	// Tick is the time of the last tick; zero before the first.
+	Tick time.Time
+	// Load is the node's load sampled at the last tick.
+	Load Load
+	// LoadError and PolicyError are the last tick's sampling and policy
+	// listing errors, empty when none.
+	LoadError, PolicyError string
+	// Jobs are the jobs the controller throttles, by job id.
+	Jobs []JobThrottle
+}
+
+// JobThrottle is one job's throttle state.
+type JobThrottle struct {
+	Job    string
+	Policy string // the policy in effect
+	Level  string
+	// Window is the policy window that applies, in compact syntax; empty
+	// when the policy's default level applies.
+	Window string
+	// MinWorkers and MaxWorkers are the bounds in effect.
+	MinWorkers, MaxWorkers float64
+	// Target is the fractional worker count; Workers and Duty are the
+	// allowance it gives.
+	Target  float64
+	Workers int
+	Duty    float64
+	// Pressure is the last tick's verdict on the load against the level's
+	// thresholds ("under", "near", "over", "unknown") and its busiest
+	// signal.
+	Pressure string
+	// Reason says why the allowance last changed, and Changed when.
+	Reason  string
+	Changed time.Time
+}
+
+// Status returns a snapshot of the controller's state.
+func (c *Controller) Status() ThrottleStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := ThrottleStatus{Tick: c.tick, Load: c.load}
+	st.Load.Drives = slices.Clone(c.load.Drives)
+	if c.loadErr != nil {
+		st.LoadError = c.loadErr.Error()
+	}
+	if c.policyErr != nil {
+		st.PolicyError = c.policyErr.Error()
+	}
+	for id, j := range c.jobs {
+		a := allowanceOf(j.workers)
+		st.Jobs = append(st.Jobs, JobThrottle{
+			Job: id, Policy: j.applied, Level: j.impact.Level.Name, Window: j.window,
+			MinWorkers: j.impact.Level.MinWorkers, MaxWorkers: j.impact.Level.MaxWorkers,
+			Target: j.workers, Workers: a.Workers, Duty: a.Duty,
+			Pressure: j.pressure, Reason: j.reason, Changed: j.changed,
+		})
+	}
+	slices.SortFunc(st.Jobs, func(a, b JobThrottle) int { return strings.Compare(a.Job, b.Job) })
+	return st
+}

@@ -1,0 +1,439 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestThrottleDataDriven runs the controller scenarios under
+// testdata/throttle. Each file drives one Controller with a scripted clock,
+// load and policy store; the runner is simulated by asking every job's
+// Allowance before each tick. Commands:
+//
+//	setup [zone=Z] [start=RFC3339] [every=DURATION]
+//	                      a fresh controller (defaults UTC, Mon
+//	                      2026-03-02 10:00, 5s)
+//	policy name=N [tz=Z] [default=L]
+//	                      input: window specs; stores a custom policy
+//	                      (created or replaced); prints ok or the error
+//	delete-policy name=N  removes a custom policy from the store
+//	load [cpu=PCT] [error=MSG]
+//	                      input: "DRIVE CLASS iops=X qd=Y" lines; the load
+//	                      every following sample returns (error=warmup
+//	                      returns ErrSampleWarmup)
+//	job id=J policy=P     the runner asks J's allowance with policy P;
+//	                      prints it
+//	forget id=J           the runner forgets J
+//	tick [n=N] [at=RFC3339]
+//	                      n ticks, each one `every` after the last (the
+//	                      first at `at` if given); prints per tick and job:
+//	                      time, job, level, target workers = workers×duty,
+//	                      then the reason when the allowance changed at
+//	                      that tick, else "hold" and the pressure
+//	status                prints Controller.Status
+func TestThrottleDataDriven(t *testing.T) {
+	runTDFiles(t, "testdata/throttle", func(t *testing.T) func(tdCase) string {
+		s := &throttleScenario{t: t}
+		return s.run
+	})
+}
+
+// scriptSampler returns the load a scenario set.
+type scriptSampler struct {
+	mu   sync.Mutex
+	load Load
+	err  error
+}
+
+func (s *scriptSampler) Sample() (Load, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Load{CPU: s.load.CPU, Drives: slices.Clone(s.load.Drives)}, s.err
+}
+
+// memPolicies is a PolicyLister over a map, with the store's validation.
+type memPolicies struct {
+	mu       sync.Mutex
+	policies map[string]Policy
+	lists    int // calls to List
+}
+
+func (m *memPolicies) List(context.Context) ([]Policy, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lists++
+	out := BuiltinPolicies()
+	for _, p := range m.policies {
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (m *memPolicies) put(p Policy) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.policies[p.Name] = p
+}
+
+type throttleScenario struct {
+	t        *testing.T
+	now      time.Time
+	every    time.Duration
+	zone     *time.Location
+	sampler  *scriptSampler
+	policies *memPolicies
+	c        *Controller
+	jobs     map[string]string // job → the policy the runner asks with
+}
+
+func (s *throttleScenario) run(c tdCase) string {
+	if c.cmd != "setup" && s.c == nil {
+		s.t.Fatalf("%s: setup first", c.pos)
+	}
+	switch c.cmd {
+	case "setup":
+		return s.setup(c)
+	case "policy":
+		p, err := NewPolicy(c.arg("name", ""), c.arg("tz", ""), c.arg("default", ""), c.input)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		s.policies.put(p)
+		return "ok"
+	case "delete-policy":
+		s.policies.mu.Lock()
+		delete(s.policies.policies, c.arg("name", ""))
+		s.policies.mu.Unlock()
+		return "ok"
+	case "load":
+		return s.setLoad(c)
+	case "job":
+		id, policy := c.arg("id", ""), c.arg("policy", "")
+		s.jobs[id] = policy
+		a := s.c.Allowance(id, policy)
+		return fmt.Sprintf("%s: %d×%.2f", id, a.Workers, a.Duty)
+	case "forget":
+		delete(s.jobs, c.arg("id", ""))
+		s.c.Forget(c.arg("id", ""))
+		return "ok"
+	case "tick":
+		return s.tick(c)
+	case "status":
+		return s.status()
+	}
+	s.t.Fatalf("%s: unknown command %q", c.pos, c.cmd)
+	return ""
+}
+
+func (s *throttleScenario) setup(c tdCase) string {
+	var err error
+	if s.zone, err = time.LoadLocation(c.arg("zone", "UTC")); err != nil {
+		s.t.Fatalf("%s: %v", c.pos, err)
+	}
+	if s.now, err = time.Parse(time.RFC3339, c.arg("start", "2026-03-02T10:00:00Z")); err != nil {
+		s.t.Fatalf("%s: %v", c.pos, err)
+	}
+	if s.every, err = time.ParseDuration(c.arg("every", "5s")); err != nil {
+		s.t.Fatalf("%s: %v", c.pos, err)
+	}
+	s.sampler = &scriptSampler{}
+	s.policies = &memPolicies{policies: map[string]Policy{}}
+	s.jobs = map[string]string{}
+	s.c, err = NewController(ControllerConfig{
+		Sampler: s.sampler, Policies: s.policies, Zone: s.zone,
+		Now: func() time.Time { return s.now },
+	})
+	if err != nil {
+		s.t.Fatalf("%s: %v", c.pos, err)
+	}
+	return "ok"
+}
+
+func (s *throttleScenario) setLoad(c tdCase) string {
+	var l Load
+	if v, ok := c.args["cpu"]; ok {
+		pct, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			s.t.Fatalf("%s: cpu: %v", c.pos, err)
+		}
+		l.CPU = pct / 100
+	}
+	for _, line := range c.input {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			s.t.Fatalf("%s: drive line %q: want DRIVE CLASS iops=X qd=Y", c.pos, line)
+		}
+		d := DriveLoad{Drive: f[0], Class: f[1]}
+		for _, kv := range f[2:] {
+			k, v, _ := strings.Cut(kv, "=")
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				s.t.Fatalf("%s: %q: %v", c.pos, kv, err)
+			}
+			switch k {
+			case "iops":
+				d.IOPS = n
+			case "qd":
+				d.QueueDepth = n
+			default:
+				s.t.Fatalf("%s: unknown drive field %q", c.pos, k)
+			}
+		}
+		l.Drives = append(l.Drives, d)
+	}
+	var err error
+	switch msg := c.arg("error", ""); msg {
+	case "":
+	case "warmup":
+		err = ErrSampleWarmup
+	default:
+		err = errors.New(msg)
+	}
+	s.sampler.mu.Lock()
+	s.sampler.load, s.sampler.err = l, err
+	s.sampler.mu.Unlock()
+	return "ok"
+}
+
+func (s *throttleScenario) tick(c tdCase) string {
+	n, err := strconv.Atoi(c.arg("n", "1"))
+	if err != nil {
+		s.t.Fatalf("%s: n: %v", c.pos, err)
+	}
+	var out []string
+	for i := 0; i < n; i++ {
+		if at, ok := c.args["at"]; ok && i == 0 {
+			if s.now, err = time.Parse(time.RFC3339, at); err != nil {
+				s.t.Fatalf("%s: at: %v", c.pos, err)
+			}
+		} else {
+			s.now = s.now.Add(s.every)
+		}
+		// The runner asks every second; once before each tick stands in.
+		for _, id := range slices.Sorted(maps.Keys(s.jobs)) {
+			s.c.Allowance(id, s.jobs[id])
+		}
+		if err := s.c.Tick(context.Background()); err != nil {
+			out = append(out, "tick error: "+err.Error())
+		}
+		for _, j := range s.c.Status().Jobs {
+			what := "hold, " + j.Pressure
+			if j.Changed.Equal(s.now) {
+				what = j.Reason
+			}
+			out = append(out, fmt.Sprintf("%s %s %s %s = %d×%.2f | %s",
+				s.now.In(s.zone).Format("Mon 15:04:05"), j.Job, j.Level, formatWorkers(j.Target), j.Workers, j.Duty, what))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *throttleScenario) status() string {
+	st := s.c.Status()
+	var b strings.Builder
+	fmt.Fprintf(&b, "tick %s cpu %.0f%%", st.Tick.In(s.zone).Format("Mon 2006-01-02 15:04:05 MST"), st.Load.CPU*100)
+	for _, d := range st.Load.Drives {
+		fmt.Fprintf(&b, " %s(%s) %g iops qd %g", d.Drive, d.Class, d.IOPS, d.QueueDepth)
+	}
+	if st.LoadError != "" {
+		fmt.Fprintf(&b, " load error: %s", st.LoadError)
+	}
+	if st.PolicyError != "" {
+		fmt.Fprintf(&b, " policy error: %s", st.PolicyError)
+	}
+	for _, j := range st.Jobs {
+		win := j.Window
+		if win == "" {
+			win = "default"
+		}
+		fmt.Fprintf(&b, "\n%s: policy %s level %s (%s) bounds %s-%s target %s = %d×%.2f\n  pressure: %s\n  changed %s: %s",
+			j.Job, j.Policy, j.Level, win, formatWorkers(j.MinWorkers), formatWorkers(j.MaxWorkers),
+			formatWorkers(j.Target), j.Workers, j.Duty, j.Pressure,
+			j.Changed.In(s.zone).Format("Mon 15:04:05"), j.Reason)
+	}
+	return b.String()
+}
+
+// newTestController returns a controller over a scripted sampler and an
+// in-memory policy store, with a clock the test moves.
+func newTestController(t *testing.T, now *time.Time) (*Controller, *scriptSampler, *memPolicies) {
+	t.Helper()
+	sampler := &scriptSampler{}
+	policies := &memPolicies{policies: map[string]Policy{}}
+	c, err := NewController(ControllerConfig{
+		Sampler: sampler, Policies: policies, Zone: time.UTC,
+		Now: func() time.Time { return *now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sampler, policies
+}
+
+func TestControllerConfig(t *testing.T) {
+	if _, err := NewController(ControllerConfig{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no sampler: %v, want ErrInvalid", err)
+	}
+	bad := DefaultThrottleLaw()
+	bad.Backoff = 2
+	if _, err := NewController(ControllerConfig{Sampler: &scriptSampler{}, Law: bad}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad law: %v, want ErrInvalid", err)
+	}
+	// Without a policy store the built-ins work.
+	c, err := NewController(ControllerConfig{Sampler: &scriptSampler{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.KnownPolicy(PolicyOffHours) || c.KnownPolicy("nightly") {
+		t.Error("KnownPolicy without a store: want built-ins only")
+	}
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestControllerKnownPolicy checks a policy created after the last tick is
+// known at once (one listing), so a job can be submitted with it.
+func TestControllerKnownPolicy(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	c, _, policies := newTestController(t, &now)
+	if !c.KnownPolicy(PolicyLow) || policies.lists != 0 {
+		t.Fatalf("built-in: known, with %d listings; want no listing", policies.lists)
+	}
+	if c.KnownPolicy("nightly") || policies.lists != 1 {
+		t.Fatalf("missing policy: known, or %d listings (want 1)", policies.lists)
+	}
+	p, err := NewPolicy("nightly", "", LevelHigh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies.put(p)
+	if !c.KnownPolicy("nightly") {
+		t.Fatal("a policy created after the last tick is not known")
+	}
+	// Known now: the job starts at its level, not as low.
+	if a := c.Allowance("j1", "nightly"); a != (Allowance{Workers: 2, Duty: 1}) {
+		t.Fatalf("Allowance = %+v, want high's minimum", a)
+	}
+}
+
+// TestControllerExpiry checks a job the runner stopped asking about is
+// dropped after the expiry, and one it asks about is kept.
+func TestControllerExpiry(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	c, _, _ := newTestController(t, &now)
+	c.Allowance("gone", PolicyLow)
+	c.Allowance("kept", PolicyLow)
+	for range 3 {
+		now = now.Add(DefaultThrottleExpiry / 2)
+		c.Allowance("kept", PolicyLow)
+		if err := c.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for _, j := range c.Status().Jobs {
+		ids = append(ids, j.Job)
+	}
+	if !slices.Equal(ids, []string{"kept"}) {
+		t.Fatalf("jobs after expiry: %v, want [kept]", ids)
+	}
+}
+
+// TestControllerWarmup checks the first sample's ErrSampleWarmup holds the
+// jobs without being reported as a tick error.
+func TestControllerWarmup(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	c, sampler, _ := newTestController(t, &now)
+	sampler.err = ErrSampleWarmup
+	before := c.Allowance("j1", PolicyMedium)
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatalf("Tick during warmup: %v", err)
+	}
+	if a := c.Allowance("j1", PolicyMedium); a != before {
+		t.Fatalf("allowance moved during warmup: %+v → %+v", before, a)
+	}
+	if st := c.Status(); st.LoadError == "" {
+		t.Fatal("Status does not show the warmup")
+	}
+}
+
+// TestControllerRun drives Run through its tick channel. Each send returns
+// once Run has received it, and Run receives the next only after the
+// previous Tick finished, so after the last send and Run's return every
+// tick is complete: no sleeps.
+func TestControllerRun(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	c, sampler, policies := newTestController(t, &now)
+	sampler.load = Load{CPU: 0.1}
+	c.Allowance("j1", PolicyMedium)
+	ticks := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, ticks)
+	}()
+	for range 3 {
+		ticks <- now
+	}
+	cancel()
+	<-done
+	if policies.lists != 3 {
+		t.Fatalf("%d ticks ran, want 3", policies.lists)
+	}
+	if a := c.Allowance("j1", PolicyMedium); a.Workers != 4 {
+		t.Fatalf("after 3 quiet ticks a medium job has %+v, want 4 workers", a)
+	}
+}
+
+// TestControllerConcurrent runs the runner's calls against ticks, for the
+// race detector.
+func TestControllerConcurrent(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	clock := sync.Mutex{}
+	sampler := &scriptSampler{load: Load{CPU: 0.5, Drives: []DriveLoad{{Drive: "d1", Class: "hdd", QueueDepth: 3}}}}
+	c, err := NewController(ControllerConfig{
+		Sampler: sampler, Policies: &memPolicies{policies: map[string]Policy{}},
+		Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("j%d", i)
+			for range 200 {
+				a := c.Allowance(id, []string{PolicyLow, PolicyHigh}[i%2])
+				if a.Workers < 0 || a.Workers > MaxWorkersPerNode || !(a.Duty > 0 && a.Duty <= 1) {
+					t.Errorf("%s: allowance %+v out of its domain", id, a)
+					return
+				}
+				_ = c.Status()
+				if i == 0 {
+					c.KnownPolicy("nightly")
+				}
+			}
+		}()
+	}
+	for range 100 {
+		clock.Lock()
+		now = now.Add(DefaultThrottleInterval)
+		clock.Unlock()
+		if err := c.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
