@@ -380,6 +380,20 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 		return nil
 	}
 
+	// Without a drive to take any of them, leave the stripe as it is
+	// without reading it (a repair job may retry it often).
+	req, soft := c.repairPlacement(rq, a.Pool, s, l, view, targets)
+	if drives, _, err := placeAvoiding(req, soft); len(drives) == 0 {
+		if err != nil && !errors.Is(err, placement.ErrNotEnoughDrives) {
+			return fmt.Errorf("client: placing the repair of LIN %d stripe %d: %w", lin, s.Index, err)
+		}
+		res.StillUnderProtected, res.Left = true, len(targets)
+		res.Reason = fmt.Sprintf("%d units found no eligible drive: %v", len(targets), err)
+		res.Tolerance = healthyTolerance(s, l, view, isBad)
+		res.Units = unitRepairs(s, targets, nil)
+		return nil
+	}
+
 	// 2. Their bytes: copied where the old block still reads, else rebuilt.
 	shards := make([][]byte, l.Width())
 	var direct []int
@@ -570,38 +584,13 @@ func (c *Client) mapMoved(ctx context.Context, lin meta.LIN, s meta.Stripe, fail
 // they are short) and puts their bytes, re-placing a unit whose put fails
 // up to maxPutRounds rounds. It returns the new units by unit index, the
 // units of failed puts (they may have left a block), the bytes written,
-// and why some targets got no drive ("" if all did). Targets of rank order
-// that get no drive keep their old entry.
+// and why some targets got no drive or could not be written ("" if all
+// were written). The caller keeps the old entry of those.
 func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *topoView, targets []*repairTarget, crcs map[int]uint32) (fresh map[int]meta.Unit, maybe []meta.Unit, written int64, left string, err error) {
-	isTarget := map[int]bool{}
-	var hard, soft []placement.DriveID
-	for _, t := range targets {
-		isTarget[t.unit] = true
-		if old := s.Units[t.unit]; old.Placed() {
-			if t.soft {
-				soft = append(soft, placement.DriveID(old.Drive))
-			} else {
-				hard = append(hard, placement.DriveID(old.Drive))
-			}
-		}
-	}
-	cands := view.candidates(pool)
-	for _, cd := range cands {
-		if rq.bad != nil && rq.bad(meta.DriveID(cd.ID)) {
-			hard = append(hard, cd.ID)
-		}
-	}
-	var kept []placement.Unit
-	for i, u := range s.Units {
-		if !isTarget[i] && u.Placed() {
-			kept = append(kept, placement.Unit{Drive: placement.DriveID(u.Drive), Node: view.node(u.Drive)})
-		}
-	}
+	base, soft := c.repairPlacement(rq, pool, s, l, view, targets)
+	hard, kept := base.Exclude, base.Existing
 	fresh = map[int]meta.Unit{}
 	nodes := map[int]string{}
-	rng := c.rng()
-	label := fmt.Sprintf("repair of %v in pool %s", l, pool)
-	unitBytes := int64(l.UnitLen) + drive.HeaderAlign
 	pending := targets
 	var (
 		lastErr, placeErr error
@@ -612,10 +601,9 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 		for i, u := range fresh {
 			existing = append(existing, placement.Unit{Drive: placement.DriveID(u.Drive), Node: nodes[i]})
 		}
-		drives, dnodes, perr := placeAvoiding(placement.Request{
-			Candidates: cands, Width: len(pending), Min: 1, Needed: l.Needed(), UnitBytes: unitBytes,
-			Exclude: hard, Existing: existing, Label: label, Rand: rng,
-		}, soft)
+		req := base
+		req.Width, req.Exclude, req.Existing = len(pending), hard, existing
+		drives, dnodes, perr := placeAvoiding(req, soft)
 		if perr != nil && !errors.Is(perr, placement.ErrNotEnoughDrives) {
 			return fresh, maybe, written, "", fmt.Errorf("client: placing the repair of LIN %d stripe %d: %w", rq.lin, s.Index, perr)
 		}
@@ -667,6 +655,42 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 		why = append(why, fmt.Sprintf("%d units could not be written, the last: %v", len(pending), lastErr))
 	}
 	return fresh, maybe, written, strings.Join(why, "; "), nil
+}
+
+// repairPlacement returns the placement request for the targets of s
+// (repair mode: the other placed units in Existing; the drives bad names
+// and the old drives of the targets in Exclude) and the drives to avoid
+// only while others are eligible: the old drives of damaged units on
+// drives that are otherwise fine.
+func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *topoView, targets []*repairTarget) (placement.Request, []placement.DriveID) {
+	isTarget := map[int]bool{}
+	var hard, soft []placement.DriveID
+	for _, t := range targets {
+		isTarget[t.unit] = true
+		if old := s.Units[t.unit]; old.Placed() {
+			if t.soft {
+				soft = append(soft, placement.DriveID(old.Drive))
+			} else {
+				hard = append(hard, placement.DriveID(old.Drive))
+			}
+		}
+	}
+	cands := view.candidates(pool)
+	for _, cd := range cands {
+		if rq.bad != nil && rq.bad(meta.DriveID(cd.ID)) {
+			hard = append(hard, cd.ID)
+		}
+	}
+	var kept []placement.Unit
+	for i, u := range s.Units {
+		if !isTarget[i] && u.Placed() {
+			kept = append(kept, placement.Unit{Drive: placement.DriveID(u.Drive), Node: view.node(u.Drive)})
+		}
+	}
+	return placement.Request{
+		Candidates: cands, Width: len(targets), Min: 1, Needed: l.Needed(), UnitBytes: int64(l.UnitLen) + drive.HeaderAlign,
+		Exclude: hard, Existing: kept, Label: fmt.Sprintf("repair of %v in pool %s", l, pool), Rand: c.rng(),
+	}, soft
 }
 
 // placeAvoiding is placement.Place that also avoids the drives in soft

@@ -174,7 +174,7 @@ func TestRepairUnderProtected(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Committed || !r.StillUnderProtected || r.Left != 1 || !strings.Contains(r.Reason, "no eligible drive") || r.Tolerance.Drives != 2 ||
-			len(r.Units) != 1 || r.Units[0].From != 0 || r.Units[0].To != 0 {
+			len(r.Units) != 1 || r.Units[0].From != 0 || r.Units[0].To != 0 || r.BytesRead != 0 {
 			t.Fatalf("repair with n3 down: %+v", r)
 		}
 	}
@@ -215,6 +215,45 @@ func TestRepairUnderProtected(t *testing.T) {
 		}
 	}
 	mustEqual(t, "after repair", f.readBack(lin), data)
+}
+
+// TestRepairPartial has two units of a stripe on down drives and one
+// eligible drive left: the repair rebuilds one unit there, keeps the other
+// entry as it was (its drive may come back), commits, and reports the
+// stripe still under-protected.
+func TestRepairPartial(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(testUnit)
+	data := randBytes(4*testUnit, 9)
+	lin := f.writeClosed(c, "f", "ec:4+2", data)
+	s := f.stripes(lin)[0]
+	used := map[meta.DriveID]bool{}
+	for _, u := range s.Units {
+		used[u.Drive] = true
+	}
+	var spare meta.DriveID
+	for _, d := range f.topo.drives {
+		if !used[d.ID] && spare == 0 {
+			spare = d.ID
+		}
+	}
+	f.topo.set(func(d *DriveState) bool { return !used[d.ID] && d.ID != spare }, func(d *DriveState) { d.Usable = false })
+	f.setDriveDown(s.Units[0].Drive, true)
+	f.setDriveDown(s.Units[1].Drive, true)
+
+	r, err := c.RepairStripe(bg, lin, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Committed || r.Rebuilt != 1 || r.Left != 1 || !r.StillUnderProtected || r.Tolerance.Drives != 1 ||
+		!strings.Contains(r.Reason, "1 of 2 units found no eligible drive") {
+		t.Fatalf("result %+v", r)
+	}
+	after := f.stripes(lin)[0]
+	if after.Units[0].Drive != spare || after.Units[1] != s.Units[1] || !slices.Equal(after.Units[2:], s.Units[2:]) {
+		t.Fatalf("units %+v → %+v, want unit 0 on drive %d and the rest unchanged", s.Units, after.Units, spare)
+	}
+	mustEqual(t, "partly repaired", f.readBack(lin), data)
 }
 
 // TestRepairDrain moves every unit off a drive that is up (a drain): each
