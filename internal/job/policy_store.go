@@ -41,13 +41,13 @@ func (s *PolicyStore) Get(ctx context.Context, name string) (Policy, error) {
 // A stored record that cannot be read (newer format, corrupt) is left out
 // and named in the returned error, joined with the others, so one bad
 // record does not hide the rest: callers may use the policies even when
-// err is not nil. An etcd failure returns the built-ins and the error.
+// err is not nil. An etcd failure returns no policies and the error.
 func (s *PolicyStore) List(ctx context.Context) ([]Policy, error) {
-	out := BuiltinPolicies()
 	r, err := s.cli.Get(ctx, PolicyPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return out, fmt.Errorf("job: list impact policies: %w", err)
+		return nil, fmt.Errorf("job: list impact policies: %w", err)
 	}
+	out := BuiltinPolicies()
 	var errs []error
 	for _, kv := range r.Kvs {
 		p, err := decodePolicy(string(kv.Key), kv.Value)

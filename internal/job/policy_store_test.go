@@ -122,6 +122,14 @@ func TestPolicyStore(t *testing.T) {
 	if want := append(BuiltinPolicies(), nights); !reflect.DeepEqual(list, want) {
 		t.Fatalf("List with bad records =\n%+v\nwant\n%+v", list, want)
 	}
+
+	// When etcd cannot answer List returns nothing, so that a caller keeps
+	// what it had rather than losing the custom policies.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if list, err := s.List(cancelled); err == nil || list != nil {
+		t.Fatalf("List without etcd = %v, %v; want nil and an error", list, err)
+	}
 }
 
 // TestPolicyRecordEncoding pins the JSON of version 1, documented in
