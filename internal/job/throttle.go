@@ -84,10 +84,12 @@ type Controller struct {
 	expiry   time.Duration
 	log      *slog.Logger
 
+	zmu   sync.Mutex                // guards zones
+	zones map[string]*time.Location // loaded zones by name, kept across ticks
+
 	mu        sync.Mutex
 	jobs      map[string]*jobThrottle
-	known     map[string]Policy // built-ins and the last listed customs
-	zones     map[string]*time.Location
+	known     map[string]knownPolicy // built-ins and the last listed customs
 	tick      time.Time
 	load      Load
 	loadErr   error
@@ -105,6 +107,14 @@ type jobThrottle struct {
 	reason   string
 	changed  time.Time
 	asked    time.Time
+}
+
+// knownPolicy is a policy with its zone loaded, so that Allowance and the
+// step never read zone files under the lock.
+type knownPolicy struct {
+	Policy
+	loc  *time.Location
+	note string // set when loc is the cluster's zone because the policy's did not load
 }
 
 // NewController returns a controller; drive it with Run or Tick. It fails
@@ -136,7 +146,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.setPolicies(nil)
+	c.known = c.compile(nil)
 	return c, nil
 }
 
@@ -184,10 +194,11 @@ func (c *Controller) KnownPolicy(name string) bool {
 	if err != nil && pols == nil {
 		return false
 	}
+	known := c.compile(pols)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.setPolicies(pols)
-	_, ok = c.known[name]
+	c.known = known
+	_, ok = known[name]
 	return ok
 }
 
@@ -235,15 +246,19 @@ func (c *Controller) Run(ctx context.Context, ticks <-chan time.Time) {
 func (c *Controller) Tick(ctx context.Context) error {
 	now := c.now()
 	load, loadErr := c.sampler.Sample()
-	var pols []Policy
+	var known map[string]knownPolicy
 	var policyErr error
 	if c.policies != nil {
+		var pols []Policy
 		pols, policyErr = c.policies.List(ctx)
+		if policyErr == nil || pols != nil {
+			known = c.compile(pols)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.policies != nil && (policyErr == nil || pols != nil) {
-		c.setPolicies(pols)
+	if known != nil {
+		c.known = known
 	}
 	c.tick, c.load, c.loadErr, c.policyErr = now, load, loadErr, policyErr
 	for id, j := range c.jobs {
@@ -259,16 +274,28 @@ func (c *Controller) Tick(ctx context.Context) error {
 	return errors.Join(loadErr, policyErr)
 }
 
-// setPolicies replaces the known policies by the built-ins and customs.
-// Locking: c.mu held (or c not shared yet).
-func (c *Controller) setPolicies(customs []Policy) {
-	c.known = map[string]Policy{}
-	for _, p := range customs {
-		c.known[p.Name] = p
+// compile returns the built-ins and customs by name with their zones
+// loaded (a built-in wins over a custom of the same name). A zone that does
+// not load falls back to the cluster's, with a note. Locking: takes c.zmu,
+// not c.mu: loading a zone reads a file.
+func (c *Controller) compile(customs []Policy) map[string]knownPolicy {
+	c.zmu.Lock()
+	defer c.zmu.Unlock()
+	known := map[string]knownPolicy{}
+	for _, p := range slices.Concat(customs, BuiltinPolicies()) {
+		kp := knownPolicy{Policy: p, loc: c.zone}
+		if p.TimeZone != "" {
+			if loc, ok := c.zones[p.TimeZone]; ok {
+				kp.loc = loc
+			} else if loc, err := p.Location(c.zone); err == nil {
+				c.zones[p.TimeZone], kp.loc = loc, loc
+			} else {
+				kp.note = fmt.Sprintf("%v; using the cluster's zone", err)
+			}
+		}
+		known[p.Name] = kp
 	}
-	for _, p := range BuiltinPolicies() {
-		c.known[p.Name] = p
-	}
+	return known
 }
 
 // step moves j one tick. Locking: c.mu held.
@@ -308,23 +335,13 @@ func (c *Controller) step(j *jobThrottle, now time.Time) {
 // window in compact syntax ("" for the default), and a note when it had to
 // fall back (unknown policy, zone that does not load). Locking: c.mu held.
 func (c *Controller) resolve(name string, now time.Time) (Impact, string, string) {
-	var note string
-	p, ok := c.known[name]
+	kp, ok := c.known[name]
 	if !ok {
-		p, _ = BuiltinPolicy(PolicyLow)
-		note = fmt.Sprintf("%v %q: running as %s", ErrUnknownPolicy, name, PolicyLow)
+		kp = c.known[PolicyLow]
+		kp.note = fmt.Sprintf("%v %q: running as %s", ErrUnknownPolicy, name, PolicyLow)
 	}
-	loc := c.zone
-	if p.TimeZone != "" {
-		if l, ok := c.zones[p.TimeZone]; ok {
-			loc = l
-		} else if l, err := p.Location(c.zone); err == nil {
-			c.zones[p.TimeZone], loc = l, l
-		} else {
-			note = fmt.Sprintf("%v; using the cluster's zone", err)
-		}
-	}
-	imp, err := p.ImpactAt(now.In(loc))
+	p, note := kp.Policy, kp.note
+	imp, err := p.ImpactAt(now.In(kp.loc))
 	if err != nil { // a policy that does not validate: never stored, but be safe
 		low, _ := LookupLevel(LevelLow)
 		return Impact{Level: low, Window: -1}, "", fmt.Sprintf("%v; running as %s", err, LevelLow)

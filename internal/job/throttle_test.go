@@ -63,13 +63,17 @@ func (s *scriptSampler) Sample() (Load, error) {
 type memPolicies struct {
 	mu       sync.Mutex
 	policies map[string]Policy
-	lists    int // calls to List
+	lists    int   // calls to List
+	err      error // when set, List fails as the store does when etcd fails
 }
 
 func (m *memPolicies) List(context.Context) ([]Policy, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lists++
+	if m.err != nil {
+		return nil, m.err
+	}
 	out := BuiltinPolicies()
 	for _, p := range m.policies {
 		out = append(out, p)
@@ -436,4 +440,29 @@ func TestControllerConcurrent(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// TestControllerPolicyListFailure checks a failed listing keeps the last
+// listed policies in use, and is reported.
+func TestControllerPolicyListFailure(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	c, _, policies := newTestController(t, &now)
+	p, err := NewPolicy("nightly", "Asia/Tokyo", LevelHigh, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies.put(p)
+	c.Allowance("j1", "nightly")
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	policies.err = errors.New("etcd unavailable")
+	now = now.Add(DefaultThrottleInterval)
+	if err := c.Tick(context.Background()); err == nil || !strings.Contains(err.Error(), "etcd unavailable") {
+		t.Fatalf("Tick = %v, want the listing error", err)
+	}
+	st := c.Status()
+	if st.PolicyError == "" || len(st.Jobs) != 1 || st.Jobs[0].Level != LevelHigh {
+		t.Fatalf("after a failed listing: %+v, want job j1 still at high and the error shown", st)
+	}
 }
