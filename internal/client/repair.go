@@ -497,7 +497,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 	for i, u := range fresh {
 		ns.Units[i] = u
 	}
-	committed, err := c.meta.CommitStripe(ctx, lin, ns, s.Gen, meta.CommitOptions{})
+	committed, err := c.meta.CommitStripe(ctx, lin, ns, s.Gen, meta.CommitOptions{Restripe: true})
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
 			c.enqueueOrphans(ctx, lin, s.Index, unitsOf(fresh))

@@ -52,6 +52,11 @@ type CommitOptions struct {
 	Size uint64
 	// Mtime is the new mtime; zero means now.
 	Mtime time.Time
+	// Restripe marks a commit that moves or rebuilds units without changing
+	// the file's data (repair, drain, rebalance): mtime and ctime stay as
+	// they are, so backups and make see no change. Size and Mtime are
+	// ignored.
+	Restripe bool
 }
 
 // CommitStripes replaces stripes of file lin in one transaction, each only
@@ -136,11 +141,15 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 		}
 		n.allocated = uint64(int64(n.allocated) + alloc)
 		d := Usage{Allocated: alloc}
-		if co.Size > n.size {
+		if co.Size > n.size && !co.Restripe {
 			d.Bytes = int64(co.Size - n.size)
 			n.size = co.Size
 		}
 		o.addUsage(n.pool, d)
+		if co.Restripe {
+			o.mark(n)
+			return nil
+		}
 		n.mtime = o.now
 		if !co.Mtime.IsZero() {
 			n.mtime = co.Mtime.UnixNano()
