@@ -191,7 +191,37 @@ new blocks but keeps serving the ones it has.`,
 			},
 		}
 	}
-	cmd.AddCommand(list,
+	remove := &cobra.Command{
+		Use:   "remove DRIVE",
+		Short: "Empty a drive (a drain job moves every unit off it), then retire it",
+		Long: `Set the drive to draining — no new blocks go to it, it keeps serving reads —
+and start a drain job that moves every unit off it, re-protected on other
+drives. When no file references the drive any more, the job marks it
+removed. Reads and writes go on meanwhile. Watch it with weft job view.`,
+		Example: "  weft drive remove d3",
+		Args:    exactArgs(1, "one drive id (e.g. d3)"),
+		RunE: func(c *cobra.Command, args []string) error {
+			id, err := cluster.ParseDriveID(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			r, err := cl.RemoveDrive(c.Context(), id)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "drive %s on %s is draining; drain job %d moves its data (weft job view %d --watch)\n",
+				r.Drive.ID, r.Drive.Node, r.Job, r.Job)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, remove,
 		setStatus("suspend", cluster.StatusSuspended, "Stop placing new blocks on a drive (it keeps serving reads)"),
 		setStatus("resume", cluster.StatusReady, "Return a suspended drive to service"))
 	return cmd

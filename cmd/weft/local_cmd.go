@@ -28,6 +28,7 @@ directory brings the same cluster back with all its state.`,
 	var nodes, drives int
 	var mountDir string
 	var pprof bool
+	var grace time.Duration
 	var ttl time.Duration
 	var verbose bool
 	up := &cobra.Command{
@@ -52,7 +53,7 @@ machine would be; "weft local node start NAME" starts it again.`,
 				lvl = slog.LevelInfo
 			}
 			return local.Up(c.Context(), local.Options{
-				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof,
+				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
@@ -61,6 +62,7 @@ machine would be; "weft local node start NAME" starts it again.`,
 	up.Flags().IntVar(&drives, "drives-per-node", 0, "drives per node for a new cluster (default 4)")
 	up.Flags().DurationVar(&ttl, "lease-ttl", 0, "node liveness lease TTL (default 5s)")
 	up.Flags().StringVar(&mountDir, "mount", "weft-mnt", `mount the cluster here ("" for no mount)`)
+	up.Flags().DurationVar(&grace, "repair-grace", 0, "how long a drive may be down before repair starts (default 10m)")
 	up.Flags().BoolVar(&pprof, "pprof", false, "serve Go profiles at each node's ADMIN_ADDR/debug/pprof/")
 	up.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the supervisor's actions")
 

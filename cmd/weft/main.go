@@ -70,6 +70,7 @@ directory.`,
 		newMountCmd(g),
 		newFileCmd(g),
 		newBenchCmd(g),
+		newJobCmd(g),
 		newVersionCmd(),
 	)
 	return root

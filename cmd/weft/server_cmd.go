@@ -72,6 +72,7 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 			set("lease-ttl", func() { cfg.LeaseTTL = flagCfg.LeaseTTL })
 			set("default-protection", func() { cfg.DefaultProtection = flagCfg.DefaultProtection })
 			set("pprof", func() { cfg.Pprof = flagCfg.Pprof })
+			set("repair-grace", func() { cfg.RepairGrace = flagCfg.RepairGrace })
 			set("etcd-embed", func() { cfg.Etcd.Embed = flagCfg.Etcd.Embed })
 			set("etcd-client-url", func() { cfg.Etcd.ClientURL = flagCfg.Etcd.ClientURL })
 			set("etcd-peer-url", func() { cfg.Etcd.PeerURL = flagCfg.Etcd.PeerURL })
@@ -124,6 +125,7 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&flagCfg.Pprof, "pprof", false, "serve Go profiles at ADMIN_ADDR/debug/pprof/")
+	f.DurationVar(&flagCfg.RepairGrace, "repair-grace", server.DefaultRepairGrace, "how long a drive may be down before a repair job starts by itself")
 	return cmd
 }
 

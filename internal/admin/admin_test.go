@@ -20,7 +20,7 @@ func newAPI(t *testing.T) (*Client, *cluster.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewHandler(store, nil, NodeInfo{Name: "n1", PID: 7}, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	srv := httptest.NewServer(NewHandler(Deps{Store: store, Node: NodeInfo{Name: "n1", PID: 7}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	return NewClient(srv.URL), store
 }

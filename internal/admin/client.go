@@ -15,6 +15,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -185,4 +186,73 @@ func (c *Client) CreatePool(ctx context.Context, name, protection string) (clust
 func (c *Client) FileLayout(ctx context.Context, lin meta.LIN) (client.FileLayout, error) {
 	var l client.FileLayout
 	return l, c.do(ctx, http.MethodGet, fmt.Sprintf("%s/files/%d", APIVersion, lin), nil, &l)
+}
+
+// Jobs lists the jobs, running and ended.
+func (c *Client) Jobs(ctx context.Context) ([]job.JobView, error) {
+	var v []job.JobView
+	return v, c.do(ctx, http.MethodGet, APIVersion+"/jobs", nil, &v)
+}
+
+// StartJob queues a job and returns its id.
+func (c *Client) StartJob(ctx context.Context, req StartJobRequest) (job.JobID, error) {
+	var r StartJobReply
+	return r.ID, c.do(ctx, http.MethodPost, APIVersion+"/jobs", req, &r)
+}
+
+// Job returns one job.
+func (c *Client) Job(ctx context.Context, id job.JobID) (job.JobView, error) {
+	var v job.JobView
+	return v, c.do(ctx, http.MethodGet, fmt.Sprintf("%s/jobs/%d", APIVersion, id), nil, &v)
+}
+
+// JobAction pauses, resumes or cancels a job.
+func (c *Client) JobAction(ctx context.Context, id job.JobID, verb string) (job.JobView, error) {
+	var v job.JobView
+	return v, c.do(ctx, http.MethodPost, fmt.Sprintf("%s/jobs/%d/%s", APIVersion, id, verb), nil, &v)
+}
+
+// ModifyJob changes a job's priority and/or policy.
+func (c *Client) ModifyJob(ctx context.Context, id job.JobID, req ModifyJobRequest) (job.JobView, error) {
+	var v job.JobView
+	return v, c.do(ctx, http.MethodPost, fmt.Sprintf("%s/jobs/%d/modify", APIVersion, id), req, &v)
+}
+
+// JobTypes lists the job types with their settings.
+func (c *Client) JobTypes(ctx context.Context) ([]job.TypeView, error) {
+	var v []job.TypeView
+	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-types", nil, &v)
+}
+
+// ModifyJobType changes a job type's defaults.
+func (c *Client) ModifyJobType(ctx context.Context, name string, ts job.TypeSettings) ([]job.TypeView, error) {
+	var v []job.TypeView
+	return v, c.do(ctx, http.MethodPost, APIVersion+"/job-types/"+name, ts, &v)
+}
+
+// JobStatus returns the engine's status and the node's throttle.
+func (c *Client) JobStatus(ctx context.Context) (JobStatus, error) {
+	var v JobStatus
+	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-status", nil, &v)
+}
+
+// Policies lists the impact policies, built-in then custom.
+func (c *Client) Policies(ctx context.Context) ([]job.Policy, error) {
+	var v []job.Policy
+	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-policies", nil, &v)
+}
+
+// PutPolicy creates (update false) or modifies a custom impact policy.
+func (c *Client) PutPolicy(ctx context.Context, req PolicyRequest, update bool) (job.Policy, error) {
+	var v job.Policy
+	if update {
+		return v, c.do(ctx, http.MethodPut, APIVersion+"/job-policies/"+req.Name, req, &v)
+	}
+	return v, c.do(ctx, http.MethodPost, APIVersion+"/job-policies", req, &v)
+}
+
+// RemoveDrive suspends a drive and starts draining it.
+func (c *Client) RemoveDrive(ctx context.Context, id cluster.DriveID) (RemoveDriveReply, error) {
+	var v RemoveDriveReply
+	return v, c.do(ctx, http.MethodPost, fmt.Sprintf("%s/drives/%s/remove", APIVersion, id), nil, &v)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -47,11 +48,26 @@ type Layouts interface {
 	Layout(ctx context.Context, lin meta.LIN) (client.FileLayout, error)
 }
 
+// Deps are what the API serves from. Layouts and Jobs may be nil (the
+// routes then answer 503).
+type Deps struct {
+	Store    *cluster.Store
+	Layouts  Layouts
+	Jobs     *job.Engine
+	Throttle *job.Controller
+	Policies *job.PolicyStore
+	Node     NodeInfo
+	Log      *slog.Logger
+}
+
 type handler struct {
-	store   *cluster.Store
-	layouts Layouts
-	node    NodeInfo
-	log     *slog.Logger
+	store    *cluster.Store
+	layouts  Layouts
+	jobs     *job.Engine
+	throttle *job.Controller
+	policies *job.PolicyStore
+	node     NodeInfo
+	log      *slog.Logger
 }
 
 // NewHandler returns the API's routes:
@@ -69,8 +85,9 @@ type handler struct {
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
 // transition not allowed), 503 (control plane unreachable) or 500.
-func NewHandler(store *cluster.Store, layouts Layouts, node NodeInfo, log *slog.Logger) http.Handler {
-	h := &handler{store: store, layouts: layouts, node: node, log: log}
+func NewHandler(d Deps) http.Handler {
+	store := d.Store
+	h := &handler{store: store, layouts: d.Layouts, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, node: d.Node, log: d.Log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
@@ -89,6 +106,7 @@ func NewHandler(store *cluster.Store, layouts Layouts, node NodeInfo, log *slog.
 		}
 		h.get(func(ctx context.Context) (any, error) { return h.layouts.Layout(ctx, meta.LIN(lin)) })(w, r)
 	})
+	h.jobRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})
@@ -148,13 +166,16 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, v)
-	case errors.Is(err, cluster.ErrInvalid), errors.Is(err, meta.ErrInvalid):
+	case errors.Is(err, cluster.ErrInvalid), errors.Is(err, meta.ErrInvalid), errors.Is(err, job.ErrInvalid),
+		errors.Is(err, job.ErrUnknownType), errors.Is(err, job.ErrBadPriority), errors.Is(err, job.ErrUnknownPolicy),
+		errors.Is(err, job.ErrTypeDisabled):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
-	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, meta.ErrNotFound):
+	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, meta.ErrNotFound), errors.Is(err, job.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cluster.ErrExists):
 		writeError(w, http.StatusConflict, "exists", err.Error())
-	case errors.Is(err, cluster.ErrBadTransition):
+	case errors.Is(err, cluster.ErrBadTransition), errors.Is(err, job.ErrBadTransition), errors.Is(err, job.ErrPolicyExists),
+		errors.Is(err, job.ErrPolicyBuiltin):
 		writeError(w, http.StatusConflict, "bad_transition", err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "control plane did not answer in time: "+err.Error())

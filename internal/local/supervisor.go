@@ -42,6 +42,8 @@ type Options struct {
 	Mount string
 	// Pprof serves Go profiles on every node's admin address.
 	Pprof bool
+	// RepairGrace is the nodes' repair grace period (0: the default).
+	RepairGrace time.Duration
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -202,13 +204,14 @@ func (s *supervisor) configPath(name string) string {
 // writeConfig writes a node's server config file (regenerated on every run).
 func (s *supervisor) writeConfig(n NodeLayout) error {
 	cfg := server.Config{
-		Name:      n.Name,
-		DataDir:   s.nodeDir(n.Name),
-		GRPCAddr:  n.GRPCAddr,
-		AdminAddr: n.AdminAddr,
-		LeaseTTL:  s.opts.LeaseTTL,
-		Pprof:     s.opts.Pprof,
-		Etcd:      server.EtcdConfig{Endpoints: s.layout.etcdEndpoints()},
+		Name:        n.Name,
+		DataDir:     s.nodeDir(n.Name),
+		GRPCAddr:    n.GRPCAddr,
+		AdminAddr:   n.AdminAddr,
+		LeaseTTL:    s.opts.LeaseTTL,
+		Pprof:       s.opts.Pprof,
+		RepairGrace: s.opts.RepairGrace,
+		Etcd:        server.EtcdConfig{Endpoints: s.layout.etcdEndpoints()},
 	}
 	if n.Embed {
 		cfg.Etcd.Embed = true

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"fmt"
 	"math"
 )
 
@@ -63,4 +64,23 @@ func (m *Meta) ScanInodes(ctx context.Context, from, to LIN, limit int) ([]Inode
 		return nil
 	})
 	return out, next, err
+}
+
+// LINBound returns a LIN above every LIN allocated so far (the shared
+// counter; clients hold unused batches below it). Jobs split [FirstLIN,
+// LINBound) into ranges.
+func (m *Meta) LINBound(ctx context.Context) (LIN, error) {
+	var next LIN
+	err := m.view(ctx, func(o *op) error {
+		b, err := o.tx.Get(keyNextLIN())
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			return fmt.Errorf("%w: no LIN counter", ErrNotFormatted)
+		}
+		next, err = decodeNextLIN(b)
+		return err
+	})
+	return next, err
 }

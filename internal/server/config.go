@@ -42,6 +42,9 @@ type Config struct {
 	UsageInterval time.Duration `yaml:"usage_interval"`
 	// Pprof serves Go profiles under /debug/pprof/ on the admin address.
 	Pprof bool `yaml:"pprof"`
+	// RepairGrace is how long a drive may be down before a repair job
+	// starts by itself (DefaultRepairGrace).
+	RepairGrace time.Duration `yaml:"repair_grace"`
 }
 
 // DriveSpec is one drive: a directory, its class and its pool.
@@ -127,6 +130,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseTTL < 2*time.Second || c.LeaseTTL%time.Second != 0 {
 		return fmt.Errorf("%w: lease TTL %s: use whole seconds, at least 2s (--lease-ttl)", ErrConfig, c.LeaseTTL)
+	}
+	if c.RepairGrace == 0 {
+		c.RepairGrace = DefaultRepairGrace
+	}
+	if c.RepairGrace < time.Second {
+		return fmt.Errorf("%w: repair grace %s: at least 1s (--repair-grace)", ErrConfig, c.RepairGrace)
 	}
 	if c.UsageInterval == 0 {
 		c.UsageInterval = 5 * time.Second

@@ -26,6 +26,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/etcdx"
+	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -45,7 +46,9 @@ type Server struct {
 	// embedded: the control plane is weft's embedded etcd members.
 	embedded bool
 	meta     *meta.Meta
-	files    *client.Client // file layouts for the admin API
+	files    *client.Client // file layouts for the admin API, and the jobs' data path
+	jobs     *job.Engine
+	throttle *job.Controller
 	blocks   *block.Service
 
 	grpcLis  net.Listener
@@ -139,12 +142,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: client.NewClusterTopology(s.store, time.Second), Log: s.log}); err != nil {
+	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: client.NewClusterTopology(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID()}); err != nil {
 		return s, err
 	}
-	mux.Handle("/", admin.NewHandler(s.store, s.files, admin.NodeInfo{
-		Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
-	}, s.log))
+	if err = s.startJobs(ctx); err != nil {
+		return s, err
+	}
+	mux.Handle("/", admin.NewHandler(admin.Deps{
+		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: job.NewPolicyStore(s.etcd), Log: s.log,
+		Node: admin.NodeInfo{
+			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
+		},
+	}))
 	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	s.serve("block service", func() error { return s.grpc.Serve(s.grpcLis) })
@@ -298,6 +307,11 @@ func (s *Server) shutdown(ctx context.Context) {
 			}
 		} else if s.grpcLis != nil {
 			s.grpcLis.Close()
+		}
+		if s.jobs != nil {
+			if err := s.jobs.Stop(); err != nil {
+				s.log.Warn("stopping the job engine", "err", err)
+			}
 		}
 		s.wg.Wait()
 		if s.session != nil {

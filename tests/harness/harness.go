@@ -21,6 +21,7 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/local"
 )
 
@@ -69,6 +70,8 @@ type Options struct {
 	// Mount mounts the cluster (at Cluster.Mount, under a temporary
 	// directory).
 	Mount bool
+	// RepairGrace is the nodes' repair grace period (0: the default).
+	RepairGrace time.Duration
 }
 
 // Cluster is a running `weft local up`.
@@ -113,6 +116,9 @@ func Start(tb testing.TB, o Options) *Cluster {
 	}
 	if o.LeaseTTL > 0 {
 		args = append(args, "--lease-ttl", o.LeaseTTL.String())
+	}
+	if o.RepairGrace > 0 {
+		args = append(args, "--repair-grace", o.RepairGrace.String())
 	}
 	c := &Cluster{tb: tb, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
 	if o.Mount {
@@ -332,5 +338,22 @@ func (c *Cluster) MountAt(dir string) {
 		c.tb.Fatalf("harness: weft mount %s exited:\n%s", dir, out)
 	case <-time.After(time.Minute):
 		c.tb.Fatalf("harness: weft mount %s not mounted after a minute:\n%s", dir, out)
+	}
+}
+
+// WaitJob polls until job id ends and returns it; it fails the test if the
+// job does not end within timeout.
+func (c *Cluster) WaitJob(id job.JobID, timeout time.Duration) job.JobView {
+	c.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j, err := c.Admin.Job(context.Background(), id)
+		if err == nil && j.State.Terminal() {
+			return j
+		}
+		if time.Now().After(deadline) {
+			c.tb.Fatalf("harness: job %d not ended after %s: %+v (err %v)\n%s", id, timeout, j, err, c.logs())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

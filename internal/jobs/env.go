@@ -1,0 +1,45 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// ErrEnv is returned when the engine hands a phase an Env that is not a
+// jobs.Env (a wiring mistake).
+var ErrEnv = errors.New("jobs: environment lacks the namespace and data path")
+
+// Env is what the job types need from the node running them; the server's
+// job environment implements it besides job.Env.
+type Env interface {
+	job.Env
+	// Meta is the namespace.
+	Meta() *meta.Meta
+	// Client is the data path (repair, verify).
+	Client() *client.Client
+	// Cluster is the control plane (drive statuses).
+	Cluster() *cluster.Store
+}
+
+func envOf(e job.Env) (Env, error) {
+	x, ok := e.(Env)
+	if !ok {
+		return nil, fmt.Errorf("%w (got %T)", ErrEnv, e)
+	}
+	return x, nil
+}
+
+// Register registers every job type of this package with the engine.
+func Register(e interface{ Register(job.Type) error }) error {
+	for _, t := range []job.Type{Repair(), Drain(), IntegrityScan()} {
+		if err := e.Register(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/internal/jobs"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// jobEnv is what job phases get on this node: it implements job.Env and
+// jobs.Env.
+type jobEnv struct {
+	node    string
+	log     *slog.Logger
+	meta    *meta.Meta
+	client  *client.Client
+	cluster *cluster.Store
+}
+
+var _ jobs.Env = (*jobEnv)(nil)
+
+func (e *jobEnv) Node() string            { return e.node }
+func (e *jobEnv) Log() *slog.Logger       { return e.log }
+func (e *jobEnv) Meta() *meta.Meta        { return e.meta }
+func (e *jobEnv) Client() *client.Client  { return e.client }
+func (e *jobEnv) Cluster() *cluster.Store { return e.cluster }
+
+// driveLoads adapts the node's drive I/O counters to the throttle: the
+// rates between the previous call's snapshots and now.
+type driveLoads struct {
+	drives []*drive.Drive
+
+	mu   sync.Mutex
+	prev map[drive.ID]drive.Counters
+}
+
+func (d *driveLoads) DriveLoads() []job.DriveLoad {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.prev == nil {
+		d.prev = map[drive.ID]drive.Counters{}
+	}
+	var out []job.DriveLoad
+	for _, dr := range d.drives {
+		cur := dr.Counters()
+		prev, ok := d.prev[dr.ID()]
+		d.prev[dr.ID()] = cur
+		if !ok {
+			continue
+		}
+		r := cur.Since(prev)
+		out = append(out, job.DriveLoad{
+			Drive: dr.ID().String(), Class: string(dr.Identity().Class),
+			IOPS: r.Read.IOPS + r.Write.IOPS, QueueDepth: r.Read.QueueDepth + r.Write.QueueDepth,
+		})
+	}
+	return out
+}
+
+// startJobs starts the node's job engine: its throttle (impact policies
+// over the node's CPU and drive load) and its engine member (director, and
+// coordinator when elected), with weft's job types registered.
+func (s *Server) startJobs(ctx context.Context) error {
+	ctl, err := job.NewController(job.ControllerConfig{
+		Sampler:  job.NewSampler(job.ProcStat{}, &driveLoads{drives: s.drives}),
+		Policies: job.NewPolicyStore(s.etcd),
+		Logger:   s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.throttle = ctl
+	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, client: s.files, cluster: s.store}
+	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, LeaseTTL: s.cfg.LeaseTTL}); err != nil {
+		return err
+	}
+	if err := jobs.Register(s.jobs); err != nil {
+		return err
+	}
+	if err := ctl.Tick(ctx); err != nil {
+		s.log.Warn("throttle", "err", err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(job.DefaultThrottleInterval)
+		defer t.Stop()
+		tctx, cancel := context.WithCancel(context.Background())
+		go func() { <-s.stop; cancel() }()
+		ctl.Run(tctx, t.C)
+	}()
+	if err := s.jobs.Start(ctx); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go s.eventLoop()
+	return nil
+}

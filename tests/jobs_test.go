@@ -1,0 +1,281 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/tests/harness"
+)
+
+// layout runs `weft file info --json` and decodes it.
+func layout(t *testing.T, c *harness.Cluster, path string) client.FileLayout {
+	t.Helper()
+	out, code := c.Weft("file", "info", "--json", path)
+	if code != 0 {
+		t.Fatalf("weft file info %s: %s", path, out)
+	}
+	var l client.FileLayout
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// startJob runs `weft job start` and returns the job id.
+func startJob(t *testing.T, c *harness.Cluster, args ...string) job.JobID {
+	t.Helper()
+	out, code := c.Weft(append([]string{"job", "start", "--json"}, args...)...)
+	var r admin.StartJobReply
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("weft job start %v: %s", args, out)
+	}
+	return r.ID
+}
+
+// A node dies; after the grace period a repair starts by itself and
+// re-protects every file on the surviving drives.
+func TestRepairAfterNodeLoss(t *testing.T) {
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true, LeaseTTL: 3 * time.Second, RepairGrace: 3 * time.Second})
+	files := map[string][]byte{}
+	for i, n := range []int{7, 300 << 10, 9*unit + 5, 17 * unit} {
+		p := filepath.Join(c.Mount, fmt.Sprintf("r%d", i))
+		files[p] = randBytes(uint64(500+i), n)
+		writeFile(t, p, files[p])
+	}
+	ctx := context.Background()
+	if err := c.Ctl.Kill(ctx, "n3"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitNode(c.NodeAdmin("n1"), "n3", cluster.Down, 30*time.Second)
+
+	// The event starts a repair at priority 1.
+	var repair job.JobView
+	deadline := time.Now().Add(time.Minute)
+	for repair.ID == 0 {
+		jobs, err := c.Admin.Jobs(ctx)
+		if err == nil {
+			for _, j := range jobs {
+				if j.Type == "repair" {
+					repair = j
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no repair job a minute after n3 went down: %v", jobs)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if repair.Priority != 1 || !strings.Contains(repair.Params["reason"], "down") {
+		t.Fatalf("repair started with %+v", repair)
+	}
+	repair = c.WaitJob(repair.ID, 3*time.Minute)
+	if repair.State != job.Succeeded {
+		t.Fatalf("repair ended %s: %+v", repair.State, repair)
+	}
+	for p, want := range files {
+		checkFile(t, p, want)
+		l := layout(t, c, p)
+		for _, s := range l.Stripes {
+			if s.Placed != s.Width || s.Unavailable != 0 || s.Tolerance.Drives < 2 {
+				t.Fatalf("%s stripe %d after repair: %d/%d placed, %d unavailable, tolerance %v",
+					p, s.Index, s.Placed, s.Width, s.Unavailable, s.Tolerance)
+			}
+			for _, u := range s.Units {
+				if u.Node == "n3" {
+					t.Fatalf("%s stripe %d still has a unit on the dead node: %+v", p, s.Index, u)
+				}
+			}
+		}
+	}
+}
+
+// weft drive remove empties a drive while a reader verifies every byte it
+// reads, then retires it.
+func TestDriveRemoveWhileReading(t *testing.T) {
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true})
+	files := map[string][]byte{}
+	for i := 0; i < 6; i++ {
+		p := filepath.Join(c.Mount, fmt.Sprintf("d%d", i))
+		files[p] = randBytes(uint64(700+i), 6*unit+i*1000)
+		writeFile(t, p, files[p])
+	}
+	// The drive holding the most blocks.
+	drives, _ := c.Admin.Drives(context.Background())
+	victim := drives[0]
+	for _, d := range drives {
+		if d.Live != nil && victim.Live != nil && d.Live.Blocks > victim.Live.Blocks {
+			victim = d
+		}
+	}
+	var stop atomic.Bool
+	var reads atomic.Int64
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			for p, want := range files {
+				got, err := os.ReadFile(p)
+				if err != nil || !bytes.Equal(got, want) {
+					select {
+					case errs <- fmt.Errorf("read %s during the drain: %v (equal %v)", p, err, bytes.Equal(got, want)):
+					default:
+					}
+					return
+				}
+				reads.Add(1)
+			}
+		}
+	}()
+	out, code := c.Weft("drive", "remove", "--json", victim.ID.String())
+	var r admin.RemoveDriveReply
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("weft drive remove: %s", out)
+	}
+	j := c.WaitJob(r.Job, 3*time.Minute)
+	stop.Store(true)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if j.State != job.Succeeded {
+		t.Fatalf("drain ended %s: %+v", j.State, j)
+	}
+	t.Logf("drained %s while %d whole-file reads verified", victim.ID, reads.Load())
+	d, err := c.Admin.Drives(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range d {
+		if x.ID == victim.ID && x.Status != cluster.StatusRemoved {
+			t.Fatalf("drained drive is %s", x.Status)
+		}
+	}
+	for p, want := range files {
+		checkFile(t, p, want)
+		for _, s := range layout(t, c, p).Stripes {
+			for _, u := range s.Units {
+				if uint32(u.Drive) == uint32(victim.ID) {
+					t.Fatalf("%s stripe %d still uses the removed drive", p, s.Index)
+				}
+			}
+		}
+	}
+}
+
+// integrityscan finds a flipped byte (dry run), repairs it, and a third
+// scan is clean; pausing and resuming keep its progress.
+func TestIntegrityScan(t *testing.T) {
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
+	data := randBytes(900, 8*unit+3)
+	p := filepath.Join(c.Mount, "scanned")
+	writeFile(t, p, data)
+	for i := 0; i < 40; i++ {
+		writeFile(t, filepath.Join(c.Mount, fmt.Sprintf("small%02d", i)), randBytes(uint64(i), 5000))
+	}
+	l := layout(t, c, p)
+	u := l.Stripes[1].Units[2]
+	drives, _ := c.Admin.Drives(context.Background())
+	var dpath string
+	for _, d := range drives {
+		if uint32(d.ID) == uint32(u.Drive) {
+			dpath = d.Path
+		}
+	}
+	bf := filepath.Join(dpath, "blocks", u.Block[:2], u.Block)
+	b, err := os.ReadFile(bf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-7] ^= 0x20
+	must(t, os.WriteFile(bf, b, 0o644))
+
+	dry := c.WaitJob(startJob(t, c, "integrityscan", "--dry-run"), 2*time.Minute)
+	if dry.State != job.Succeeded || dry.Phases[0].Errors != 1 || !strings.Contains(dry.Phases[0].Note, "/scanned stripe 1") {
+		t.Fatalf("dry-run scan: %+v", dry.Phases)
+	}
+	fix := c.WaitJob(startJob(t, c, "integrityscan"), 2*time.Minute)
+	if fix.State != job.Succeeded || fix.Phases[0].Errors != 1 || !strings.Contains(fix.Phases[0].Note, "repaired") {
+		t.Fatalf("repairing scan: %+v", fix.Phases)
+	}
+	clean := c.WaitJob(startJob(t, c, "integrityscan"), 2*time.Minute)
+	if clean.State != job.Succeeded || clean.Phases[0].Errors != 0 || clean.Phases[0].Items < 41 {
+		t.Fatalf("scan after repair: %+v", clean.Phases)
+	}
+	checkFile(t, p, data)
+
+	// Pause and resume through the CLI.
+	id := startJob(t, c, "integrityscan", "--dry-run", "--policy", "low")
+	if out, code := c.Weft("job", "pause", id.String()); code != 0 && !strings.Contains(out, "succeeded") {
+		t.Fatalf("pause: %s", out)
+	}
+	if out, code := c.Weft("job", "resume", id.String()); code != 0 && !strings.Contains(out, "succeeded") {
+		t.Fatalf("resume: %s", out)
+	}
+	if j := c.WaitJob(id, 2*time.Minute); j.State != job.Succeeded || j.Phases[0].Items < 41 {
+		t.Fatalf("paused and resumed scan: %+v", j)
+	}
+	out, code := c.Weft("job", "view", id.String())
+	if code != 0 || !strings.Contains(out, "succeeded") || !strings.Contains(out, "PHASE") {
+		t.Fatalf("weft job view:\n%s", out)
+	}
+}
+
+// Killing the coordinator's node in the middle of a job: another node
+// takes over and the job still covers every file.
+func TestJobSurvivesCoordinatorKill(t *testing.T) {
+	if _, err := exec.LookPath("true"); err != nil {
+		t.Skip()
+	}
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second})
+	const n = 150
+	for i := 0; i < n; i++ {
+		writeFile(t, filepath.Join(c.Mount, fmt.Sprintf("c%03d", i)), randBytes(uint64(i), 64<<10))
+	}
+	ctx := context.Background()
+	st, err := c.Admin.JobStatus(ctx)
+	if err != nil || st.Coordinator == "" {
+		t.Fatalf("job status: %+v %v", st, err)
+	}
+	id := startJob(t, c, "integrityscan", "--dry-run", "--policy", "low")
+	// Kill the coordinator once the job has made progress, not before.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		j, err := c.Admin.Job(ctx, id)
+		if err == nil && (j.State.Terminal() || (len(j.Phases) > 0 && j.Phases[0].Items > 0) || j.Progress != nil && j.Progress.Done > 0) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %d made no progress: %+v", id, j)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.Ctl.Kill(ctx, st.Coordinator); err != nil {
+		t.Fatal(err)
+	}
+	j := c.WaitJob(id, 3*time.Minute)
+	if j.State != job.Succeeded || j.Phases[0].Items < n || j.Phases[0].Errors != 0 {
+		t.Fatalf("job after killing coordinator %s: %+v", st.Coordinator, j)
+	}
+	st2, err := c.Admin.JobStatus(ctx)
+	if err != nil || st2.Coordinator == "" || st2.Coordinator == st.Coordinator {
+		t.Fatalf("coordinator after the kill: %+v %v", st2, err)
+	}
+	t.Logf("coordinator %s killed; %s took over; the job processed %d items for %d files", st.Coordinator, st2.Coordinator, j.Phases[0].Items, n)
+}
