@@ -47,3 +47,10 @@ func (a Allowance) normalize() Allowance {
 	}
 	return a
 }
+
+// Forgetter is implemented by a Throttle that keeps per-job state: a
+// manager calls Forget when its job stops running on the node (ended,
+// paused, or the node stopping), so the state does not outlive the job.
+type Forgetter interface {
+	Forget(jobID string)
+}

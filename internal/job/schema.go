@@ -1,0 +1,281 @@
+package job
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Job-engine key schema in etcd, format version 1.
+//
+// Every key lives under Prefix (inside the control plane's /weft/, see
+// internal/cluster/schema.go). Values are JSON objects carrying "v", the
+// record's format version; a reader refuses a record whose "v" is newer than
+// RecordVersion (ErrNewerFormat) instead of misreading it.
+//
+//	/weft/jobs/seq                   last allocated JobID (decimal); bumped
+//	                                 with a compare-and-swap at Submit
+//	/weft/jobs/settings              settingsRecord: max running jobs,
+//	                                 restripe one-at-a-time, retention
+//	/weft/jobs/lowspace              lowSpaceRecord; present = low-space mode
+//	/weft/jobs/types/<type>          typeRecord: a type's priority, policy
+//	                                 and enabled flag set by ModifyType
+//	                                 (absent: the type's own defaults)
+//	/weft/jobs/job/<id %020d>        jobRecord: state, priority, policy,
+//	                                 params, times, current phase, per-phase
+//	                                 reports. Kept after the job ends; the
+//	                                 coordinator deletes terminal jobs beyond
+//	                                 the newest Settings.KeepJobs (100).
+//	/weft/jobs/progress/<id %020d>   progressRecord: the current phase's
+//	                                 done/total and recent rate, written by
+//	                                 the coordinator every few seconds
+//	/weft/jobs/task/<T>              taskRecord: one task and its checkpoint
+//	                                 (Cursor and counters), written by the
+//	                                 owning manager every CheckpointInterval,
+//	                                 at pause and at stop
+//	/weft/jobs/owner/<T>             ownerRecord: who holds task T, bound to
+//	                                 the owner's lease (gone when it dies)
+//	/weft/jobs/node/<node>           nodeRecord: a director's status (its
+//	                                 managers, workers, duty, items/s), bound
+//	                                 to the node's lease
+//	/weft/jobs/coordinator/<lease>   election keys (concurrency.Election);
+//	                                 the oldest is the coordinator, value =
+//	                                 its node name
+//	/weft/jobs/policies/<name>       custom impact policies: their own
+//	                                 records, documented in policy_schema.go
+//
+// where T = <id %020d>/<phase %03d>/s<hex scope>/<from %016x>. A task's key
+// is derived from its range, so a steal, which splits [From, To) at mid,
+// creates the key of [mid, To) without any counter; ranges of a scope never
+// overlap, so keys never collide.
+//
+// Task records of a phase are deleted in the transaction that ends the
+// phase (their counters are summed into the job record's report), and
+// those of a job when it ends.
+//
+// Transactions: a claim is a compare-and-swap on the task's ModRevision and
+// the owner key's absence; a checkpoint or release compares the task's
+// ModRevision and the owner key's CreateRevision (so a node whose claim
+// expired can never write); a steal compares the victim's ModRevision and
+// owner; every coordinator write compares its election key's
+// CreateRevision (so a deposed coordinator can never write).
+//
+// Migration: version 1 is the first. A change an older binary could misread
+// bumps RecordVersion; decode then accepts every older "v" and upgrades the
+// record in memory (the next write stores the new version), so a rolling
+// upgrade needs no offline step. A version-1 binary refuses version-2
+// records with ErrNewerFormat.
+const (
+	// RecordVersion is the "v" of every record this binary writes, and the
+	// newest it reads.
+	RecordVersion = 1
+
+	// Prefix is the root of the job engine's keys.
+	Prefix = "/weft/jobs/"
+
+	keySeq         = Prefix + "seq"
+	keySettings    = Prefix + "settings"
+	keyLowSpace    = Prefix + "lowspace"
+	prefixTypes    = Prefix + "types/"
+	prefixJobs     = Prefix + "job/"
+	prefixProgress = Prefix + "progress/"
+	prefixTasks    = Prefix + "task/"
+	prefixOwners   = Prefix + "owner/"
+	prefixNodes    = Prefix + "node/"
+	electionPrefix = Prefix + "coordinator"
+)
+
+func jobKey(id JobID) string      { return fmt.Sprintf("%s%020d", prefixJobs, uint64(id)) }
+func progressKey(id JobID) string { return fmt.Sprintf("%s%020d", prefixProgress, uint64(id)) }
+func typeKey(name string) string  { return prefixTypes + name }
+func nodeKey(node string) string  { return prefixNodes + node }
+
+// phaseSuffix is the part of T shared by a phase's tasks.
+func phaseSuffix(id JobID, phase int) string { return fmt.Sprintf("%020d/%03d/", uint64(id), phase) }
+func jobSuffix(id JobID) string              { return fmt.Sprintf("%020d/", uint64(id)) }
+
+// taskSuffix is T for a task.
+func taskSuffix(id JobID, phase int, scope string, from uint64) string {
+	return fmt.Sprintf("%ss%s/%016x", phaseSuffix(id, phase), hex.EncodeToString([]byte(scope)), from)
+}
+
+// jobRecord is a job. Written at Submit, by user calls (state, priority,
+// policy) and by the coordinator (state, phase, reports), always with a
+// compare-and-swap on its ModRevision.
+type jobRecord struct {
+	V        int               `json:"v"`
+	ID       JobID             `json:"id"`
+	Type     string            `json:"type"`
+	State    State             `json:"state"`
+	Priority int               `json:"priority"`
+	Policy   string            `json:"policy"`
+	Params   map[string]string `json:"params,omitempty"`
+	Created  time.Time         `json:"created"`
+	Started  time.Time         `json:"started,omitzero"` // first time running
+	Ended    time.Time         `json:"ended,omitzero"`
+	Changed  time.Time         `json:"changed"` // last state change
+	// Reason says why the job is in its state (failure, preemption, the
+	// exclusion set it waits on).
+	Reason string `json:"reason,omitempty"`
+	// Phase is the index of the current phase (the last one run, once the
+	// job ended); PhaseSplit is set once its tasks exist.
+	Phase      int           `json:"phase"`
+	PhaseSplit bool          `json:"phase_split,omitempty"`
+	Phases     []PhaseReport `json:"phases"`
+}
+
+// PhaseReport is one phase's report: counters summed over its tasks.
+type PhaseReport struct {
+	Name    string     `json:"name"`
+	State   PhaseState `json:"state"`
+	Started time.Time  `json:"started,omitzero"`
+	Ended   time.Time  `json:"ended,omitzero"`
+	// Tasks is the number of tasks (after steals) the phase ran as.
+	Tasks  int   `json:"tasks"`
+	Items  int64 `json:"items"`
+	Bytes  int64 `json:"bytes"`
+	Errors int64 `json:"errors"`
+	// Note is the last note an item left; Error is why the phase failed.
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Duration is how long the phase ran, up to now if it has not ended.
+func (p PhaseReport) Duration(now time.Time) time.Duration {
+	if p.Started.IsZero() {
+		return 0
+	}
+	if p.Ended.IsZero() {
+		return now.Sub(p.Started)
+	}
+	return p.Ended.Sub(p.Started)
+}
+
+// taskRecord is a task and its checkpoint: items From <= k < Cursor are
+// processed; Cursor <= k < To remain. Written by the coordinator when it
+// splits a phase, by a thief when it lowers To, and by the owner with its
+// checkpoints.
+type taskRecord struct {
+	V      int    `json:"v"`
+	Job    JobID  `json:"job"`
+	Phase  int    `json:"phase"`
+	Scope  string `json:"scope,omitempty"`
+	From   uint64 `json:"from"`
+	To     uint64 `json:"to"`
+	Cursor uint64 `json:"cursor"`
+	// Done: Cursor reached To. Failed: why an item failed the task.
+	Done   bool   `json:"done,omitempty"`
+	Failed string `json:"failed,omitempty"`
+	// Counters summed over the items processed in this task (an item
+	// processed twice after a crash or steal counts twice).
+	Items  int64  `json:"items"`
+	Bytes  int64  `json:"bytes"`
+	Errors int64  `json:"errors"`
+	Note   string `json:"note,omitempty"`
+	// Node is the node that wrote the last checkpoint; Updated its time.
+	Node    string    `json:"node,omitempty"`
+	Updated time.Time `json:"updated,omitzero"`
+}
+
+func (t *taskRecord) suffix() string { return taskSuffix(t.Job, t.Phase, t.Scope, t.From) }
+
+// remaining is the width of the range not yet processed.
+func (t *taskRecord) remaining() uint64 {
+	if t.Done || t.Cursor >= t.To {
+		return 0
+	}
+	return t.To - t.Cursor
+}
+
+// ownerRecord says who holds a task; written under the holder's lease.
+type ownerRecord struct {
+	V       int       `json:"v"`
+	Node    string    `json:"node"`
+	Claimed time.Time `json:"claimed"`
+}
+
+// settingsRecord is the engine's cluster-wide settings.
+type settingsRecord struct {
+	V int `json:"v"`
+	Settings
+}
+
+// typeRecord overrides a type's defaults. Disabled (not Enabled) so that a
+// missing field means enabled.
+type typeRecord struct {
+	V        int    `json:"v"`
+	Priority int    `json:"priority,omitempty"`
+	Policy   string `json:"policy,omitempty"`
+	Disabled bool   `json:"disabled,omitempty"`
+}
+
+// lowSpaceRecord marks low-space mode.
+type lowSpaceRecord struct {
+	V      int       `json:"v"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
+// progressRecord is a running job's progress in its current phase, in
+// units of the phase's ranges.
+type progressRecord struct {
+	V       int       `json:"v"`
+	Phase   int       `json:"phase"`
+	Done    uint64    `json:"done"`
+	Total   uint64    `json:"total"`
+	Rate    float64   `json:"rate"` // units per second over the last minute
+	Updated time.Time `json:"updated"`
+}
+
+// nodeRecord is a director's published status.
+type nodeRecord struct {
+	V int `json:"v"`
+	NodeStatus
+}
+
+// versioned is implemented by every record; encode stamps the version.
+type versioned interface{ setVersion() }
+
+func (r *jobRecord) setVersion()      { r.V = RecordVersion }
+func (r *taskRecord) setVersion()     { r.V = RecordVersion }
+func (r *ownerRecord) setVersion()    { r.V = RecordVersion }
+func (r *settingsRecord) setVersion() { r.V = RecordVersion }
+func (r *typeRecord) setVersion()     { r.V = RecordVersion }
+func (r *lowSpaceRecord) setVersion() { r.V = RecordVersion }
+func (r *progressRecord) setVersion() { r.V = RecordVersion }
+func (r *nodeRecord) setVersion()     { r.V = RecordVersion }
+
+// encode stamps RecordVersion on r and marshals it.
+func encode(r versioned) string {
+	r.setVersion()
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("job: encode %T: %v", r, err)) // only plain structs are encoded
+	}
+	return string(b)
+}
+
+// decode unmarshals the record at key, refusing one newer than
+// RecordVersion (ErrNewerFormat) or one that does not parse (ErrCorrupt).
+func decode(key string, b []byte, into versioned) error {
+	var hdr struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &hdr); err != nil {
+		return fmt.Errorf("%w: key %s: %v", ErrCorrupt, key, err)
+	}
+	if hdr.V == nil || *hdr.V < 1 {
+		return fmt.Errorf("%w: key %s: no record version", ErrCorrupt, key)
+	}
+	if *hdr.V > RecordVersion {
+		return fmt.Errorf("%w: key %s has record version %d, this weft reads up to %d: upgrade weft on this node", ErrNewerFormat, key, *hdr.V, RecordVersion)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("%w: key %s: %v", ErrCorrupt, key, err)
+	}
+	if j, ok := into.(*jobRecord); ok && !j.State.valid() {
+		return fmt.Errorf("%w: key %s: unknown state %q", ErrCorrupt, key, j.State)
+	}
+	return nil
+}
