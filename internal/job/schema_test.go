@@ -1,0 +1,100 @@
+package job
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A checkpoint (task record) survives encode/decode unchanged and carries
+// the version.
+func TestTaskRecordRoundTrip(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := taskRecord{Job: 42, Phase: 2, Scope: "d7", From: 1000, To: 5000, Cursor: 2345,
+		Items: 1345, Bytes: 1 << 40, Errors: 3, Note: "3 mismatches", Node: "n2", Updated: at}
+	s := encode(&in)
+	if !strings.Contains(s, `"v":1`) {
+		t.Fatalf("encoded record has no version: %s", s)
+	}
+	var out taskRecord
+	if err := decode("k", []byte(s), &out); err != nil {
+		t.Fatal(err)
+	}
+	in.V = RecordVersion
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+}
+
+func TestJobRecordRoundTrip(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	in := jobRecord{ID: 7, Type: "repair", State: SystemPaused, Priority: 2, Policy: "medium",
+		Params: map[string]string{"path": "/a", "dry-run": "true"}, Created: at, Started: at.Add(time.Second),
+		Changed: at.Add(time.Minute), Reason: "preempted by job 9 (priority 1)", Phase: 1, PhaseSplit: true,
+		Phases: []PhaseReport{
+			{Name: "scan", State: PhaseSucceeded, Started: at, Ended: at.Add(time.Hour), Tasks: 96, Items: 1e6, Bytes: 5e9},
+			{Name: "repair", State: PhaseRunning, Started: at.Add(time.Hour)},
+		}}
+	var out jobRecord
+	if err := decode("k", []byte(encode(&in)), &out); err != nil {
+		t.Fatal(err)
+	}
+	in.V = RecordVersion
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+}
+
+// A record written by a newer weft is refused, naming the key and both
+// versions; one that does not parse or has no version is corrupt.
+func TestDecodeRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     error
+		msg      string
+	}{
+		{"newer", `{"v":2,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 2, this weft reads up to 1"},
+		{"no version", `{"job":1}`, ErrCorrupt, "no record version"},
+		{"zero version", `{"v":0}`, ErrCorrupt, "no record version"},
+		{"garbage", `{"v":1,`, ErrCorrupt, "/weft/jobs/task/x"},
+		{"wrong type", `{"v":1,"to":"nine"}`, ErrCorrupt, "/weft/jobs/task/x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r taskRecord
+			err := decode("/weft/jobs/task/x", []byte(tc.in), &r)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("decode(%s) = %v, want %v containing %q", tc.in, err, tc.want, tc.msg)
+			}
+		})
+	}
+	var j jobRecord
+	if err := decode("k", []byte(`{"v":1,"state":"sleeping"}`), &j); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown state: %v, want ErrCorrupt", err)
+	}
+}
+
+// Task keys order by job, phase, scope, then range start, and a steal's
+// new key never collides with an existing task's.
+func TestTaskKeys(t *testing.T) {
+	keys := []string{
+		taskSuffix(1, 0, "", 0),
+		taskSuffix(1, 0, "", 0x10),
+		taskSuffix(1, 0, "d1", 0),
+		taskSuffix(1, 1, "", 0),
+		taskSuffix(2, 0, "", 0),
+		taskSuffix(10, 0, "", 0),
+	}
+	for i := 1; i < len(keys); i++ {
+		if keys[i-1] >= keys[i] {
+			t.Fatalf("keys out of order: %s >= %s", keys[i-1], keys[i])
+		}
+	}
+	if !strings.HasPrefix(taskSuffix(3, 2, "d/../x", 5), phaseSuffix(3, 2)) || strings.Count(taskSuffix(3, 2, "d/../x", 5), "/") != 3 {
+		t.Fatalf("scope not escaped: %s", taskSuffix(3, 2, "d/../x", 5))
+	}
+	if !strings.HasPrefix(phaseSuffix(3, 2), jobSuffix(3)) {
+		t.Fatal("phase suffix does not extend job suffix")
+	}
+}
