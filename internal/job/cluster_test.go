@@ -1,0 +1,349 @@
+package job
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Three nodes share a job's tasks; when one node stalls, the others, out
+// of unclaimed tasks, steal the rest of its ranges, and the job finishes
+// with every item processed.
+func TestSpreadAndSteal(t *testing.T) {
+	const n = 6000
+	typ := newFakeType("balance", SetRestripe, n)
+	c := newTestCluster(t, 3, nil, typ)
+	stuck, g := newGate(), newGate()
+	t.Cleanup(g.open)
+	var stuckItem atomic.Int64
+	stuckItem.Store(-1)
+	c.d.setHook(func(ctx context.Context, node string, _ JobID, _ int, item uint64) error {
+		if node == "n1" { // n1 stalls on its first item until the gate opens
+			if stuckItem.CompareAndSwap(-1, int64(item)) {
+				stuck.open()
+			}
+			return g.wait(ctx)
+		}
+		return stuck.wait(ctx) // the others start once n1 holds tasks
+	})
+	id, err := c.engines[1].Submit(bg, "balance", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.wait(bg); err != nil {
+		t.Fatal(err)
+	}
+	// n1's task starts at the item it is stuck on and ends where Split
+	// ended it; items in between processed by others were stolen.
+	k := uint64(stuckItem.Load())
+	var end uint64
+	for _, s := range SplitRange("", 0, n, 3*4) {
+		if s.From == k {
+			end = s.To
+		}
+	}
+	if end == 0 {
+		t.Fatalf("n1 stuck on item %d, not the start of a task", k)
+	}
+	c.waitFor("another node to steal from n1's task", func() bool {
+		for _, ev := range c.d.snapshot() {
+			if ev.item > k && ev.item < end && ev.node != "n1" {
+				return true
+			}
+		}
+		return false
+	})
+	g.open()
+	c.waitState(c.engines[0], id, Succeeded)
+	evs := c.d.snapshot()
+	requireAll(t, evs, id, 0, n)
+	perNode := map[string]int{}
+	for _, ev := range evs {
+		perNode[ev.node]++
+	}
+	var stolen uint64
+	for _, e := range c.engines {
+		stolen += e.Metrics().TasksStolen
+	}
+	if len(perNode) != 3 || stolen == 0 {
+		t.Fatalf("items per node %v, tasks stolen %d", perNode, stolen)
+	}
+	t.Logf("items per node %v, tasks stolen %d", perNode, stolen)
+}
+
+// crashScenario runs a two-phase job on three nodes, stops every Process
+// call once 500 items are done, crashes the node victim picks (without
+// any graceful step), lets the others continue, and checks that the job
+// succeeds with every item processed, including every item the dead node
+// had not checkpointed, processed again after the crash.
+func crashScenario(t *testing.T, victim func(c *testCluster) int) (c *testCluster, dead int, killed time.Time) {
+	const n = 3000
+	typ := newFakeType("repair", SetRestripe, n, n)
+	c = newTestCluster(t, 3, nil, typ)
+	g := newGate()
+	t.Cleanup(g.open)
+	c.d.setHook(func(ctx context.Context, _ string, _ JobID, _ int, _ uint64) error {
+		if c.d.now() >= 500 {
+			return g.wait(ctx)
+		}
+		return nil
+	})
+	id, err := c.engines[0].Submit(bg, "repair", Options{Priority: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("500 items", func() bool { return c.d.now() >= 500 })
+	// Every worker (2 per node) ends up blocked holding a task.
+	c.waitFor("every worker to hold a task", func() bool {
+		n := ownerCount(t, c.clients[0], id)
+		if n > 6 {
+			t.Fatalf("%d claims for 6 workers", n)
+		}
+		return n == 6
+	})
+	dead = victim(c)
+	node := c.engines[dead].Node()
+	crashSeq := c.cut(dead)
+	killed = time.Now()
+	// The dead node's tasks as its last checkpoints left them: it can
+	// write nothing more, and its claims last until its lease expires.
+	live := c.clients[(dead+1)%3]
+	owners, err := live.Get(bg, prefixOwners+jobSuffix(id), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, kv := range owners.Kvs {
+		var o ownerRecord
+		if err := decode(string(kv.Key), kv.Value, &o); err != nil {
+			t.Fatal(err)
+		}
+		if o.Node == node {
+			held[string(kv.Key[len(prefixOwners):])] = true
+		}
+	}
+	var orphans []taskRecord
+	for _, tk := range phaseTasks(t, live, id, 0) {
+		if held[tk.suffix()] {
+			orphans = append(orphans, tk)
+		}
+	}
+	if len(orphans) == 0 {
+		t.Fatalf("node %s held no task when it crashed", node)
+	}
+	go c.engines[dead].Stop() // its goroutines notice nothing works any more
+	g.open()
+	c.waitState(c.engines[(dead+1)%3], id, Succeeded)
+	evs := c.d.snapshot()
+	requireAll(t, evs, id, 0, n)
+	requireAll(t, evs, id, 1, n)
+	after := coverage(evs, id, 0, crashSeq)
+	for _, tk := range orphans {
+		for k := tk.Cursor; k < tk.To; k++ {
+			if after[k] == 0 {
+				t.Fatalf("item %d of dead node %s's task [%d,%d) (checkpoint %d) not processed after the crash", k, node, tk.From, tk.To, tk.Cursor)
+			}
+		}
+	}
+	for _, ev := range evs {
+		if ev.node == node && ev.seq > crashSeq {
+			t.Fatalf("dead node %s recorded item %d after its crash", node, ev.item)
+		}
+	}
+	return c, dead, killed
+}
+
+// The coordinator's node dies mid-phase: another node becomes coordinator
+// once its lease expires, the running tasks carry on meanwhile, and the job
+// finishes from etcd state with no item skipped.
+func TestCoordinatorFailover(t *testing.T) {
+	var takeover time.Duration
+	var mu sync.Mutex
+	crashScenario(t, func(c *testCluster) int {
+		var ci int
+		c.waitFor("a coordinator", func() bool {
+			for i, e := range c.engines {
+				if e.IsCoordinator() {
+					ci = i
+					return true
+				}
+			}
+			return false
+		})
+		go func() {
+			start := time.Now()
+			for time.Since(start) < 20*time.Second {
+				for i, e := range c.engines {
+					if i != ci && e.IsCoordinator() {
+						mu.Lock()
+						takeover = time.Since(start)
+						mu.Unlock()
+						return
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+		return ci
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// The lease TTL is 2 s, counted from the dead node's last keep-alive;
+	// etcd revokes expired leases every 500 ms, and the election watch and
+	// the busy test machine add some more: allow 1.5 s beyond the TTL.
+	if takeover == 0 || takeover > 3500*time.Millisecond {
+		t.Fatalf("new coordinator after %v (lease TTL 2s)", takeover)
+	}
+	t.Logf("new coordinator after %v", takeover)
+}
+
+// A node holding tasks dies: its claims expire with its lease and the
+// others reclaim its tasks from their checkpoints.
+func TestNodeCrashReclaimsTasks(t *testing.T) {
+	c, dead, _ := crashScenario(t, func(c *testCluster) int {
+		for i, e := range c.engines {
+			if !e.IsCoordinator() {
+				return i
+			}
+		}
+		t.Fatal("every node is coordinator")
+		return 0
+	})
+	var claimed uint64
+	for i, e := range c.engines {
+		if i != dead {
+			claimed += e.Metrics().TasksClaimed
+		}
+	}
+	if claimed == 0 {
+		t.Fatal("no task claimed by the survivors")
+	}
+}
+
+// The scheduler against etcd: a higher-priority job preempts a lower one
+// when slots are full, and the lower one resumes after; two mark jobs
+// never run together while restripe jobs do, until the restripe setting
+// says one at a time; low-space mode pauses jobs that do not free space.
+func TestSchedulingInEtcd(t *testing.T) {
+	low := newFakeType("low", SetNone, 400)
+	urgent := newFakeType("urgent", SetNone, 200)
+	mark := newFakeType("mark", SetMark, 200)
+	restripe := newFakeType("restripe", SetRestripe, 200)
+	collect := newFakeType("collect", SetMark, 200)
+	collect.frees = true
+	c := newTestCluster(t, 1, nil, low, urgent, mark, restripe, collect)
+	e := c.engines[0]
+	var mu sync.Mutex
+	gates := map[JobID]*gate{}
+	hold := func(id JobID) *gate {
+		mu.Lock()
+		defer mu.Unlock()
+		if gates[id] == nil {
+			gates[id] = newGate()
+		}
+		return gates[id]
+	}
+	c.d.setHook(func(ctx context.Context, _ string, id JobID, _ int, _ uint64) error {
+		mu.Lock()
+		g := gates[id]
+		mu.Unlock()
+		if g != nil {
+			return g.wait(ctx)
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range gates {
+			g.open()
+		}
+	})
+	submit := func(typ string, prio int) JobID {
+		t.Helper()
+		id, err := e.Submit(bg, typ, Options{Priority: prio})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	settings := func(s Settings) {
+		t.Helper()
+		if err := e.SetSettings(bg, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reason := func(id JobID, state State, want string) {
+		t.Helper()
+		c.waitFor("job reason "+want, func() bool {
+			v, err := e.Get(bg, id)
+			return err == nil && v.State == state && strings.Contains(v.Reason, want)
+		})
+	}
+
+	// Job ids are allocated in order, so gates can be set up before the
+	// jobs they hold are submitted.
+	const a, b, m1, m2, r1, r2, cl JobID = 1, 2, 3, 4, 5, 6, 7
+	for _, id := range []JobID{a, m1, m2, r1, r2, cl} {
+		hold(id)
+	}
+	submitAs := func(want JobID, typ string, prio int) {
+		t.Helper()
+		if got := submit(typ, prio); got != want {
+			t.Fatalf("submitted job %d, want id %d", got, want)
+		}
+	}
+
+	// Preemption.
+	settings(Settings{MaxRunning: 1, KeepJobs: 100})
+	submitAs(a, "low", 8)
+	c.waitState(e, a, Running)
+	submitAs(b, "urgent", 2)
+	reason(a, SystemPaused, "preempted by job 2 (priority 2)")
+	c.waitState(e, b, Succeeded)
+	c.waitState(e, a, Running)
+	hold(a).open()
+	c.waitState(e, a, Succeeded)
+
+	// Exclusion sets.
+	settings(Settings{MaxRunning: 3, KeepJobs: 100})
+	submitAs(m1, "mark", 5)
+	c.waitState(e, m1, Running)
+	submitAs(m2, "mark", 5)
+	reason(m2, Queued, "exclusion set mark held by job 3")
+	submitAs(r1, "restripe", 3)
+	submitAs(r2, "restripe", 4)
+	c.waitState(e, r1, Running)
+	c.waitState(e, r2, Running)
+	settings(Settings{MaxRunning: 3, KeepJobs: 100, RestripeExclusive: true})
+	reason(r2, SystemPaused, "exclusion set restripe held by job 5")
+
+	// Low-space mode: only the job that frees space runs.
+	submitAs(cl, "collect", 1)
+	if err := e.SetLowSpace(bg, true, "pool fast 97% full"); err != nil {
+		t.Fatal(err)
+	}
+	reason(r1, SystemPaused, "low-space mode")
+	reason(m1, SystemPaused, "low-space mode")
+	c.waitState(e, cl, Running)
+	if st, err := e.Status(bg); err != nil || !st.LowSpace || st.LowSpaceReason != "pool fast 97% full" {
+		t.Fatalf("status in low-space mode: %+v, %v", st, err)
+	}
+	if err := e.SetLowSpace(bg, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	c.waitState(e, r1, Running)
+
+	for _, id := range []JobID{m1, m2, r1, r2, cl} {
+		hold(id).open()
+	}
+	for _, id := range []JobID{m1, m2, r1, r2, cl} {
+		c.waitState(e, id, Succeeded)
+	}
+	requireAll(t, c.d.snapshot(), m2, 0, 200)
+}
