@@ -40,18 +40,17 @@ func newRawFS(fs *vfs.FS, log *slog.Logger) *rawFS {
 
 func (r *rawFS) String() string { return "weft" }
 
-// ctx returns a context that is cancelled when the kernel interrupts the
-// request, carrying the caller's uid and gid.
-func ctxFor(cancel <-chan struct{}, h *gofuse.InHeader) (context.Context, context.CancelFunc) {
-	ctx, stop := context.WithCancel(meta.WithCaller(context.Background(), meta.Caller{UID: h.Uid, GID: h.Gid}))
-	go func() {
-		select {
-		case <-cancel:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, stop
+// ctxFor returns the context of one request, carrying the caller's uid
+// and gid.
+//
+// It deliberately ignores the kernel's interrupt (the cancel channel): a
+// process blocked in a FUSE request is interrupted by any signal, and Go
+// programs receive SIGURG many times a second (goroutine preemption), so
+// honouring interrupts aborts flushes and writes at random — close(2) then
+// fails with EINTR, which Go does not retry. Requests are bounded by the
+// layers below (RPC and metadata timeouts) instead.
+func ctxFor(_ <-chan struct{}, h *gofuse.InHeader) (context.Context, context.CancelFunc) {
+	return meta.WithCaller(context.Background(), meta.Caller{UID: h.Uid, GID: h.Gid}), func() {}
 }
 
 // fillAttr converts meta attributes to FUSE's.
