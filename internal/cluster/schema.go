@@ -26,8 +26,9 @@ import (
 //	                              owning node's lease
 //	/weft/pools/<pool>            PoolRecord, persistent
 //
-// The namespace (package meta) keeps its keys under MetaPrefix; nothing in
-// this package reads them.
+// The namespace (package meta) keeps its keys under MetaPrefix, and the job
+// engine (package job, schema in internal/job/schema.go) under /weft/jobs/;
+// nothing in this package reads them.
 //
 // Migration: a change that old binaries could misread bumps SchemaVersion
 // and adds a step to migrate() that rewrites version N-1 keys in place;

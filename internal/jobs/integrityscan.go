@@ -18,6 +18,9 @@ func IntegrityScan() job.Type { return integrityScan{} }
 
 type integrityScan struct{}
 
+// Defaults: a scan is background hygiene: low priority, low impact.
+func (integrityScan) Defaults() (int, string) { return 6, "low" }
+
 func (integrityScan) Name() string          { return "integrityscan" }
 func (integrityScan) Set() job.ExclusionSet { return job.SetMark }
 func (integrityScan) Phases() []job.Phase   { return []job.Phase{scanPhase{}} }

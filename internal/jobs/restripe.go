@@ -42,6 +42,15 @@ func Drain() job.Type {
 	}}
 }
 
+// Defaults: repairs restore protection, so they come first; a drain is an
+// administrator's planned change, close behind.
+func (r *restripe) Defaults() (int, string) {
+	if r.name == "repair" {
+		return 2, "medium"
+	}
+	return 3, "medium"
+}
+
 func (r *restripe) Name() string          { return r.name }
 func (r *restripe) Set() job.ExclusionSet { return job.SetRestripe }
 func (r *restripe) Phases() []job.Phase {
