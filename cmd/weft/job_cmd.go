@@ -32,7 +32,7 @@ run one at a time; "restripe" jobs may run together.`,
 	}
 	cmd.AddCommand(jobStartCmd(g), jobListCmd(g, false), jobViewCmd(g), jobActionCmd(g, "pause", "Pause a job (it keeps its progress)"),
 		jobActionCmd(g, "resume", "Resume a paused job from its checkpoints"), jobActionCmd(g, "cancel", "Cancel a job (its report is kept)"),
-		jobModifyCmd(g), jobReportsCmd(g), jobTypesCmd(g), jobPoliciesCmd(g), jobStatusCmd(g))
+		jobModifyCmd(g), jobReportsCmd(g), jobTypesCmd(g), jobPoliciesCmd(g), jobStatusCmd(g), jobSettingsCmd(g))
 	return cmd
 }
 
@@ -570,4 +570,56 @@ func printNodeStatus(w io.Writer, st job.Status) error {
 		}
 	}
 	return t.flush()
+}
+
+func jobSettingsCmd(g *globals) *cobra.Command {
+	var (
+		maxRunning, keep int
+		exclusive        string
+	)
+	c := &cobra.Command{
+		Use:   "settings [--max-running N] [--restripe-exclusive true|false] [--keep-jobs N]",
+		Short: "Show or change the engine's settings: jobs at once, restripe one-at-a-time, reports kept",
+		Example: `  weft job settings
+  weft job settings --max-running 2 --restripe-exclusive true`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			st, err := cl.JobSettings(c.Context())
+			if err != nil {
+				return err
+			}
+			f := c.Flags()
+			if f.Changed("max-running") || f.Changed("restripe-exclusive") || f.Changed("keep-jobs") {
+				if f.Changed("max-running") {
+					st.MaxRunning = maxRunning
+				}
+				if f.Changed("keep-jobs") {
+					st.KeepJobs = keep
+				}
+				switch exclusive {
+				case "":
+				case "true", "false":
+					st.RestripeExclusive = exclusive == "true"
+				default:
+					return usageError{fmt.Errorf("--restripe-exclusive %q: want true or false", exclusive)}
+				}
+				if st, err = cl.SetJobSettings(c.Context(), st); err != nil {
+					return err
+				}
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), st)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "max running         %d\nrestripe exclusive  %v\nkeep jobs           %d\n", st.MaxRunning, st.RestripeExclusive, st.KeepJobs)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&maxRunning, "max-running", 3, "jobs that may run at once (1-16)")
+	c.Flags().StringVar(&exclusive, "restripe-exclusive", "", "run restripe jobs one at a time: true or false")
+	c.Flags().IntVar(&keep, "keep-jobs", 100, "ended jobs whose reports are kept")
+	return c
 }

@@ -256,3 +256,15 @@ func (c *Client) RemoveDrive(ctx context.Context, id cluster.DriveID) (RemoveDri
 	var v RemoveDriveReply
 	return v, c.do(ctx, http.MethodPost, fmt.Sprintf("%s/drives/%s/remove", APIVersion, id), nil, &v)
 }
+
+// JobSettings returns the job engine's cluster-wide settings.
+func (c *Client) JobSettings(ctx context.Context) (job.Settings, error) {
+	var v job.Settings
+	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-settings", nil, &v)
+}
+
+// SetJobSettings replaces the job engine's cluster-wide settings.
+func (c *Client) SetJobSettings(ctx context.Context, st job.Settings) (job.Settings, error) {
+	var v job.Settings
+	return v, c.do(ctx, http.MethodPost, APIVersion+"/job-settings", st, &v)
+}

@@ -65,9 +65,22 @@ type RemoveDriveReply struct {
 //	GET  /v1/job-policies           built-in and custom policies
 //	POST /v1/job-policies           PolicyRequest (create)
 //	PUT  /v1/job-policies/{name}    PolicyRequest (modify)
+//	GET  /v1/job-settings            job.Settings
+//	POST /v1/job-settings            job.Settings (all fields)
 //	POST /v1/drives/{id}/remove      suspend, then drain: RemoveDriveReply
 func (h *handler) jobRoutes(mux *http.ServeMux) {
 	v := APIVersion
+	mux.HandleFunc("GET "+v+"/job-settings", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) { return h.jobs.Settings(ctx) }))
+	mux.HandleFunc("POST "+v+"/job-settings", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
+		var st job.Settings
+		if err := decodeBody(r, &st); err != nil {
+			return nil, err
+		}
+		if err := h.jobs.SetSettings(ctx, st); err != nil {
+			return nil, err
+		}
+		return h.jobs.Settings(ctx)
+	}))
 	mux.HandleFunc("GET "+v+"/jobs", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) { return h.jobs.List(ctx) }))
 	mux.HandleFunc("POST "+v+"/jobs", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
 		var req StartJobRequest
