@@ -154,9 +154,27 @@ func TestCLI(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		args []string
+		want string
+	}{
+		{[]string{"job", "types", "list"}, "integrityscan"},
+		{[]string{"job", "settings", "--restripe-exclusive", "true"}, "restripe exclusive  true"},
+		{[]string{"job", "policies", "create", "nightly", "--default", "low", "--window", "mon-fri 20:00-06:00 high"}, "policy nightly: default low, 1 windows"},
+		{[]string{"job", "policies", "list"}, "nightly"},
+		{[]string{"job", "status"}, "coordinator  n"},
+	} {
+		if out, code := c.Weft(tc.args...); code != 0 || !strings.Contains(out, tc.want) {
+			t.Errorf("weft %s: exit %d:\n%s\nwant %q", strings.Join(tc.args, " "), code, out, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
 		code int
 		want string
 	}{
+		{[]string{"job", "start", "nosuchtype"}, 1, "unknown job type"},
+		{[]string{"job", "start", "repair", "--priority", "11"}, 1, "priority"},
+		{[]string{"job", "policies", "create", "bad", "--window", "mon-fri 25:00-06:00 high"}, 1, "25:00"},
+		{[]string{"job", "view", "abc"}, 2, "job id"},
 		{[]string{"drive", "suspend", "bogus"}, 2, `drive id "bogus"`},
 		{[]string{"drive", "suspend", "d999"}, 1, "drive d999"},
 		{[]string{"pool", "create", "x", "--protection", "ec:4"}, 1, `"ec:4"`},
