@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -31,55 +32,45 @@ problem. Exit status is 0 either way; use --json for scripts.`,
   weft status --json | jq .health`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			st, err := cl.Status(c.Context())
-			if err != nil {
-				return err
-			}
-			w := c.OutOrStdout()
-			if g.json {
-				return printJSON(w, st)
-			}
-			fmt.Fprintf(w, "cluster   %s\n", st.ClusterID)
-			fmt.Fprintf(w, "health    %s\n", st.Health)
-			fmt.Fprintf(w, "nodes     %d/%d up\n", st.NodesUp, st.Nodes)
-			fmt.Fprintf(w, "drives    %d/%d up", st.DrivesUp, st.Drives)
-			if n := st.DriveStatus[string(cluster.StatusRemoved)]; n > 0 {
-				fmt.Fprintf(w, " (%d removed)", n)
-			}
-			fmt.Fprintln(w)
-			fmt.Fprintf(w, "capacity  %s used of %s (%s), %s free\n", humanBytes(st.UsedBytes), humanBytes(st.TotalBytes),
-				percent(st.UsedBytes, st.TotalBytes), humanBytes(st.FreeBytes))
-			var members []string
-			for _, m := range st.Etcd {
-				s := m.Name
-				switch {
-				case !m.Healthy:
-					s += "(down)"
-				case m.Leader:
-					s += "(leader)"
+			return query(g, c, (*admin.Client).Status, func(w io.Writer, st cluster.Status) error {
+				fmt.Fprintf(w, "cluster   %s\n", st.ClusterID)
+				fmt.Fprintf(w, "health    %s\n", st.Health)
+				fmt.Fprintf(w, "nodes     %d/%d up\n", st.NodesUp, st.Nodes)
+				fmt.Fprintf(w, "drives    %d/%d up", st.DrivesUp, st.Drives)
+				if n := st.DriveStatus[string(cluster.StatusRemoved)]; n > 0 {
+					fmt.Fprintf(w, " (%d removed)", n)
 				}
-				members = append(members, s)
-			}
-			fmt.Fprintf(w, "etcd      %s\n", strings.Join(members, " "))
-			fmt.Fprintln(w)
-			t := newTable(w, "POOL", "PROTECTION", "DRIVES", "USED", "SIZE", "USE%")
-			for _, p := range st.Pools {
-				t.row(p.Name, p.Protection, fmt.Sprintf("%d/%d", p.DrivesUp, p.Drives), humanBytes(p.UsedBytes), humanBytes(p.TotalBytes), percent(p.UsedBytes, p.TotalBytes))
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			if len(st.Problems) > 0 {
-				fmt.Fprintln(w, "\nproblems:")
-				for _, p := range st.Problems {
-					fmt.Fprintln(w, "  -", p)
+				fmt.Fprintln(w)
+				fmt.Fprintf(w, "capacity  %s used of %s (%s), %s free\n", humanBytes(st.UsedBytes), humanBytes(st.TotalBytes),
+					percent(st.UsedBytes, st.TotalBytes), humanBytes(st.FreeBytes))
+				var members []string
+				for _, m := range st.Etcd {
+					s := m.Name
+					switch {
+					case !m.Healthy:
+						s += "(down)"
+					case m.Leader:
+						s += "(leader)"
+					}
+					members = append(members, s)
 				}
-			}
-			return nil
+				fmt.Fprintf(w, "etcd      %s\n", strings.Join(members, " "))
+				fmt.Fprintln(w)
+				t := newTable(w, "POOL", "PROTECTION", "DRIVES", "USED", "SIZE", "USE%")
+				for _, p := range st.Pools {
+					t.row(p.Name, p.Protection, fmt.Sprintf("%d/%d", p.DrivesUp, p.Drives), humanBytes(p.UsedBytes), humanBytes(p.TotalBytes), percent(p.UsedBytes, p.TotalBytes))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if len(st.Problems) > 0 {
+					fmt.Fprintln(w, "\nproblems:")
+					for _, p := range st.Problems {
+						fmt.Fprintln(w, "  -", p)
+					}
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -96,30 +87,21 @@ crash), its block-service and admin addresses, and its process id.`,
   weft node list --json | jq '.[] | {name, state, pid: .live.pid}'`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			nodes, err := cl.Nodes(c.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), nodes)
-			}
-			t := newTable(c.OutOrStdout(), "NAME", "STATE", "GRPC", "ADMIN", "ETCD", "PID", "VERSION", "SINCE")
-			for _, n := range nodes {
-				pid, ver, since := "-", "-", "-"
-				if n.Live != nil {
-					pid, ver, since = strconv.Itoa(n.Live.PID), n.Live.Version, n.Live.Started.Local().Format("2006-01-02 15:04:05")
+			return query(g, c, (*admin.Client).Nodes, func(w io.Writer, nodes []cluster.Node) error {
+				t := newTable(w, "NAME", "STATE", "GRPC", "ADMIN", "ETCD", "PID", "VERSION", "SINCE")
+				for _, n := range nodes {
+					pid, ver, since := "-", "-", "-"
+					if n.Live != nil {
+						pid, ver, since = strconv.Itoa(n.Live.PID), n.Live.Version, n.Live.Started.Local().Format("2006-01-02 15:04:05")
+					}
+					etcd := "-"
+					if n.EtcdClient != "" {
+						etcd = "member"
+					}
+					t.row(n.Name, string(n.State), n.GRPCAddr, n.AdminAddr, etcd, pid, ver, since)
 				}
-				etcd := "-"
-				if n.EtcdClient != "" {
-					etcd = "member"
-				}
-				t.row(n.Name, string(n.State), n.GRPCAddr, n.AdminAddr, etcd, pid, ver, since)
-			}
-			return t.flush()
+				return t.flush()
+			})
 		},
 	})
 	return cmd
@@ -141,27 +123,18 @@ new blocks but keeps serving the ones it has.`,
 		Example: "  weft drive list\n  weft drive list --json",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			drives, err := cl.Drives(c.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), drives)
-			}
-			t := newTable(c.OutOrStdout(), "ID", "NODE", "STATE", "STATUS", "CLASS", "POOL", "USED", "SIZE", "USE%", "BLOCKS", "PATH")
-			for _, d := range drives {
-				used, size, pct, blocks := "-", "-", "-", "-"
-				if d.Live != nil && d.Live.Error == "" {
-					used, size = humanBytes(d.Live.UsedBytes), humanBytes(d.Live.TotalBytes)
-					pct, blocks = percent(d.Live.TotalBytes-d.Live.FreeBytes, d.Live.TotalBytes), strconv.FormatInt(d.Live.Blocks, 10)
+			return query(g, c, (*admin.Client).Drives, func(w io.Writer, drives []cluster.Drive) error {
+				t := newTable(w, "ID", "NODE", "STATE", "STATUS", "CLASS", "POOL", "USED", "SIZE", "USE%", "BLOCKS", "PATH")
+				for _, d := range drives {
+					used, size, pct, blocks := "-", "-", "-", "-"
+					if d.Live != nil && d.Live.Error == "" {
+						used, size = humanBytes(d.Live.UsedBytes), humanBytes(d.Live.TotalBytes)
+						pct, blocks = percent(d.Live.TotalBytes-d.Live.FreeBytes, d.Live.TotalBytes), strconv.FormatInt(d.Live.Blocks, 10)
+					}
+					t.row(d.ID.String(), d.Node, string(d.State), string(d.Status), d.Class, d.Pool, used, size, pct, blocks, d.Path)
 				}
-				t.row(d.ID.String(), d.Node, string(d.State), string(d.Status), d.Class, d.Pool, used, size, pct, blocks, d.Path)
-			}
-			return t.flush()
+				return t.flush()
+			})
 		},
 	}
 	setStatus := func(verb string, to cluster.DriveStatus, short string) *cobra.Command {
@@ -240,23 +213,14 @@ A drive joins a pool when it is added (weft server --drive PATH:CLASS:POOL).`,
 		Short: "List pools with protection, drives and capacity",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			pools, err := cl.Pools(c.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), pools)
-			}
-			t := newTable(c.OutOrStdout(), "NAME", "PROTECTION", "DRIVES", "UP", "USED", "FREE", "SIZE", "USE%")
-			for _, p := range pools {
-				t.row(p.Name, p.Protection, strconv.Itoa(p.Drives), strconv.Itoa(p.DrivesUp), humanBytes(p.UsedBytes),
-					humanBytes(p.FreeBytes), humanBytes(p.TotalBytes), percent(p.TotalBytes-p.FreeBytes, p.TotalBytes))
-			}
-			return t.flush()
+			return query(g, c, (*admin.Client).Pools, func(w io.Writer, pools []cluster.Pool) error {
+				t := newTable(w, "NAME", "PROTECTION", "DRIVES", "UP", "USED", "FREE", "SIZE", "USE%")
+				for _, p := range pools {
+					t.row(p.Name, p.Protection, strconv.Itoa(p.Drives), strconv.Itoa(p.DrivesUp), humanBytes(p.UsedBytes),
+						humanBytes(p.FreeBytes), humanBytes(p.TotalBytes), percent(p.TotalBytes-p.FreeBytes, p.TotalBytes))
+				}
+				return t.flush()
+			})
 		},
 	}
 	var protection string

@@ -461,30 +461,21 @@ high, off_hours (low on weekdays 08:00-18:00, high otherwise).`,
 		Short: "List impact policies",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			ps, err := cl.Policies(c.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), ps)
-			}
-			t := newTable(c.OutOrStdout(), "NAME", "DEFAULT", "TIME ZONE", "WINDOWS")
-			for _, p := range ps {
-				var ws []string
-				for _, w := range p.Windows {
-					ws = append(ws, w.String())
+			return query(g, c, (*admin.Client).Policies, func(w io.Writer, ps []job.Policy) error {
+				t := newTable(w, "NAME", "DEFAULT", "TIME ZONE", "WINDOWS")
+				for _, p := range ps {
+					var ws []string
+					for _, w := range p.Windows {
+						ws = append(ws, w.String())
+					}
+					tz := p.TimeZone
+					if tz == "" {
+						tz = "cluster"
+					}
+					t.row(p.Name, p.Default, tz, strings.Join(ws, "; "))
 				}
-				tz := p.TimeZone
-				if tz == "" {
-					tz = "cluster"
-				}
-				t.row(p.Name, p.Default, tz, strings.Join(ws, "; "))
-			}
-			return t.flush()
+				return t.flush()
+			})
 		},
 	}
 	put := func(update bool) *cobra.Command {
@@ -531,28 +522,18 @@ func jobStatusCmd(g *globals) *cobra.Command {
 		Short: "Show the coordinator, and per node and job: workers, duty cycle, items/s",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			st, err := cl.JobStatus(c.Context())
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), st)
-			}
-			w := c.OutOrStdout()
-			coord := st.Coordinator
-			if coord == "" {
-				coord = "(none elected)"
-			}
-			fmt.Fprintf(w, "coordinator  %s\n", coord)
-			if st.LowSpace {
-				fmt.Fprintf(w, "low space    %s\n", st.LowSpaceReason)
-			}
-			fmt.Fprintln(w)
-			return printNodeStatus(w, st.Status)
+			return query(g, c, (*admin.Client).JobStatus, func(w io.Writer, st admin.JobStatus) error {
+				coord := st.Coordinator
+				if coord == "" {
+					coord = "(none elected)"
+				}
+				fmt.Fprintf(w, "coordinator  %s\n", coord)
+				if st.LowSpace {
+					fmt.Fprintf(w, "low space    %s\n", st.LowSpaceReason)
+				}
+				fmt.Fprintln(w)
+				return printNodeStatus(w, st.Status)
+			})
 		},
 	}
 }

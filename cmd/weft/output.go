@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weftfs/weft/internal/admin"
 )
 
 // printJSON writes v as indented JSON.
@@ -50,4 +55,21 @@ func percent(part, whole int64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+// query runs one read-only admin call for command c and prints its answer:
+// JSON with --json, else through render.
+func query[T any](g *globals, c *cobra.Command, fetch func(*admin.Client, context.Context) (T, error), render func(io.Writer, T) error) error {
+	cl, err := g.client()
+	if err != nil {
+		return err
+	}
+	v, err := fetch(cl, c.Context())
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(c.OutOrStdout(), v)
+	}
+	return render(c.OutOrStdout(), v)
 }
