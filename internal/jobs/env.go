@@ -1,9 +1,11 @@
 package jobs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
+	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
@@ -24,6 +26,10 @@ type Env interface {
 	Client() *client.Client
 	// Cluster is the control plane (drive statuses).
 	Cluster() *cluster.Store
+	// Blocks returns a client of the block service of node (cached; the
+	// caller does not close it), for drive scans: list, stat, verify and
+	// delete blocks on that node's drives.
+	Blocks(ctx context.Context, node string) (*block.Client, error)
 }
 
 func envOf(e job.Env) (Env, error) {

@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
@@ -22,6 +24,9 @@ type jobEnv struct {
 	meta    *meta.Meta
 	client  *client.Client
 	cluster *cluster.Store
+
+	mu    sync.Mutex
+	conns map[string]*block.Client // by gRPC address
 }
 
 var _ jobs.Env = (*jobEnv)(nil)
@@ -31,6 +36,47 @@ func (e *jobEnv) Log() *slog.Logger       { return e.log }
 func (e *jobEnv) Meta() *meta.Meta        { return e.meta }
 func (e *jobEnv) Client() *client.Client  { return e.client }
 func (e *jobEnv) Cluster() *cluster.Store { return e.cluster }
+
+// Blocks returns a cached client of node's block service.
+func (e *jobEnv) Blocks(ctx context.Context, node string) (*block.Client, error) {
+	nodes, err := e.cluster.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addr := ""
+	for _, n := range nodes {
+		if n.Name == node {
+			addr = n.GRPCAddr
+		}
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("server: no node %q in the cluster", node)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c := e.conns[addr]; c != nil {
+		return c, nil
+	}
+	c, err := block.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	if e.conns == nil {
+		e.conns = map[string]*block.Client{}
+	}
+	e.conns[addr] = c
+	return c, nil
+}
+
+// close closes the cached block clients.
+func (e *jobEnv) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.conns {
+		_ = c.Close()
+	}
+	e.conns = nil
+}
 
 // driveLoads adapts the node's drive I/O counters to the throttle: the
 // rates between the previous call's snapshots and now.
@@ -78,6 +124,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	}
 	s.throttle = ctl
 	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, client: s.files, cluster: s.store}
+	s.jobEnv = env
 	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, LeaseTTL: s.cfg.LeaseTTL}); err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ type Server struct {
 	meta     *meta.Meta
 	files    *client.Client // file layouts for the admin API, and the jobs' data path
 	jobs     *job.Engine
+	jobEnv   *jobEnv
 	throttle *job.Controller
 	blocks   *block.Service
 
@@ -321,6 +322,9 @@ func (s *Server) shutdown(ctx context.Context) {
 		}
 		if s.files != nil {
 			_ = s.files.Close()
+		}
+		if s.jobEnv != nil {
+			s.jobEnv.close()
 		}
 		for _, d := range s.drives {
 			if err := d.Close(); err != nil {
