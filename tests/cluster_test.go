@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +149,18 @@ func TestCLI(t *testing.T) {
 	out, code = c.Weft("drive", "list")
 	if code != 0 || !strings.HasPrefix(out, "ID") || strings.Count(out, "\n") != 7 {
 		t.Fatalf("weft drive list (%d):\n%s", code, out)
+	}
+	// Every node serves Prometheus metrics: drives and the job engine.
+	resp, err := http.Get(strings.TrimRight(c.NodeAdmin("n2").Base(), "/") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"weft_drive_ops_total", "weft_drive_free_bytes", "weft_job_coordinator", "weft_job_items_total"} {
+		if !strings.Contains(string(body), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
 	}
 	out, code = c.Weft("pool", "create", "cold", "--protection", "mirror:3")
 	if code != 0 || !strings.Contains(out, "pool cold created with protection mirror:3") {

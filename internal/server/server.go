@@ -149,6 +149,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	if err = s.startJobs(ctx); err != nil {
 		return s, err
 	}
+	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
 	mux.Handle("/", admin.NewHandler(admin.Deps{
 		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: job.NewPolicyStore(s.etcd), Log: s.log,
 		Node: admin.NodeInfo{
