@@ -205,7 +205,7 @@ func (c *coordinator) split(ctx context.Context, rec jobRecord, phase Phase) err
 	}
 	i := rec.Phase
 	job := &Job{ID: rec.ID, Type: rec.Type, Params: cloneParams(rec.Params), Phase: i,
-		Parallelism: max(1, int(nodes.Count)) * c.e.cfg.Parallelism}
+		Parallelism: max(1, int(nodes.Count)) * c.e.cfg.Parallelism, Created: rec.Created}
 	specs, err := phase.Split(ctx, c.e.cfg.Env, job)
 	if err == nil {
 		err = checkSpecs(specs)

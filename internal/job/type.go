@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 )
 
 // Type is a kind of job (repair, collect, ...): a name, the exclusion sets
@@ -109,6 +110,9 @@ type Job struct {
 	// Parallelism is the number of tasks the engine suggests Split make
 	// (live nodes × workers × a factor); Split may make more or fewer.
 	Parallelism int
+	// Created is when the job was submitted: a phase can tell what existed
+	// before the job from what appeared while it ran.
+	Created time.Time
 }
 
 // Env is what a phase gets from the node it runs on. The engine does not

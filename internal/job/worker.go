@@ -47,7 +47,7 @@ func (w *worker) step(ctx context.Context) stepResult {
 			return stepIdle
 		}
 		w.h, w.batch, w.listed, w.saved = h, nil, false, time.Now()
-		w.job = &Job{ID: job.ID, Type: job.Type, Params: job.Params, Phase: h.rec.Phase}
+		w.job = &Job{ID: job.ID, Type: job.Type, Params: job.Params, Phase: h.rec.Phase, Created: job.Created}
 		return stepBusy
 	}
 	if time.Since(w.saved) >= e.cfg.CheckpointInterval {

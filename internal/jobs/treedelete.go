@@ -319,6 +319,13 @@ func (treeDirs) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.TaskS
 	if err != nil {
 		return nil, err
 	}
+	// The files phase fixed the tree by its root's LIN; this phase finds
+	// the root by path again. A directory born after the job was submitted
+	// is not the tree it named (that one was moved away): never empty it.
+	if a, err := e.Meta().GetAttr(ctx, root); err == nil && !j.Created.IsZero() && a.Btime.After(j.Created) {
+		return nil, fmt.Errorf("%w: %s now names a directory created after the job started (the tree it named was moved away): not deleting it",
+			job.ErrInvalid, j.Params["path"])
+	}
 	return []job.TaskSpec{{Scope: treeScope(root), From: 0, To: 1}}, nil
 }
 
