@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,8 +16,10 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/tests/harness"
 )
@@ -278,4 +281,62 @@ func TestJobSurvivesCoordinatorKill(t *testing.T) {
 		t.Fatalf("coordinator after the kill: %+v %v", st2, err)
 	}
 	t.Logf("coordinator %s killed; %s took over; the job processed %d items for %d files", st.Coordinator, st2.Coordinator, j.Phases[0].Items, n)
+}
+
+// treedelete removes a tree through the job engine and the space comes
+// back; collect sweeps a block nobody references and keeps every block a
+// file uses.
+func TestTreeDeleteAndCollect(t *testing.T) {
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
+	ctx := context.Background()
+	keep := randBytes(31, 5*unit+9)
+	writeFile(t, filepath.Join(c.Mount, "keep"), keep)
+	for d := 0; d < 5; d++ {
+		dir := filepath.Join(c.Mount, "tree", fmt.Sprintf("d%d", d), "sub")
+		must(t, os.MkdirAll(dir, 0o755))
+		for f := 0; f < 20; f++ {
+			writeFile(t, filepath.Join(dir, fmt.Sprintf("f%02d", f)), randBytes(uint64(d*100+f), 70<<10))
+		}
+	}
+	j := c.WaitJob(startJob(t, c, "treedelete", "--path", "/tree"), 2*time.Minute)
+	if j.State != job.Succeeded || j.Phases[0].Items != 100 {
+		t.Fatalf("treedelete: %+v", j)
+	}
+	if _, err := os.Stat(filepath.Join(c.Mount, "tree")); !os.IsNotExist(err) {
+		t.Fatalf("tree still there: %v", err)
+	}
+	checkFile(t, filepath.Join(c.Mount, "keep"), keep)
+
+	// An orphan block: stored on a drive, named by no stripe map.
+	nodes, _ := c.Admin.Nodes(ctx)
+	drives, _ := c.Admin.Drives(ctx)
+	d := drives[0]
+	var addr string
+	for _, n := range nodes {
+		if n.Name == d.Node {
+			addr = n.GRPCAddr
+		}
+	}
+	bc, err := block.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	orphan := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 999999, Stripe: 0, Unit: 0, Generation: 1}
+	if err := bc.Put(ctx, d.ID, orphan, randBytes(5, 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // older than the 1 s grace given below
+	j = c.WaitJob(startJob(t, c, "collect", "--param", "grace=1s"), 2*time.Minute)
+	if j.State != job.Succeeded {
+		t.Fatalf("collect: %+v", j)
+	}
+	if _, _, err := bc.Get(ctx, d.ID, orphan.ID, 0, -1); !errors.Is(err, drive.ErrNotFound) {
+		t.Fatalf("orphan block after collect: %v", err)
+	}
+	checkFile(t, filepath.Join(c.Mount, "keep"), keep)
+	v := c.WaitJob(startJob(t, c, "integrityscan", "--dry-run"), 2*time.Minute)
+	if v.State != job.Succeeded || v.Phases[0].Errors != 0 {
+		t.Fatalf("integrity after collect: %+v", v.Phases)
+	}
 }
