@@ -34,10 +34,10 @@ type policyScenario struct {
 }
 
 func (s *policyScenario) run(c tdCase) string {
-	switch c.cmd {
+	switch c.Cmd {
 	case "window":
 		var out []string
-		for _, spec := range c.input {
+		for _, spec := range c.Input {
 			w, err := ParseWindow(spec)
 			if err != nil {
 				out = append(out, "error: "+err.Error())
@@ -46,53 +46,53 @@ func (s *policyScenario) run(c tdCase) string {
 			// The canonical form must parse back to itself.
 			again, err := ParseWindow(w.String())
 			if err != nil || again.String() != w.String() {
-				s.t.Errorf("%s: %q does not round-trip: %q, %v", c.pos, w.String(), again.String(), err)
+				s.t.Errorf("%s: %q does not round-trip: %q, %v", c.Pos, w.String(), again.String(), err)
 			}
 			out = append(out, w.String())
 		}
 		return strings.Join(out, "\n")
 	case "policy":
-		p, err := NewPolicy(c.arg("name", ""), c.arg("tz", ""), c.arg("default", ""), c.input)
+		p, err := NewPolicy(c.Arg("name", ""), c.Arg("tz", ""), c.Arg("default", ""), c.Input)
 		if err != nil {
 			return "error: " + err.Error()
 		}
 		s.policy = &p
 		return "ok"
 	case "builtin":
-		p, ok := BuiltinPolicy(c.arg("name", ""))
+		p, ok := BuiltinPolicy(c.Arg("name", ""))
 		if !ok {
-			s.t.Fatalf("%s: no built-in policy %q", c.pos, c.arg("name", ""))
+			s.t.Fatalf("%s: no built-in policy %q", c.Pos, c.Arg("name", ""))
 		}
 		if err := p.Validate(); err != nil {
-			s.t.Fatalf("%s: built-in does not validate: %v", c.pos, err)
+			s.t.Fatalf("%s: built-in does not validate: %v", c.Pos, err)
 		}
 		s.policy = &p
 		return "ok"
 	case "zone":
-		loc, err := time.LoadLocation(c.arg("name", ""))
+		loc, err := time.LoadLocation(c.Arg("name", ""))
 		if err != nil {
-			s.t.Fatalf("%s: %v", c.pos, err)
+			s.t.Fatalf("%s: %v", c.Pos, err)
 		}
 		s.zone = loc
 		return "ok"
 	case "at":
 		if s.policy == nil {
-			s.t.Fatalf("%s: no current policy", c.pos)
+			s.t.Fatalf("%s: no current policy", c.Pos)
 		}
 		loc, err := s.policy.Location(s.zone)
 		if err != nil {
-			s.t.Fatalf("%s: %v", c.pos, err)
+			s.t.Fatalf("%s: %v", c.Pos, err)
 		}
 		var out []string
-		for _, line := range c.input {
+		for _, line := range c.Input {
 			at, err := time.Parse(time.RFC3339, strings.TrimSpace(line))
 			if err != nil {
-				s.t.Fatalf("%s: %v", c.pos, err)
+				s.t.Fatalf("%s: %v", c.Pos, err)
 			}
 			local := at.In(loc)
 			imp, err := s.policy.ImpactAt(local)
 			if err != nil {
-				s.t.Fatalf("%s: %v", c.pos, err)
+				s.t.Fatalf("%s: %v", c.Pos, err)
 			}
 			where := "default"
 			if imp.Window >= 0 {
@@ -103,6 +103,6 @@ func (s *policyScenario) run(c tdCase) string {
 		}
 		return strings.Join(out, "\n")
 	}
-	s.t.Fatalf("%s: unknown command %q", c.pos, c.cmd)
+	s.t.Fatalf("%s: unknown command %q", c.Pos, c.Cmd)
 	return ""
 }

@@ -3,12 +3,13 @@ package job
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/weftfs/weft/internal/datadriven"
 )
 
 // The files under testdata/schedule/ are scheduler scenarios in the
@@ -33,48 +34,42 @@ func TestScheduleDataDriven(t *testing.T) {
 		t.Fatalf("no testdata: %v", err)
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runJobDD(t, f, runSchedule) })
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			datadriven.RunFile(t, f, *rewriteJob, func(c jobDDCase) string { return runSchedule(t, c) })
+		})
 	}
-}
-
-// jobDDCase is one command of a datadriven file.
-type jobDDCase struct {
-	pos   string
-	cmd   string
-	args  map[string]string
-	input []string
 }
 
 func runSchedule(t *testing.T, c jobDDCase) string {
-	if c.cmd != "schedule" {
-		t.Fatalf("%s: unknown command %q", c.pos, c.cmd)
+	if c.Cmd != "schedule" {
+		t.Fatalf("%s: unknown command %q", c.Pos, c.Cmd)
 	}
 	in := schedInput{MaxRunning: 3}
-	if v, ok := c.args["max"]; ok {
+	if v, ok := c.Args["max"]; ok {
 		in.MaxRunning, _ = strconv.Atoi(v)
 	}
-	_, in.RestripeExclusive = c.args["restripe-exclusive"]
-	_, in.LowSpace = c.args["low-space"]
-	for _, line := range c.input {
+	_, in.RestripeExclusive = c.Args["restripe-exclusive"]
+	_, in.LowSpace = c.Args["low-space"]
+	for _, line := range c.Input {
 		f := strings.Fields(line)
 		if len(f) < 4 {
-			t.Fatalf("%s: job line %q: want <id> <set> p=<priority> <state> [frees-space]", c.pos, line)
+			t.Fatalf("%s: job line %q: want <id> <set> p=<priority> <state> [frees-space]", c.Pos, line)
 		}
 		id, err := ParseJobID(f[0])
 		if err != nil {
-			t.Fatalf("%s: %v", c.pos, err)
+			t.Fatalf("%s: %v", c.Pos, err)
 		}
 		set, err := ParseExclusionSet(f[1])
 		if err != nil {
-			t.Fatalf("%s: %v", c.pos, err)
+			t.Fatalf("%s: %v", c.Pos, err)
 		}
 		p, err := strconv.Atoi(strings.TrimPrefix(f[2], "p="))
 		if err != nil {
-			t.Fatalf("%s: priority %q", c.pos, f[2])
+			t.Fatalf("%s: priority %q", c.Pos, f[2])
 		}
 		j := schedJob{ID: id, Set: set, Priority: p, State: State(f[3])}
 		if !j.State.valid() {
-			t.Fatalf("%s: state %q", c.pos, f[3])
+			t.Fatalf("%s: state %q", c.Pos, f[3])
 		}
 		j.FreesSpace = slices.Contains(f[4:], "frees-space")
 		in.Jobs = append(in.Jobs, j)
@@ -106,52 +101,5 @@ func runSchedule(t *testing.T, c jobDDCase) string {
 	return strings.Join(out, "\n")
 }
 
-// runJobDD runs every case of path through run, comparing (or, with
-// -rewrite-job, replacing) the expected outputs.
-func runJobDD(t *testing.T, path string, run func(t *testing.T, c jobDDCase) string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(raw), "\n")
-	var out strings.Builder
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			if i < len(lines)-1 {
-				out.WriteString(line + "\n")
-			}
-			continue
-		}
-		c := jobDDCase{pos: fmt.Sprintf("%s:%d", path, i+1), args: map[string]string{}}
-		fields := strings.Fields(line)
-		c.cmd = fields[0]
-		for _, f := range fields[1:] {
-			k, v, _ := strings.Cut(f, "=")
-			c.args[k] = v
-		}
-		out.WriteString(line + "\n")
-		for i++; i < len(lines) && lines[i] != "----"; i++ {
-			c.input = append(c.input, lines[i])
-			out.WriteString(lines[i] + "\n")
-		}
-		if i == len(lines) {
-			t.Fatalf("%s: no ---- after the command", c.pos)
-		}
-		var want []string
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			want = append(want, lines[i])
-		}
-		i--
-		got := strings.TrimRight(run(t, c), "\n")
-		out.WriteString("----\n" + got + "\n")
-		if !*rewriteJob && got != strings.Join(want, "\n") {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", c.pos, line, got, strings.Join(want, "\n"))
-		}
-	}
-	if *rewriteJob {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+// jobDDCase is one command of a datadriven file.
+type jobDDCase = datadriven.Case

@@ -99,14 +99,14 @@ type throttleScenario struct {
 }
 
 func (s *throttleScenario) run(c tdCase) string {
-	if c.cmd != "setup" && s.c == nil {
-		s.t.Fatalf("%s: setup first", c.pos)
+	if c.Cmd != "setup" && s.c == nil {
+		s.t.Fatalf("%s: setup first", c.Pos)
 	}
-	switch c.cmd {
+	switch c.Cmd {
 	case "setup":
 		return s.setup(c)
 	case "policy":
-		p, err := NewPolicy(c.arg("name", ""), c.arg("tz", ""), c.arg("default", ""), c.input)
+		p, err := NewPolicy(c.Arg("name", ""), c.Arg("tz", ""), c.Arg("default", ""), c.Input)
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -114,39 +114,39 @@ func (s *throttleScenario) run(c tdCase) string {
 		return "ok"
 	case "delete-policy":
 		s.policies.mu.Lock()
-		delete(s.policies.policies, c.arg("name", ""))
+		delete(s.policies.policies, c.Arg("name", ""))
 		s.policies.mu.Unlock()
 		return "ok"
 	case "load":
 		return s.setLoad(c)
 	case "job":
-		id, policy := c.arg("id", ""), c.arg("policy", "")
+		id, policy := c.Arg("id", ""), c.Arg("policy", "")
 		s.jobs[id] = policy
 		a := s.c.Allowance(id, policy)
 		return fmt.Sprintf("%s: %d×%.2f", id, a.Workers, a.Duty)
 	case "forget":
-		delete(s.jobs, c.arg("id", ""))
-		s.c.Forget(c.arg("id", ""))
+		delete(s.jobs, c.Arg("id", ""))
+		s.c.Forget(c.Arg("id", ""))
 		return "ok"
 	case "tick":
 		return s.tick(c)
 	case "status":
 		return s.status()
 	}
-	s.t.Fatalf("%s: unknown command %q", c.pos, c.cmd)
+	s.t.Fatalf("%s: unknown command %q", c.Pos, c.Cmd)
 	return ""
 }
 
 func (s *throttleScenario) setup(c tdCase) string {
 	var err error
-	if s.zone, err = time.LoadLocation(c.arg("zone", "UTC")); err != nil {
-		s.t.Fatalf("%s: %v", c.pos, err)
+	if s.zone, err = time.LoadLocation(c.Arg("zone", "UTC")); err != nil {
+		s.t.Fatalf("%s: %v", c.Pos, err)
 	}
-	if s.now, err = time.Parse(time.RFC3339, c.arg("start", "2026-03-02T10:00:00Z")); err != nil {
-		s.t.Fatalf("%s: %v", c.pos, err)
+	if s.now, err = time.Parse(time.RFC3339, c.Arg("start", "2026-03-02T10:00:00Z")); err != nil {
+		s.t.Fatalf("%s: %v", c.Pos, err)
 	}
-	if s.every, err = time.ParseDuration(c.arg("every", "5s")); err != nil {
-		s.t.Fatalf("%s: %v", c.pos, err)
+	if s.every, err = time.ParseDuration(c.Arg("every", "5s")); err != nil {
+		s.t.Fatalf("%s: %v", c.Pos, err)
 	}
 	s.sampler = &scriptSampler{}
 	s.policies = &memPolicies{policies: map[string]Policy{}}
@@ -156,31 +156,31 @@ func (s *throttleScenario) setup(c tdCase) string {
 		Now: func() time.Time { return s.now },
 	})
 	if err != nil {
-		s.t.Fatalf("%s: %v", c.pos, err)
+		s.t.Fatalf("%s: %v", c.Pos, err)
 	}
 	return "ok"
 }
 
 func (s *throttleScenario) setLoad(c tdCase) string {
 	var l Load
-	if v, ok := c.args["cpu"]; ok {
+	if v, ok := c.Args["cpu"]; ok {
 		pct, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			s.t.Fatalf("%s: cpu: %v", c.pos, err)
+			s.t.Fatalf("%s: cpu: %v", c.Pos, err)
 		}
 		l.CPU = pct / 100
 	}
-	for _, line := range c.input {
+	for _, line := range c.Input {
 		f := strings.Fields(line)
 		if len(f) != 4 {
-			s.t.Fatalf("%s: drive line %q: want DRIVE CLASS iops=X qd=Y", c.pos, line)
+			s.t.Fatalf("%s: drive line %q: want DRIVE CLASS iops=X qd=Y", c.Pos, line)
 		}
 		d := DriveLoad{Drive: f[0], Class: f[1]}
 		for _, kv := range f[2:] {
 			k, v, _ := strings.Cut(kv, "=")
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				s.t.Fatalf("%s: %q: %v", c.pos, kv, err)
+				s.t.Fatalf("%s: %q: %v", c.Pos, kv, err)
 			}
 			switch k {
 			case "iops":
@@ -188,13 +188,13 @@ func (s *throttleScenario) setLoad(c tdCase) string {
 			case "qd":
 				d.QueueDepth = n
 			default:
-				s.t.Fatalf("%s: unknown drive field %q", c.pos, k)
+				s.t.Fatalf("%s: unknown drive field %q", c.Pos, k)
 			}
 		}
 		l.Drives = append(l.Drives, d)
 	}
 	var err error
-	switch msg := c.arg("error", ""); msg {
+	switch msg := c.Arg("error", ""); msg {
 	case "":
 	case "warmup":
 		err = ErrSampleWarmup
@@ -208,15 +208,15 @@ func (s *throttleScenario) setLoad(c tdCase) string {
 }
 
 func (s *throttleScenario) tick(c tdCase) string {
-	n, err := strconv.Atoi(c.arg("n", "1"))
+	n, err := strconv.Atoi(c.Arg("n", "1"))
 	if err != nil {
-		s.t.Fatalf("%s: n: %v", c.pos, err)
+		s.t.Fatalf("%s: n: %v", c.Pos, err)
 	}
 	var out []string
 	for i := 0; i < n; i++ {
-		if at, ok := c.args["at"]; ok && i == 0 {
+		if at, ok := c.Args["at"]; ok && i == 0 {
 			if s.now, err = time.Parse(time.RFC3339, at); err != nil {
-				s.t.Fatalf("%s: at: %v", c.pos, err)
+				s.t.Fatalf("%s: at: %v", c.Pos, err)
 			}
 		} else {
 			s.now = s.now.Add(s.every)

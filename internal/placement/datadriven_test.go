@@ -5,13 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/weftfs/weft/internal/datadriven"
 	"github.com/weftfs/weft/internal/erasure"
 )
 
@@ -39,6 +39,10 @@ import (
 //	spread prot=P stripes=N [seed=N]
 //	                      N stripes; prints units per drive
 //	tolerance needed=N    input: "drive node" lines
+//
+// ddCase is one command of a datadriven file.
+type ddCase = datadriven.Case
+
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of datadriven tests")
 
 func TestDataDriven(t *testing.T) {
@@ -49,67 +53,8 @@ func TestDataDriven(t *testing.T) {
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			s := &scenario{}
-			runFile(t, f, s.run)
+			datadriven.RunFile(t, f, *rewrite, func(c ddCase) string { return s.run(t, c) })
 		})
-	}
-}
-
-// ddCase is one command of a datadriven file.
-type ddCase struct {
-	pos    string // file:line, for messages
-	cmd    string
-	args   map[string]string
-	input  []string
-	output string
-}
-
-// runFile runs every case of path through run, comparing (or, with
-// -rewrite, replacing) the expected outputs.
-func runFile(t *testing.T, path string, run func(t *testing.T, c ddCase) string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(raw), "\n")
-	var out strings.Builder
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			if i < len(lines)-1 {
-				out.WriteString(line + "\n")
-			}
-			continue
-		}
-		c := ddCase{pos: fmt.Sprintf("%s:%d", path, i+1), args: map[string]string{}}
-		fields := strings.Fields(line)
-		c.cmd = fields[0]
-		for _, f := range fields[1:] {
-			k, v, _ := strings.Cut(f, "=")
-			c.args[k] = v
-		}
-		out.WriteString(line + "\n")
-		for i++; i < len(lines) && lines[i] != "----"; i++ {
-			c.input = append(c.input, lines[i])
-			out.WriteString(lines[i] + "\n")
-		}
-		if i == len(lines) {
-			t.Fatalf("%s: no ---- after the command", c.pos)
-		}
-		var want []string
-		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			want = append(want, lines[i])
-		}
-		i-- // let the loop see the blank line
-		got := strings.TrimRight(run(t, c), "\n")
-		out.WriteString("----\n" + got + "\n")
-		if !*rewrite && got != strings.Join(want, "\n") {
-			t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", c.pos, line, got, strings.Join(want, "\n"))
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -119,7 +64,7 @@ type scenario struct {
 }
 
 func (s *scenario) run(t *testing.T, c ddCase) string {
-	switch c.cmd {
+	switch c.Cmd {
 	case "pool":
 		return s.setPool(t, c)
 	case "place":
@@ -129,24 +74,24 @@ func (s *scenario) run(t *testing.T, c ddCase) string {
 	case "tolerance":
 		return tolerance(t, c)
 	}
-	t.Fatalf("%s: unknown command %q", c.pos, c.cmd)
+	t.Fatalf("%s: unknown command %q", c.Pos, c.Cmd)
 	return ""
 }
 
 func (s *scenario) setPool(t *testing.T, c ddCase) string {
 	s.pool = nil
 	nodes := 0
-	for _, line := range c.input {
+	for _, line := range c.Input {
 		name, drives, ok := strings.Cut(line, ":")
 		if !ok {
-			t.Fatalf("%s: pool line %q: want node: drives", c.pos, line)
+			t.Fatalf("%s: pool line %q: want node: drives", c.Pos, line)
 		}
 		nodes++
 		for _, d := range strings.Fields(drives) {
 			attrs := strings.Split(d, ",")
 			id, err := strconv.ParseUint(attrs[0], 10, 32)
 			if err != nil {
-				t.Fatalf("%s: drive %q: %v", c.pos, d, err)
+				t.Fatalf("%s: drive %q: %v", c.Pos, d, err)
 			}
 			cd := Candidate{ID: DriveID(id), Node: strings.TrimSpace(name), FreeBytes: tib, TotalBytes: 2 * tib, Up: true, Usable: true}
 			for _, a := range attrs[1:] {
@@ -158,7 +103,7 @@ func (s *scenario) setPool(t *testing.T, c ddCase) string {
 				case "free":
 					cd.FreeBytes = parseSize(t, c, v)
 				default:
-					t.Fatalf("%s: unknown drive attribute %q", c.pos, a)
+					t.Fatalf("%s: unknown drive attribute %q", c.Pos, a)
 				}
 			}
 			s.pool = append(s.pool, cd)
@@ -169,29 +114,29 @@ func (s *scenario) setPool(t *testing.T, c ddCase) string {
 
 // request builds the request of a place or spread command.
 func (s *scenario) request(t *testing.T, c ddCase) Request {
-	p, err := erasure.ParseProtection(c.args["prot"])
+	p, err := erasure.ParseProtection(c.Args["prot"])
 	if err != nil {
-		t.Fatalf("%s: %v", c.pos, err)
+		t.Fatalf("%s: %v", c.Pos, err)
 	}
 	g := erasure.Geometry{Protection: p}
-	if v, ok := c.args["unit"]; ok {
+	if v, ok := c.Args["unit"]; ok {
 		g.UnitSize = int(parseSize(t, c, v))
 	}
 	n := int(g.StripeDataSize())
-	if _, ok := c.args["small"]; ok {
+	if _, ok := c.Args["small"]; ok {
 		n = g.Unit() / 2
 	}
 	l := g.Layout(n)
-	seed, _ := strconv.ParseUint(c.args["seed"], 10, 64)
+	seed, _ := strconv.ParseUint(c.Args["seed"], 10, 64)
 	req := Request{
 		Candidates: s.pool, Width: l.Width(), Min: l.MinPlaced(), Needed: l.Needed(),
 		UnitBytes: int64(l.UnitLen), Label: l.String(), Rand: rand.New(rand.NewPCG(seed, 0)),
-		Exclude: ids(t, c, c.args["exclude"]),
+		Exclude: ids(t, c, c.Args["exclude"]),
 	}
-	for _, id := range ids(t, c, c.args["existing"]) {
+	for _, id := range ids(t, c, c.Args["existing"]) {
 		i := slices.IndexFunc(s.pool, func(cd Candidate) bool { return cd.ID == id })
 		if i < 0 {
-			t.Fatalf("%s: existing drive %d not in pool", c.pos, id)
+			t.Fatalf("%s: existing drive %d not in pool", c.Pos, id)
 		}
 		req.Existing = append(req.Existing, Unit{Drive: id, Node: s.pool[i].Node})
 	}
@@ -207,7 +152,7 @@ func (s *scenario) place(t *testing.T, c ddCase) string {
 	res, err := Place(req)
 	if err != nil {
 		if !errors.Is(err, ErrNotEnoughDrives) {
-			t.Fatalf("%s: %v", c.pos, err)
+			t.Fatalf("%s: %v", c.Pos, err)
 		}
 		return "error: " + err.Error()
 	}
@@ -226,16 +171,16 @@ func (s *scenario) place(t *testing.T, c ddCase) string {
 }
 
 func (s *scenario) spread(t *testing.T, c ddCase) string {
-	stripes, err := strconv.Atoi(c.args["stripes"])
+	stripes, err := strconv.Atoi(c.Args["stripes"])
 	if err != nil {
-		t.Fatalf("%s: stripes: %v", c.pos, err)
+		t.Fatalf("%s: stripes: %v", c.Pos, err)
 	}
 	req := s.request(t, c)
 	counts := map[DriveID]int{}
 	for range stripes {
 		res, err := Place(req)
 		if err != nil {
-			t.Fatalf("%s: %v", c.pos, err)
+			t.Fatalf("%s: %v", c.Pos, err)
 		}
 		checkInvariants(t, req, res)
 		for _, d := range res.Drives {
@@ -250,15 +195,15 @@ func (s *scenario) spread(t *testing.T, c ddCase) string {
 }
 
 func tolerance(t *testing.T, c ddCase) string {
-	needed, err := strconv.Atoi(c.args["needed"])
+	needed, err := strconv.Atoi(c.Args["needed"])
 	if err != nil {
-		t.Fatalf("%s: needed: %v", c.pos, err)
+		t.Fatalf("%s: needed: %v", c.Pos, err)
 	}
 	var us []Unit
-	for _, line := range c.input {
+	for _, line := range c.Input {
 		var u Unit
 		if _, err := fmt.Sscan(line, &u.Drive, &u.Node); err != nil {
-			t.Fatalf("%s: unit %q: %v", c.pos, line, err)
+			t.Fatalf("%s: unit %q: %v", c.Pos, line, err)
 		}
 		us = append(us, u)
 	}
@@ -273,7 +218,7 @@ func ids(t *testing.T, c ddCase, s string) []DriveID {
 		}
 		id, err := strconv.ParseUint(f, 10, 32)
 		if err != nil {
-			t.Fatalf("%s: drive id %q: %v", c.pos, f, err)
+			t.Fatalf("%s: drive id %q: %v", c.Pos, f, err)
 		}
 		out = append(out, DriveID(id))
 	}
@@ -290,7 +235,7 @@ func parseSize(t *testing.T, c ddCase, s string) int64 {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		t.Fatalf("%s: size %q: %v", c.pos, s, err)
+		t.Fatalf("%s: size %q: %v", c.Pos, s, err)
 	}
 	return n * mult
 }
