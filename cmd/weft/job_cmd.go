@@ -368,15 +368,7 @@ func jobTypesCmd(g *globals) *cobra.Command {
 		Short: "List job types: exclusion set, phases, default priority and policy, enabled",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			types, err := cl.JobTypes(c.Context())
-			if err != nil {
-				return err
-			}
-			return printTypes(c.OutOrStdout(), g, types)
+			return query(g, c, (*admin.Client).JobTypes, printTypes)
 		},
 	}
 	var (
@@ -424,7 +416,10 @@ func jobTypesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printTypes(c.OutOrStdout(), g, types)
+			if g.json {
+				return printJSON(c.OutOrStdout(), types)
+			}
+			return printTypes(c.OutOrStdout(), types)
 		},
 	}
 	modify.Flags().IntVar(&priority, "priority", 0, "default priority 1-10")
@@ -434,10 +429,7 @@ func jobTypesCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func printTypes(w io.Writer, g *globals, types []job.TypeView) error {
-	if g.json {
-		return printJSON(w, types)
-	}
+func printTypes(w io.Writer, types []job.TypeView) error {
 	t := newTable(w, "TYPE", "SET", "PHASES", "PRIORITY", "POLICY", "ENABLED")
 	for _, ty := range types {
 		t.row(ty.Name, ty.SetName, strings.Join(ty.Phases, ","), strconv.Itoa(ty.Priority), ty.Policy, strconv.FormatBool(ty.Enabled))
