@@ -116,6 +116,15 @@ func TestDriveRemoveWhileReading(t *testing.T) {
 		files[p] = randBytes(uint64(700+i), 6*unit+i*1000)
 		writeFile(t, p, files[p])
 	}
+	// fio's own verification files, read back and checked during the drain.
+	_, fioErr := exec.LookPath("fio")
+	fioArgs := []string{"--name=pre", "--directory=" + c.Mount, "--bs=256k", "--size=16m", "--numjobs=2",
+		"--verify=crc32c", "--ioengine=psync", "--fallocate=none"}
+	if fioErr == nil {
+		if out, err := exec.Command("fio", append(fioArgs, "--rw=write", "--do_verify=0", "--end_fsync=1")...).CombinedOutput(); err != nil {
+			t.Fatalf("fio write: %v\n%s", err, out)
+		}
+	}
 	// The drive holding the most blocks.
 	drives, _ := c.Admin.Drives(context.Background())
 	victim := drives[0]
@@ -125,9 +134,26 @@ func TestDriveRemoveWhileReading(t *testing.T) {
 		}
 	}
 	var stop atomic.Bool
-	var reads atomic.Int64
-	errs := make(chan error, 1)
+	var reads, fioRuns atomic.Int64
+	errs := make(chan error, 2)
 	var wg sync.WaitGroup
+	if fioErr == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				out, err := exec.Command("fio", append(fioArgs, "--rw=read", "--verify_only")...).CombinedOutput()
+				if err != nil || strings.Contains(string(out), "verify: bad") {
+					select {
+					case errs <- fmt.Errorf("fio verify during the drain: %v\n%s", err, out):
+					default:
+					}
+					return
+				}
+				fioRuns.Add(1)
+			}
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -160,7 +186,7 @@ func TestDriveRemoveWhileReading(t *testing.T) {
 	if j.State != job.Succeeded {
 		t.Fatalf("drain ended %s: %+v", j.State, j)
 	}
-	t.Logf("drained %s while %d whole-file reads verified", victim.ID, reads.Load())
+	t.Logf("drained %s while %d whole-file reads and %d fio verify runs checked every byte", victim.ID, reads.Load(), fioRuns.Load())
 	d, err := c.Admin.Drives(context.Background())
 	if err != nil {
 		t.Fatal(err)
