@@ -110,7 +110,7 @@ crash), its block-service and admin addresses, and its process id.`,
 func newDriveCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drive",
-		Short: "List drives; suspend and resume them",
+		Short: "List drives; suspend, resume and remove (drain) them",
 		Long: `Drives are directories on a node's local file systems, registered with an
 id (d1, d2, …), a class (nvme, ssd, hdd) and a pool. Availability (up,
 down) follows the node and the drive's health; status (ready, suspended,
