@@ -119,7 +119,7 @@ func TestDriveRemoveWhileReading(t *testing.T) {
 	// fio's own verification files, read back and checked during the drain.
 	_, fioErr := exec.LookPath("fio")
 	fioArgs := []string{"--name=pre", "--directory=" + c.Mount, "--bs=256k", "--size=16m", "--numjobs=2",
-		"--verify=crc32c", "--ioengine=psync", "--fallocate=none"}
+		"--verify=crc32c", "--ioengine=psync", "--fallocate=none", "--verify_state_save=0"}
 	if fioErr == nil {
 		if out, err := exec.Command("fio", append(fioArgs, "--rw=write", "--do_verify=0", "--end_fsync=1")...).CombinedOutput(); err != nil {
 			t.Fatalf("fio write: %v\n%s", err, out)
