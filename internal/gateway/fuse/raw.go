@@ -40,17 +40,18 @@ func newRawFS(fs *vfs.FS, log *slog.Logger) *rawFS {
 
 func (r *rawFS) String() string { return "weft" }
 
-// ctxFor returns the context of one request, carrying the caller's uid
+// callerCtx returns the context of one request, carrying the caller's uid
 // and gid.
 //
-// It deliberately ignores the kernel's interrupt (the cancel channel): a
+// It deliberately ignores the kernel's interrupt (the handlers' cancel
+// channel): a
 // process blocked in a FUSE request is interrupted by any signal, and Go
 // programs receive SIGURG many times a second (goroutine preemption), so
 // honouring interrupts aborts flushes and writes at random — close(2) then
 // fails with EINTR, which Go does not retry. Requests are bounded by the
 // layers below (RPC and metadata timeouts) instead.
-func ctxFor(_ <-chan struct{}, h *gofuse.InHeader) (context.Context, context.CancelFunc) {
-	return meta.WithCaller(context.Background(), meta.Caller{UID: h.Uid, GID: h.Gid}), func() {}
+func callerCtx(h *gofuse.InHeader) context.Context {
+	return meta.WithCaller(context.Background(), meta.Caller{UID: h.Uid, GID: h.Gid})
 }
 
 // fillAttr converts meta attributes to FUSE's.
@@ -114,8 +115,7 @@ func fillEntry(a meta.Attr, out *gofuse.EntryOut) {
 }
 
 func (r *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	a, err := r.fs.Lookup(ctx, meta.LIN(h.NodeId), name)
 	if err != nil {
 		if st := status(err); st == gofuse.ENOENT {
@@ -133,8 +133,7 @@ func (r *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, 
 func (r *rawFS) Forget(nodeid, nlookup uint64) {}
 
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
 	if err != nil {
 		return status(err)
@@ -145,8 +144,7 @@ func (r *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofus
 }
 
 func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	var mask meta.SetAttrMask
 	var a meta.Attr
 	if m, ok := in.GetMode(); ok {
@@ -197,8 +195,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofus
 }
 
 func (r *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	a, _, err := r.fs.Create(ctx, meta.LIN(in.NodeId), name, meta.NewInode{Type: typeOf(in.Mode), Mode: in.Mode & 0o7777, Rdev: in.Rdev}, false, 0)
 	if err != nil {
 		return status(err)
@@ -208,8 +205,7 @@ func (r *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, o
 }
 
 func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.Mkdir(ctx, meta.LIN(in.NodeId), name, in.Mode&0o7777)
 	if err != nil {
 		return status(err)
@@ -219,14 +215,12 @@ func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, o
 }
 
 func (r *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	return status(r.fs.Unlink(ctx, meta.LIN(h.NodeId), name))
 }
 
 func (r *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	return status(r.fs.Rmdir(ctx, meta.LIN(h.NodeId), name))
 }
 
@@ -237,8 +231,7 @@ const (
 )
 
 func (r *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	var flags meta.RenameFlags
 	if in.Flags&renameNoReplace != 0 {
 		flags |= meta.RenameNoReplace
@@ -253,8 +246,7 @@ func (r *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, new
 }
 
 func (r *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.Link(ctx, meta.LIN(in.Oldnodeid), meta.LIN(in.NodeId), name)
 	if err != nil {
 		return status(err)
@@ -264,8 +256,7 @@ func (r *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out
 }
 
 func (r *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	a, err := r.fs.Symlink(ctx, meta.LIN(h.NodeId), name, target)
 	if err != nil {
 		return status(err)
@@ -275,8 +266,7 @@ func (r *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name
 }
 
 func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	t, err := r.fs.Readlink(ctx, meta.LIN(h.NodeId))
 	if err != nil {
 		return nil, status(err)
@@ -286,14 +276,12 @@ func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, go
 
 // Access is only called without default_permissions; answer it all the same.
 func (r *rawFS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	return status(r.fs.Access(ctx, meta.LIN(in.NodeId), in.Mask&7))
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	a, h, err := r.fs.Create(ctx, meta.LIN(in.NodeId), name, meta.NewInode{Type: meta.TypeFile, Mode: in.Mode & 0o7777}, true, int(in.Flags)|vfs.OExcl)
 	if err != nil {
 		return status(err)
@@ -304,8 +292,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string,
 }
 
 func (r *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	h, err := r.fs.Open(ctx, meta.LIN(in.NodeId), int(in.Flags))
 	if err != nil {
 		return status(err)
@@ -319,8 +306,7 @@ func (r *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gof
 	if err != nil {
 		return nil, status(err)
 	}
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	n, err := h.Read(ctx, buf[:in.Size], int64(in.Offset))
 	if err != nil && n == 0 && !isEOF(err) {
 		return nil, status(err)
@@ -333,8 +319,7 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (
 	if err != nil {
 		return 0, status(err)
 	}
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	n, err := h.Write(ctx, data, int64(in.Offset))
 	if err != nil {
 		return uint32(n), status(err)
@@ -347,8 +332,7 @@ func (r *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status 
 	if err != nil {
 		return status(err)
 	}
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	return status(h.Flush(ctx))
 }
 
@@ -357,22 +341,19 @@ func (r *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status 
 	if err != nil {
 		return status(err)
 	}
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	return status(h.Fsync(ctx))
 }
 
 func (r *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	if err := r.fs.Release(context.WithoutCancel(ctx), in.Fh); err != nil {
 		r.log.Warn("release", "lin", in.NodeId, "err", err)
 	}
 }
 
 func (r *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.StatfsOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	st, err := r.fs.StatFS(ctx)
 	if err != nil {
 		return status(err)
@@ -389,8 +370,7 @@ func (r *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.S
 }
 
 func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	v, err := r.fs.GetXattr(ctx, meta.LIN(h.NodeId), name)
 	if err != nil {
 		return 0, status(err)
@@ -402,8 +382,7 @@ func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string
 }
 
 func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	names, err := r.fs.ListXattr(ctx, meta.LIN(h.NodeId))
 	if err != nil {
 		return 0, status(err)
@@ -425,8 +404,7 @@ const (
 )
 
 func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	var flags meta.XattrFlags
 	if in.Flags&xattrCreate != 0 {
 		flags |= meta.XattrCreate
@@ -438,8 +416,7 @@ func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name str
 }
 
 func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
-	ctx, stop := ctxFor(cancel, h)
-	defer stop()
+	ctx := callerCtx(h)
 	return status(r.fs.RemoveXattr(ctx, meta.LIN(h.NodeId), name))
 }
 

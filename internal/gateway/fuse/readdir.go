@@ -27,8 +27,7 @@ type dirHandle struct {
 const pageSize = 512
 
 func (r *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
 	if err != nil {
 		return status(err)
@@ -57,8 +56,7 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.D
 	if d == nil {
 		return gofuse.EBADF
 	}
-	ctx, stop := ctxFor(cancel, &in.InHeader)
-	defer stop()
+	ctx := callerCtx(&in.InHeader)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 
