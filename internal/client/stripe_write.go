@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/placement"
 )
@@ -62,6 +63,12 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		ino.freeStripeBuf(merged)
 		if err != nil {
 			return meta.Stripe{}, err
+		}
+		// Failpoint client/before-commit: the units are stored but the
+		// stripe map is not committed and nothing is queued for deletion,
+		// as if the client died here; the blocks are orphans for collect.
+		if err := failpoint.Eval("client/before-commit"); err != nil {
+			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
 		co := meta.CommitOptions{StripeSize: uint64(ino.ss), Size: uint64(d.idx*ino.ss) + uint64(n)}
 		committed, err := c.meta.CommitStripe(ctx, ino.lin, s, gen, co)
