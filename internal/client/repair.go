@@ -181,6 +181,31 @@ func (c *Client) RepairStripe(ctx context.Context, lin meta.LIN, index uint64, b
 	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, bad: bad})
 }
 
+// UnitMove names a unit to move by the drive and block its stripe map
+// records, with why (shown in results and logs).
+type UnitMove struct {
+	Drive meta.DriveID
+	Block meta.BlockID
+	Why   string
+}
+
+// MoveUnits copies the named units of stripe index of lin to other drives
+// and commits the new map copy-on-write, as RepairStripe does (the same
+// generation compare-and-swap, retries and delete queue), for rebalance:
+// the units are fine where they are but should be elsewhere. allow, if not
+// nil, limits the drives they may go to; a unit no allowed drive can take
+// (placement's node-spread rules included) stays where it is. A unit the
+// map no longer names (the stripe was rewritten meanwhile) is not moved.
+// Units on down drives and unplaced units of the stripe are repaired on
+// the way.
+func (c *Client) MoveUnits(ctx context.Context, lin meta.LIN, index uint64, units []UnitMove, allow func(meta.DriveID) bool) (RepairResult, error) {
+	move := make(map[unitID]string, len(units))
+	for _, u := range units {
+		move[unitID{u.Drive, u.Block}] = u.Why
+	}
+	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, move: move, allow: allow})
+}
+
 // RepairFile runs RepairStripe over every stripe of lin that has a unit
 // not placed or on a bad or down drive (BadDrives), reading the stripe
 // maps in pages; other stripes are skipped without being read. A stripe
@@ -268,6 +293,12 @@ type repairRequest struct {
 	// drive and block, with why: they are rebuilt, not copied, while the
 	// stripe map still names them.
 	damaged map[unitID]string
+	// move lists units to copy elsewhere although they are fine (a
+	// rebalance), by drive and block, with why.
+	move map[unitID]string
+	// allow, if set, limits the drives new units may go to (a rebalance
+	// fills only drives below the pool's mean).
+	allow func(meta.DriveID) bool
 }
 
 // unitID names a unit's block: a stripe map that names the same drive and
@@ -372,6 +403,8 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 			add(i, rankDown, false, fmt.Sprintf("drive %d is down", u.Drive))
 		case isBad(u.Drive):
 			add(i, rankReadable, false, fmt.Sprintf("drive %d is to be emptied", u.Drive))
+		case rq.move[unitID{u.Drive, u.Block}] != "":
+			add(i, rankReadable, false, rq.move[unitID{u.Drive, u.Block}])
 		}
 	}
 	if len(targets) == 0 {
@@ -677,7 +710,7 @@ func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l
 	}
 	cands := view.candidates(pool)
 	for _, cd := range cands {
-		if rq.bad != nil && rq.bad(meta.DriveID(cd.ID)) {
+		if (rq.bad != nil && rq.bad(meta.DriveID(cd.ID))) || (rq.allow != nil && !rq.allow(meta.DriveID(cd.ID))) {
 			hard = append(hard, cd.ID)
 		}
 	}

@@ -476,3 +476,68 @@ func TestRepairCorruptSurvivor(t *testing.T) {
 	f.setDriveDown(s.Units[5].Drive, false)
 	mustEqual(t, "after repair", f.readBack(lin), data)
 }
+
+// TestMoveUnits moves chosen units of a healthy stripe to allowed drives
+// only: the others keep their blocks, the old blocks are queued, a unit
+// the map no longer names is ignored, and a move no allowed drive can take
+// leaves the stripe as it was.
+func TestMoveUnits(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(testUnit)
+	data := randBytes(3*4*testUnit+5000, 77)
+	lin := f.writeClosed(c, "ec", "ec:4+2", data)
+	s := f.stripes(lin)[0]
+	src := s.Units[1]
+	used := map[meta.DriveID]bool{}
+	for _, u := range s.Units {
+		used[u.Drive] = true
+	}
+	// Allowed: the drives of the source's node the stripe does not use.
+	var allowed []meta.DriveID
+	for _, d := range f.topo.drives {
+		if d.Node == f.node(src.Drive).name && !used[d.ID] {
+			allowed = append(allowed, d.ID)
+		}
+	}
+	if len(allowed) == 0 {
+		t.Fatal("no free drive on the source's node")
+	}
+	allow := func(d meta.DriveID) bool { return slices.Contains(allowed, d) }
+	moves := []UnitMove{
+		{Drive: src.Drive, Block: src.Block, Why: "rebalance"},
+		{Drive: s.Units[2].Drive, Block: meta.BlockID{1}, Why: "a block the map does not name"},
+	}
+	res, err := c.MoveUnits(bg, lin, s.Index, moves, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Committed || res.Moved != 1 || res.Rebuilt != 0 || len(res.Units) != 1 || !allow(res.Units[0].To) {
+		t.Fatalf("move: %+v", res)
+	}
+	ns := f.stripes(lin)[0]
+	for i, u := range ns.Units {
+		if i == 1 {
+			if u.Drive != res.Units[0].To || u.Block == src.Block {
+				t.Fatalf("unit 1 now %+v", u)
+			}
+			continue
+		}
+		if u != s.Units[i] {
+			t.Fatalf("unit %d changed: %+v -> %+v", i, s.Units[i], u)
+		}
+	}
+	if !f.queued(src) {
+		t.Fatal("the moved unit's old block is not queued for deletion")
+	}
+	// Nowhere allowed: nothing moves.
+	cur := ns.Units[3]
+	res, err = c.MoveUnits(bg, lin, s.Index, []UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(meta.DriveID) bool { return false })
+	if err != nil || res.Committed {
+		t.Fatalf("move with no allowed drive: %+v %v", res, err)
+	}
+	if f.stripes(lin)[0].Gen != ns.Gen {
+		t.Fatal("a move with no allowed drive committed")
+	}
+	f.drainDeletes()
+	mustEqual(t, "after the move", f.readBack(lin), data)
+}
