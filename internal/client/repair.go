@@ -530,6 +530,16 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 	for i, u := range fresh {
 		ns.Units[i] = u
 	}
+	// A move is optional: it never costs the stripe protection (when the
+	// allowed drives are all on a node the stripe already loads, say).
+	if before, after := healthyTolerance(s, l, view, isBad), healthyTolerance(ns, l, view, isBad); len(rq.move) > 0 &&
+		(after.Drives < before.Drives || after.Nodes < before.Nodes) {
+		c.enqueueOrphans(ctx, lin, s.Index, unitsOf(fresh))
+		res.Left, res.Tolerance = len(targets), before
+		res.Reason = fmt.Sprintf("not moved: the stripe would survive %v instead of %v", after, before)
+		res.Units = unitRepairs(s, targets, nil)
+		return nil
+	}
 	committed, err := c.meta.CommitStripe(ctx, lin, ns, s.Gen, meta.CommitOptions{Restripe: true})
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {

@@ -538,6 +538,21 @@ func TestMoveUnits(t *testing.T) {
 	if f.stripes(lin)[0].Gen != ns.Gen {
 		t.Fatal("a move with no allowed drive committed")
 	}
+	// Only drives of another node allowed: that node would hold 3 of the 6
+	// units and the stripe would no longer survive a node loss.
+	other := map[meta.DriveID]bool{}
+	for _, d := range f.topo.drives {
+		if d.Node != f.node(cur.Drive).name && !slices.ContainsFunc(ns.Units, func(u meta.Unit) bool { return u.Drive == d.ID }) {
+			other[d.ID] = true
+		}
+	}
+	res, err = c.MoveUnits(bg, lin, s.Index, []UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(d meta.DriveID) bool { return other[d] })
+	if err != nil || res.Committed || !strings.Contains(res.Reason, "would survive") {
+		t.Fatalf("move that lowers tolerance: %+v %v", res, err)
+	}
+	if f.stripes(lin)[0].Gen != ns.Gen {
+		t.Fatal("a move that lowers tolerance committed")
+	}
 	f.drainDeletes()
 	mustEqual(t, "after the move", f.readBack(lin), data)
 }
