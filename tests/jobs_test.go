@@ -353,8 +353,28 @@ func TestTreeDeleteAndCollect(t *testing.T) {
 	if err := bc.Put(ctx, d.ID, orphan, randBytes(5, 100<<10)); err != nil {
 		t.Fatal(err)
 	}
-	// A nanosecond's grace: the orphan is old enough at once, and no write is
-	// in flight on this cluster, so every referenced block must survive.
+	// Orphans of a file that exists: a mount whose client "dies" between
+	// storing a stripe's units and committing its map (failpoint
+	// client/before-commit) leaves blocks whose owner is alive but whose
+	// stripe map does not name them.
+	before := allBlocks(t, c)
+	crashy := filepath.Join(t.TempDir(), "crashy")
+	c.MountAtEnv(crashy, "WEFT_FAILPOINTS=client/before-commit=error")
+	if err := os.WriteFile(filepath.Join(crashy, "torn"), randBytes(77, 3*4*unit), 0o644); err == nil {
+		t.Fatal("a write through the failing mount succeeded: the failpoint did not fire")
+	}
+	orphans := map[drive.BlockID]bool{}
+	for id := range allBlocks(t, c) {
+		if !before[id] {
+			orphans[id] = true
+		}
+	}
+	if len(orphans) < 6 {
+		t.Fatalf("the failed write left %d blocks, want at least a stripe's 6", len(orphans))
+	}
+
+	// A nanosecond's grace: the orphans are old enough at once, and no write
+	// is in flight on this cluster, so every referenced block must survive.
 	j = c.WaitJob(startJob(t, c, "collect", "--param", "grace=1ns"), 2*time.Minute)
 	if j.State != job.Succeeded {
 		t.Fatalf("collect: %+v", j)
@@ -362,9 +382,70 @@ func TestTreeDeleteAndCollect(t *testing.T) {
 	if _, _, err := bc.Get(ctx, d.ID, orphan.ID, 0, -1); !errors.Is(err, drive.ErrNotFound) {
 		t.Fatalf("orphan block after collect: %v", err)
 	}
+	after := allBlocks(t, c)
+	for id := range orphans {
+		if after[id] {
+			t.Fatalf("orphan block %v of the torn write survived collect", id)
+		}
+	}
+	// Every block a file references is still there.
+	checked := 0
+	for _, st := range layout(t, c, filepath.Join(c.Mount, "keep")).Stripes {
+		for _, u := range st.Units {
+			checked++
+			id, err := drive.ParseBlockID(u.Block)
+			if err != nil || !after[id] {
+				t.Fatalf("block %q of /keep is gone after collect (%v)", u.Block, err)
+			}
+		}
+	}
+	if checked < 6 {
+		t.Fatalf("/keep lists %d units", checked)
+	}
 	checkFile(t, filepath.Join(c.Mount, "keep"), keep)
 	v := c.WaitJob(startJob(t, c, "integrityscan", "--dry-run"), 2*time.Minute)
 	if v.State != job.Succeeded || v.Phases[0].Errors != 0 {
 		t.Fatalf("integrity after collect: %+v", v.Phases)
 	}
+}
+
+// allBlocks lists every block on every drive of the cluster.
+func allBlocks(t *testing.T, c *harness.Cluster) map[drive.BlockID]bool {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := c.Admin.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drives, err := c.Admin.Drives(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[drive.BlockID]bool{}
+	for _, n := range nodes {
+		bc, err := block.Dial(n.GRPCAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range drives {
+			if d.Node != n.Name {
+				continue
+			}
+			for after := ""; ; {
+				page, next, err := bc.List(ctx, d.ID, after, 1000)
+				if err != nil {
+					t.Fatalf("list %v on %s: %v", d.ID, n.Name, err)
+				}
+				for _, b := range page {
+					out[b.ID] = true
+				}
+				if next == "" || len(page) == 0 {
+					break
+				}
+				after = next
+			}
+		}
+		bc.Close()
+	}
+	return out
 }

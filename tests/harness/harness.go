@@ -294,12 +294,17 @@ func adminAddrs(dir string) []string {
 // MountAt starts another `weft mount` of this cluster at dir (created if
 // missing), waits until it is mounted and unmounts it at cleanup: a second
 // client machine, as far as the file system can tell.
-func (c *Cluster) MountAt(dir string) {
+func (c *Cluster) MountAt(dir string) { c.MountAtEnv(dir) }
+
+// MountAtEnv is MountAt with extra environment variables for the mount
+// process (WEFT_FAILPOINTS=..., say).
+func (c *Cluster) MountAtEnv(dir string, env ...string) {
 	c.tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.tb.Fatal(err)
 	}
 	cmd := exec.Command(Binary(c.tb), "--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn", dir)
+	cmd.Env = append(os.Environ(), env...)
 	out := &lockedBuf{}
 	pr, pw, err := os.Pipe()
 	if err != nil {
