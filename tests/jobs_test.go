@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/tests/harness"
 )
 
@@ -448,4 +450,110 @@ func allBlocks(t *testing.T, c *harness.Cluster) map[drive.BlockID]bool {
 		bc.Close()
 	}
 	return out
+}
+
+var treeFiles = flag.Int("treedelete.files", 20000, "files in TestTreeDeleteLarge's tree (the issue's figure, 100000, takes about 6 minutes here: docs/benchmarks.md)")
+
+// treedelete removes a tree of -treedelete.files files (most of them empty, made
+// straight in the namespace; some with data, written through the mount)
+// and the pool's used space comes back to what it was before the tree.
+func TestTreeDeleteLarge(t *testing.T) {
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
+	ctx := context.Background()
+	base := usedBytes(t, c)
+	keep := randBytes(3, 2*unit+1)
+	writeFile(t, filepath.Join(c.Mount, "keep"), keep)
+
+	const perDir = 1000
+	withData := 100
+	n := *treeFiles
+	dirs := (n + perDir - 1) / perDir
+	m := c.Namespace()
+	root, err := m.Mkdir(ctx, meta.RootLIN, "big", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, dirs)
+	sem := make(chan struct{}, 32)
+	for d := 0; d < dirs; d++ {
+		dir, err := m.Mkdir(ctx, root.LIN, fmt.Sprintf("d%03d", d), 0o755)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f := 0; f < perDir && d*perDir+f < n; f++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if _, err := m.Create(ctx, dir.LIN, fmt.Sprintf("f%04d", f), meta.NewInode{Mode: 0o644}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d empty files created in the namespace in %s", n, time.Since(start).Round(time.Millisecond))
+	for i := 0; i < withData; i++ {
+		writeFile(t, filepath.Join(c.Mount, "big", "d000", fmt.Sprintf("data%03d", i)), randBytes(uint64(i), 512<<10+i))
+	}
+	filled := usedBytes(t, c)
+	if filled-base < int64(withData)*512<<10 {
+		t.Fatalf("used grew by %d bytes for %d files of 512 KiB", filled-base, withData)
+	}
+
+	start = time.Now()
+	j := c.WaitJob(startJob(t, c, "treedelete", "--path", "/big", "--policy", "high"), 15*time.Minute)
+	took := time.Since(start)
+	if j.State != job.Succeeded || j.Phases[0].Items != int64(n+withData) {
+		t.Fatalf("treedelete: %+v", j)
+	}
+	t.Logf("treedelete of %d files took %s (%.0f files/s)", n+withData, took.Round(time.Millisecond), float64(n+withData)/took.Seconds())
+	if _, err := os.Stat(filepath.Join(c.Mount, "big")); !os.IsNotExist(err) {
+		t.Fatalf("/big after treedelete: %v", err)
+	}
+	// The nodes drain the delete queue in the background: the space comes
+	// back within seconds.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		used := usedBytes(t, c)
+		if used-base <= 2*(6*unit+64<<10) { // /keep: at most two stripes' units
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("used %d bytes a minute after treedelete; %d before the tree, %d with it", used, base, filled)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	checkFile(t, filepath.Join(c.Mount, "keep"), keep)
+}
+
+// usedBytes sums the used bytes of every drive, read from the nodes now.
+func usedBytes(t *testing.T, c *harness.Cluster) int64 {
+	t.Helper()
+	nodes, err := c.Admin.Nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, n := range nodes {
+		bc, err := block.Dial(n.GRPCAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us, err := bc.Usage(context.Background())
+		bc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range us {
+			sum += u.Usage.UsedBytes
+		}
+	}
+	return sum
 }

@@ -21,8 +21,10 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/local"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 var (
@@ -361,4 +363,30 @@ func (c *Cluster) WaitJob(id job.JobID, timeout time.Duration) job.JobView {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// Namespace opens the cluster's namespace directly (an etcd client of its
+// own, closed at cleanup), for tests that build large trees faster than a
+// mount can.
+func (c *Cluster) Namespace() *meta.Meta {
+	c.tb.Helper()
+	ctx := context.Background()
+	info, err := c.Admin.Node(ctx)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	cli, err := etcdx.NewClient(ctx, info.EtcdEndpoints)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	c.tb.Cleanup(func() { cli.Close() })
+	store, err := cluster.Open(ctx, cli)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	m, err := store.Namespace(ctx, info.EmbeddedEtcd, false)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	return m
 }
