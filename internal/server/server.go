@@ -209,6 +209,7 @@ func (s *Server) openDrives(ctx context.Context) error {
 			ClusterID: s.store.ClusterID(),
 			Node:      s.cfg.Name,
 			Class:     class,
+			Capacity:  int64(spec.Capacity),
 			Logger:    s.log,
 			AllocID:   func() (drive.ID, error) { return s.store.AllocDriveID(ctx) },
 		})
@@ -235,7 +236,7 @@ func (s *Server) openDrives(ctx context.Context) error {
 
 // publishDrive publishes one drive's usage, or its error (drive down).
 func (s *Server) publishDrive(ctx context.Context, d *drive.Drive) {
-	dl := cluster.DriveLive{}
+	dl := cluster.DriveLive{CapacityBytes: d.Capacity()}
 	if u, err := d.Usage(); err != nil {
 		dl.Error = err.Error()
 	} else {
