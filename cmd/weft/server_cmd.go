@@ -39,7 +39,9 @@ without it the drive has its whole file system. Give a SIZE when several
 drives share one file system, whose free space would otherwise count once
 per drive. On first use an empty directory is formatted with an identity
 file; a directory of another cluster, of another node, or of a newer format
-is refused.
+is refused. Drives added while the node runs ("weft drive add") are
+remembered in --data-dir/added-drives.json and opened at startup after the
+--drive ones (a drive in both is opened once, as --drive says).
 
 Settings may come from a YAML file (--config); flags given on the command
 line override it. Keys: name, data_dir, grpc_addr, admin_addr, lease_ttl,

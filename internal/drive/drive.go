@@ -126,9 +126,15 @@ func Open(path string, opts Options) (*Drive, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("drive: creating directory %s: %w", abs, err)
 	}
-	// Refuse a foreign directory before leaving a lock file in it.
-	if _, err := readIdentity(abs); errors.Is(err, fs.ErrNotExist) {
+	// Refuse a foreign directory before leaving a lock file in it, and a
+	// drive of another cluster or node before trying its lock (which that
+	// node's process may hold), so that the error says whose it is.
+	if ident, err := readIdentity(abs); errors.Is(err, fs.ErrNotExist) {
 		if err := checkEmpty(abs); err != nil {
+			return nil, err
+		}
+	} else if err == nil {
+		if err := checkOwner(abs, ident, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -200,18 +206,28 @@ func (d *Drive) initIdentity(opts Options) error {
 		return d.createIdentity(opts)
 	case err != nil:
 		return err
-	case ident.ClusterID != opts.ClusterID:
-		return fmt.Errorf("%w: %s is drive %v of cluster %q, this node is in cluster %q; wipe it to reuse it here",
-			ErrOtherCluster, d.path, ident.DriveID, ident.ClusterID, opts.ClusterID)
-	case ident.Node != opts.Node:
-		return fmt.Errorf("%w: %s is drive %v of node %q, not of this node %q; start weft as node %q or move the drive back",
-			ErrOtherNode, d.path, ident.DriveID, ident.Node, opts.Node, ident.Node)
+	}
+	if err := checkOwner(d.path, ident, opts); err != nil {
+		return err
 	}
 	if opts.Class != "" && opts.Class != ident.Class {
 		d.log.Warn("drive class differs from the recorded one; keeping the recorded class",
 			"recorded", ident.Class, "requested", opts.Class)
 	}
 	d.ident = ident
+	return nil
+}
+
+// checkOwner refuses a drive of another cluster or node than opts name.
+func checkOwner(path string, ident Identity, opts Options) error {
+	switch {
+	case ident.ClusterID != opts.ClusterID:
+		return fmt.Errorf("%w: %s is drive %v of cluster %q, this node is in cluster %q; wipe it to reuse it here",
+			ErrOtherCluster, path, ident.DriveID, ident.ClusterID, opts.ClusterID)
+	case ident.Node != opts.Node:
+		return fmt.Errorf("%w: %s is drive %v of node %q, not of this node %q; start weft as node %q or move the drive back",
+			ErrOtherNode, path, ident.DriveID, ident.Node, opts.Node, ident.Node)
+	}
 	return nil
 }
 

@@ -379,7 +379,7 @@ func (s *supervisor) waitReady(ctx context.Context) error {
 				last = err.Error()
 				continue
 			}
-			if st.NodesUp == s.layout.Nodes && st.DrivesUp == want {
+			if st.NodesUp == s.layout.Nodes && st.DrivesUp >= want { // >=: drives added at run time count too
 				return nil
 			}
 			last = fmt.Sprintf("%d/%d nodes and %d/%d drives up", st.NodesUp, s.layout.Nodes, st.DrivesUp, want)

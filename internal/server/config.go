@@ -183,30 +183,13 @@ func (c *Config) Validate() error {
 		if d.Path == "" {
 			return fmt.Errorf("%w: drive %d has no path", ErrConfig, i+1)
 		}
-		abs, err := filepath.Abs(d.Path)
-		if err != nil {
-			return fmt.Errorf("%w: drive %q: %w", ErrConfig, d.Path, err)
+		if err := d.normalize(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		d.Path = abs
-		if seen[abs] {
-			return fmt.Errorf("%w: drive %s is listed twice", ErrConfig, abs)
+		if seen[d.Path] {
+			return fmt.Errorf("%w: drive %s is listed twice", ErrConfig, d.Path)
 		}
-		seen[abs] = true
-		if d.Class == "" {
-			d.Class = string(drive.ClassSSD)
-		}
-		if _, err := drive.ParseClass(d.Class); err != nil {
-			return fmt.Errorf("%w: drive %s: %w", ErrConfig, abs, err)
-		}
-		if d.Pool == "" {
-			d.Pool = DefaultPool
-		}
-		if !cluster.ValidName(d.Pool) {
-			return fmt.Errorf("%w: drive %s: pool name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.'", ErrConfig, abs, d.Pool)
-		}
-		if d.Capacity < 0 {
-			return fmt.Errorf("%w: drive %s: negative capacity %d; omit it for the whole file system", ErrConfig, abs, d.Capacity)
-		}
+		seen[d.Path] = true
 	}
 	if c.Etcd.Embed {
 		if c.DataDir == "" {
@@ -220,6 +203,33 @@ func (c *Config) Validate() error {
 		}
 	} else if len(c.Etcd.Endpoints) == 0 {
 		return fmt.Errorf("%w: no control plane: pass --etcd-endpoints URL,... for an external etcd, or --etcd-embed to run a member here", ErrConfig)
+	}
+	return nil
+}
+
+// normalize makes the path absolute and clean, fills the default class and
+// pool, and checks class, pool name and capacity, naming the drive and the
+// fix in its errors.
+func (d *DriveSpec) normalize() error {
+	abs, err := filepath.Abs(d.Path)
+	if err != nil {
+		return fmt.Errorf("drive %q: %w", d.Path, err)
+	}
+	d.Path = abs
+	if d.Class == "" {
+		d.Class = string(drive.ClassSSD)
+	}
+	if _, err := drive.ParseClass(d.Class); err != nil {
+		return fmt.Errorf("drive %s: %w", abs, err)
+	}
+	if d.Pool == "" {
+		d.Pool = DefaultPool
+	}
+	if !cluster.ValidName(d.Pool) {
+		return fmt.Errorf("drive %s: pool name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.'", abs, d.Pool)
+	}
+	if d.Capacity < 0 {
+		return fmt.Errorf("drive %s: negative capacity %d; omit it for the whole file system", abs, d.Capacity)
 	}
 	return nil
 }
