@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
 )
 
 // client returns an admin client for the cluster the flags point at.
@@ -110,13 +112,88 @@ crash), its block-service and admin addresses, and its process id.`,
 func newDriveCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drive",
-		Short: "List drives; suspend, resume and remove (drain) them",
+		Short: "List drives; add, suspend, resume and remove (drain) them",
 		Long: `Drives are directories on a node's local file systems, registered with an
 id (d1, d2, …), a class (nvme, ssd, hdd) and a pool. Availability (up,
 down) follows the node and the drive's health; status (ready, suspended,
 draining, removed) is set by the administrator: a suspended drive takes no
-new blocks but keeps serving the ones it has.`,
+new blocks but keeps serving the ones it has. "weft drive add" puts a new
+directory into service on a running node.`,
 	}
+	var addClass, addPool, addCapacity string
+	add := &cobra.Command{
+		Use:   "add NODE PATH",
+		Short: "Put a new drive (a directory on a node) into service while the cluster runs",
+		Long: `Open directory PATH on node NODE as a new drive, without restarting the node.
+The command goes to the admin API of any node, which routes it to NODE; NODE
+must be up. PATH is a path on NODE's machine and must be absolute.
+
+NODE treats PATH as it treats a --drive at startup: an empty or missing
+directory is formatted with a new drive id from the control plane; a drive
+of another cluster or of another node, a directory with other files in it,
+or a path NODE already uses (one of its drives, a directory inside or
+around one) is refused, naming the path and the reason. A directory that
+already is a drive of NODE (say, one taken out of its --drive flags) comes
+back with its id and blocks, unless it was removed from the cluster.
+
+The drive joins POOL ("default" unless given), which is created with the
+node's default protection if it does not exist, as at startup. It is up and
+ready at once: clients place new stripes on it after their next topology
+refresh (about a second), and the events that rebalance a cluster after a
+drive is added see it appear. NODE remembers the drive in its data
+directory (added-drives.json) and opens it again when it restarts with the
+same flags, after its --drive drives; a drive listed in both is opened once,
+as --drive says.
+
+--capacity caps what the drive holds (64MiB, 10G, 1.5TiB; K/M/G/T and
+KiB…PiB are powers of 1024, KB…PB of 1000); default its whole file system.
+The drive's id, node, pool, class and capacity are printed (--json: the
+drive's record and its capacity in bytes).`,
+		Example: `  weft drive add n2 /mnt/sdc
+  weft drive add n2 /mnt/nvme1 --class nvme --pool fast
+  weft drive add n3 /srv/weft/d4 --class hdd --capacity 500GiB
+  weft drive add n2 /mnt/sdc --json`,
+		Args: exactArgs(2, "a node name and a directory on that node (e.g. n2 /mnt/sdc)"),
+		RunE: func(c *cobra.Command, args []string) error {
+			req := admin.AddDriveRequest{Node: args[0], Path: args[1], Class: addClass, Pool: addPool}
+			if !filepath.IsAbs(req.Path) {
+				return usageError{fmt.Errorf("PATH %q is relative: give the directory's absolute path on node %s", req.Path, req.Node)}
+			}
+			if addClass != "" {
+				if _, err := drive.ParseClass(addClass); err != nil {
+					return usageError{fmt.Errorf("--class: %w", err)}
+				}
+			}
+			if addCapacity != "" {
+				n, err := drive.ParseSize(addCapacity)
+				if err != nil {
+					return usageError{fmt.Errorf("--capacity: %w", err)}
+				}
+				req.Capacity = n
+			}
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			r, err := cl.AddDrive(c.Context(), req)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			capacity := "whole file system"
+			if r.Capacity > 0 {
+				capacity = humanBytes(r.Capacity)
+			}
+			t := newTable(c.OutOrStdout(), "ID", "NODE", "POOL", "CLASS", "CAPACITY", "STATUS", "PATH")
+			t.row(r.Drive.ID.String(), r.Drive.Node, r.Drive.Pool, r.Drive.Class, capacity, string(r.Drive.Status), r.Drive.Path)
+			return t.flush()
+		},
+	}
+	add.Flags().StringVar(&addClass, "class", "", "drive class: nvme, ssd or hdd (default ssd)")
+	add.Flags().StringVar(&addPool, "pool", "", `pool to join, created if missing (default "default")`)
+	add.Flags().StringVar(&addCapacity, "capacity", "", "most bytes the drive holds, e.g. 64MiB, 10G (default: the whole file system)")
 	list := &cobra.Command{
 		Use:     "list",
 		Short:   "List drives with availability, status, pool and usage",
@@ -194,7 +271,7 @@ removed. Reads and writes go on meanwhile. Watch it with weft job view.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(list, remove,
+	cmd.AddCommand(list, add, remove,
 		setStatus("suspend", cluster.StatusSuspended, "Stop placing new blocks on a drive (it keeps serving reads)"),
 		setStatus("resume", cluster.StatusReady, "Return a suspended drive to service"))
 	return cmd
@@ -206,7 +283,8 @@ func newPoolCmd(g *globals) *cobra.Command {
 		Short: "List and create storage pools",
 		Long: `A pool is a named set of drives (a tier) with a default protection:
 mirror:N (N copies) or ec:K+M (K data and M parity units per stripe).
-A drive joins a pool when it is added (weft server --drive PATH:CLASS:POOL).`,
+A drive joins a pool when it is added (weft server --drive PATH:CLASS:POOL,
+or weft drive add NODE PATH --pool POOL).`,
 	}
 	list := &cobra.Command{
 		Use:   "list",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/local"
 )
 
@@ -31,6 +32,7 @@ directory brings the same cluster back with all its state.`,
 	var grace time.Duration
 	var ttl time.Duration
 	var verbose bool
+	var driveSize string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the local cluster and supervise it until Ctrl-C",
@@ -41,10 +43,17 @@ with the admin address and the mount point, and writes the address to
 DIR/admin.addr (which the other weft commands read). Ctrl-C or SIGTERM
 unmounts and stops every node cleanly.
 
+The drives of a local cluster are directories on one file system, so each
+would report that file system's size and free space; --drive-size gives
+every drive a capacity of its own instead (its blocks may not exceed it, and
+it reports it as its size). It applies on each start and may change between
+starts; the drive layout (nodes, drives per node) stays as created.
+
 A node that exits or is killed is reported and left down, as a crashed
 machine would be; "weft local node start NAME" starts it again.`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
+  weft local up --drive-size 256MiB          # every drive holds at most 256 MiB
   weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) status`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -52,14 +61,22 @@ machine would be; "weft local node start NAME" starts it again.`,
 			if verbose {
 				lvl = slog.LevelInfo
 			}
+			var size int64
+			if driveSize != "" {
+				var err error
+				if size, err = drive.ParseSize(driveSize); err != nil {
+					return usageError{fmt.Errorf("--drive-size: %w", err)}
+				}
+			}
 			return local.Up(c.Context(), local.Options{
-				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace,
+				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
 	}
 	up.Flags().IntVar(&nodes, "nodes", 0, "number of nodes for a new cluster (default 3)")
 	up.Flags().IntVar(&drives, "drives-per-node", 0, "drives per node for a new cluster (default 4)")
+	up.Flags().StringVar(&driveSize, "drive-size", "", "capacity of every drive, e.g. 64MiB, 10G (default: the whole file system)")
 	up.Flags().DurationVar(&ttl, "lease-ttl", 0, "node liveness lease TTL (default 5s)")
 	up.Flags().StringVar(&mountDir, "mount", "weft-mnt", `mount the cluster here ("" for no mount)`)
 	up.Flags().DurationVar(&grace, "repair-grace", 0, "how long a drive may be down before repair starts (default 10m)")

@@ -32,18 +32,29 @@ The control plane is either an external etcd cluster (--etcd-endpoints) or
 an etcd member embedded in this node (--etcd-embed, with --data-dir and the
 member's URLs; --etcd-initial-cluster lists all founding members).
 
-A drive is a directory: PATH[:CLASS[:POOL]], class nvme, ssd (default) or
-hdd, pool "default" unless named. On first use an empty directory is
-formatted with an identity file; a directory of another cluster, of another
-node, or of a newer format is refused.
+A drive is a directory: PATH[:CLASS[:POOL[:SIZE]]], class nvme, ssd
+(default) or hdd, pool "default" unless named. SIZE caps the bytes the drive
+holds (64MiB, 10G, 1.5TiB; K/M/G/T and KiB… are powers of 1024, KB… of 1000);
+without it the drive has its whole file system. Give a SIZE when several
+drives share one file system, whose free space would otherwise count once
+per drive. On first use an empty directory is formatted with an identity
+file; a directory of another cluster, of another node, or of a newer format
+is refused. Drives added while the node runs ("weft drive add") are
+remembered in --data-dir/added-drives.json and opened at startup after the
+--drive ones (a drive in both is opened once, as --drive says).
 
 Settings may come from a YAML file (--config); flags given on the command
 line override it. Keys: name, data_dir, grpc_addr, admin_addr, lease_ttl,
-default_protection, usage_interval, drives (list of {path, class, pool}),
+default_protection, usage_interval, drives (list of {path, class, pool,
+capacity}),
 etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 		Example: `  # a one-node cluster with its own etcd member
   weft server --name n1 --data-dir /var/lib/weft --etcd-embed \
       --drive /mnt/nvme0:nvme:fast --drive /mnt/sdb:hdd:capacity
+
+  # two drives sharing one file system, 500 GiB each
+  weft server --name n2 --etcd-endpoints http://10.0.0.1:2379 \
+      --drive /srv/weft/d0:hdd:default:500GiB --drive /srv/weft/d1:hdd:default:500GiB
 
   # a node of a cluster with an external etcd
   weft server --name n4 --etcd-endpoints http://10.0.0.1:2379,http://10.0.0.2:2379 \
@@ -114,7 +125,7 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 	f.StringVar(&flagCfg.DataDir, "data-dir", "", "directory for the node's own state (the embedded etcd member)")
 	f.StringVar(&flagCfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "block service listen address")
 	f.StringVar(&flagCfg.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin HTTP API listen address (also /metrics)")
-	f.StringArrayVar(&drives, "drive", nil, "a drive PATH[:CLASS[:POOL]] (repeatable)")
+	f.StringArrayVar(&drives, "drive", nil, "a drive PATH[:CLASS[:POOL[:SIZE]]] (repeatable)")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated client URLs of the etcd cluster (external, or the other embedded members)")
 	f.BoolVar(&flagCfg.Etcd.Embed, "etcd-embed", false, "run an embedded etcd member in this node")
 	f.StringVar(&flagCfg.Etcd.ClientURL, "etcd-client-url", server.DefaultClientURL, "embedded member: client URL")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -56,8 +57,10 @@ type Deps struct {
 	Jobs     *job.Engine
 	Throttle *job.Controller
 	Policies *job.PolicyStore
-	Node     NodeInfo
-	Log      *slog.Logger
+	// Drives adds drives to this node at run time; nil refuses drive add.
+	Drives DriveAdder
+	Node   NodeInfo
+	Log    *slog.Logger
 }
 
 type handler struct {
@@ -66,6 +69,7 @@ type handler struct {
 	jobs     *job.Engine
 	throttle *job.Controller
 	policies *job.PolicyStore
+	adder    DriveAdder
 	node     NodeInfo
 	log      *slog.Logger
 }
@@ -77,6 +81,8 @@ type handler struct {
 //	GET  /v1/status                  cluster.Status
 //	GET  /v1/nodes                   []cluster.Node
 //	GET  /v1/drives                  []cluster.Drive
+//	POST /v1/drives                  AddDriveRequest → AddDriveReply (routed to its node)
+//	POST /v1/node/drives             AddDriveRequest → AddDriveReply (this node only)
 //	POST /v1/drives/{id}/suspend     cluster.DriveRecord (idempotent)
 //	POST /v1/drives/{id}/resume      cluster.DriveRecord (idempotent)
 //	GET  /v1/pools                   []cluster.Pool
@@ -84,10 +90,12 @@ type handler struct {
 //	GET  /v1/files/{lin}             client.FileLayout (weft file info)
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
-// transition not allowed), 503 (control plane unreachable) or 500.
+// transition not allowed, or a drive add refused), 502 (a node to route to
+// did not answer), 503 (control plane unreachable, or the node named is
+// down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, node: d.Node, log: d.Log}
+	h := &handler{store: store, layouts: d.Layouts, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, node: d.Node, log: d.Log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
@@ -98,6 +106,8 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("POST "+APIVersion+"/drives/{id}/suspend", h.driveStatus(cluster.StatusSuspended))
 	mux.HandleFunc("POST "+APIVersion+"/drives/{id}/resume", h.driveStatus(cluster.StatusReady))
 	mux.HandleFunc("POST "+APIVersion+"/pools", h.createPool)
+	mux.HandleFunc("POST "+APIVersion+"/drives", h.addDrive)
+	mux.HandleFunc("POST "+APIVersion+"/node/drives", h.addNodeDrive)
 	mux.HandleFunc("GET "+APIVersion+"/files/{lin}", func(w http.ResponseWriter, r *http.Request) {
 		lin, err := strconv.ParseUint(r.PathValue("lin"), 10, 64)
 		if err != nil || lin == 0 {
@@ -163,13 +173,24 @@ func (h *handler) createPool(w http.ResponseWriter, r *http.Request) {
 // reply writes v, or maps err to an HTTP status. This is the one place where
 // control-plane errors become HTTP codes.
 func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
+	c, isCreated := v.(created)
 	switch {
+	case err == nil && isCreated:
+		writeJSON(w, http.StatusCreated, c.v)
 	case err == nil:
 		writeJSON(w, http.StatusOK, v)
 	case errors.Is(err, cluster.ErrInvalid), errors.Is(err, meta.ErrInvalid), errors.Is(err, job.ErrInvalid),
 		errors.Is(err, job.ErrUnknownType), errors.Is(err, job.ErrBadPriority), errors.Is(err, job.ErrUnknownPolicy),
 		errors.Is(err, job.ErrTypeDisabled):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, drive.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, ErrRefused), errors.Is(err, drive.ErrOtherCluster), errors.Is(err, drive.ErrOtherNode),
+		errors.Is(err, drive.ErrNotEmpty), errors.Is(err, drive.ErrLocked), errors.Is(err, drive.ErrNewerFormat),
+		errors.Is(err, drive.ErrBadIdentity):
+		writeError(w, http.StatusConflict, "refused", err.Error())
+	case errors.Is(err, ErrNodeDown):
+		writeError(w, http.StatusServiceUnavailable, "node_down", err.Error())
 	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, meta.ErrNotFound), errors.Is(err, job.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cluster.ErrExists):

@@ -95,13 +95,17 @@ type DriveRecord struct {
 
 // DriveLive is a drive's usage and health as last published by its node.
 type DriveLive struct {
-	V          int       `json:"v"`
-	TotalBytes int64     `json:"total_bytes"`
-	FreeBytes  int64     `json:"free_bytes"`
-	UsedBytes  int64     `json:"used_bytes"`
-	Blocks     int64     `json:"blocks"`
-	Error      string    `json:"error,omitempty"` // non-empty: the drive is down
-	Updated    time.Time `json:"updated"`
+	V          int   `json:"v"`
+	TotalBytes int64 `json:"total_bytes"`
+	FreeBytes  int64 `json:"free_bytes"`
+	UsedBytes  int64 `json:"used_bytes"`
+	Blocks     int64 `json:"blocks"`
+	// CapacityBytes is the drive's configured capacity (TotalBytes is at
+	// most this); 0: the whole file system. Absent in records of older
+	// nodes, which read as 0.
+	CapacityBytes int64     `json:"capacity_bytes,omitempty"`
+	Error         string    `json:"error,omitempty"` // non-empty: the drive is down
+	Updated       time.Time `json:"updated"`
 }
 
 // PoolRecord is a pool's persistent definition. A pool's drives are the

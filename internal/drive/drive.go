@@ -55,6 +55,15 @@ type Options struct {
 	// Reserve is the number of bytes of the file system kept free: Put
 	// refuses a block that would eat into it. Default 0.
 	Reserve int64
+	// Capacity caps the bytes of block files the drive holds; 0 means the
+	// whole file system. With a capacity, Usage reports TotalBytes =
+	// min(file system size, Capacity) and FreeBytes = min(file system free
+	// − Reserve, Capacity − used), and Put refuses a block that would go
+	// past it (ErrNoSpace). For drives that share a file system (local
+	// clusters, tests), where the file system's numbers mean nothing per
+	// drive. It is configuration, not identity: reopening a drive with
+	// another capacity just applies the new one, even below what it holds.
+	Capacity int64
 }
 
 // Drive is one open drive directory. All methods are safe for concurrent
@@ -66,11 +75,17 @@ type Drive struct {
 	log      *slog.Logger
 	sync     SyncMode
 	reserve  int64
+	capacity int64 // 0: the whole file system
 	lock     *os.File
 	closed   atomic.Bool
 	used     atomic.Int64 // bytes in block files
 	blocks   atomic.Int64 // number of block files
 	counters counters
+	// pending is the bytes of Puts that passed the capacity check and are
+	// not yet counted in used; guarded by capMu, which also orders their
+	// move into used, so that concurrent Puts never overshoot Capacity.
+	capMu    sync.Mutex
+	pending  int64
 	bufs     sync.Pool // *[]byte of ioBufferSize
 	readOnly bool      // OpenReadOnly: no lock, no writes
 }
@@ -94,6 +109,9 @@ func Open(path string, opts Options) (*Drive, error) {
 	if opts.Reserve < 0 {
 		return nil, fmt.Errorf("%w: opening drive %s: negative reserve %d", ErrInvalid, path, opts.Reserve)
 	}
+	if opts.Capacity < 0 {
+		return nil, fmt.Errorf("%w: opening drive %s: negative capacity %d; use 0 for the whole file system", ErrInvalid, path, opts.Capacity)
+	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("drive: opening %s: %w", path, err)
@@ -102,15 +120,21 @@ func Open(path string, opts Options) (*Drive, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Drive{path: abs, log: log.With("drive_path", abs), sync: opts.Sync, reserve: opts.Reserve}
+	d := &Drive{path: abs, log: log.With("drive_path", abs), sync: opts.Sync, reserve: opts.Reserve, capacity: opts.Capacity}
 	d.bufs.New = func() any { b := make([]byte, ioBufferSize); return &b }
 
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("drive: creating directory %s: %w", abs, err)
 	}
-	// Refuse a foreign directory before leaving a lock file in it.
-	if _, err := readIdentity(abs); errors.Is(err, fs.ErrNotExist) {
+	// Refuse a foreign directory before leaving a lock file in it, and a
+	// drive of another cluster or node before trying its lock (which that
+	// node's process may hold), so that the error says whose it is.
+	if ident, err := readIdentity(abs); errors.Is(err, fs.ErrNotExist) {
 		if err := checkEmpty(abs); err != nil {
+			return nil, err
+		}
+	} else if err == nil {
+		if err := checkOwner(abs, ident, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -127,7 +151,11 @@ func Open(path string, opts Options) (*Drive, error) {
 		return nil, err
 	}
 	d.log.Info("drive open", "cluster", d.ident.ClusterID, "class", d.ident.Class,
-		"blocks", d.blocks.Load(), "used_bytes", d.used.Load())
+		"blocks", d.blocks.Load(), "used_bytes", d.used.Load(), "capacity", d.capacity)
+	if d.capacity > 0 && d.used.Load() > d.capacity {
+		d.log.Warn("drive holds more than its capacity; it takes no new blocks until it holds less",
+			"used_bytes", d.used.Load(), "capacity", d.capacity)
+	}
 	return d, nil
 }
 
@@ -178,18 +206,28 @@ func (d *Drive) initIdentity(opts Options) error {
 		return d.createIdentity(opts)
 	case err != nil:
 		return err
-	case ident.ClusterID != opts.ClusterID:
-		return fmt.Errorf("%w: %s is drive %v of cluster %q, this node is in cluster %q; wipe it to reuse it here",
-			ErrOtherCluster, d.path, ident.DriveID, ident.ClusterID, opts.ClusterID)
-	case ident.Node != opts.Node:
-		return fmt.Errorf("%w: %s is drive %v of node %q, not of this node %q; start weft as node %q or move the drive back",
-			ErrOtherNode, d.path, ident.DriveID, ident.Node, opts.Node, ident.Node)
+	}
+	if err := checkOwner(d.path, ident, opts); err != nil {
+		return err
 	}
 	if opts.Class != "" && opts.Class != ident.Class {
 		d.log.Warn("drive class differs from the recorded one; keeping the recorded class",
 			"recorded", ident.Class, "requested", opts.Class)
 	}
 	d.ident = ident
+	return nil
+}
+
+// checkOwner refuses a drive of another cluster or node than opts name.
+func checkOwner(path string, ident Identity, opts Options) error {
+	switch {
+	case ident.ClusterID != opts.ClusterID:
+		return fmt.Errorf("%w: %s is drive %v of cluster %q, this node is in cluster %q; wipe it to reuse it here",
+			ErrOtherCluster, path, ident.DriveID, ident.ClusterID, opts.ClusterID)
+	case ident.Node != opts.Node:
+		return fmt.Errorf("%w: %s is drive %v of node %q, not of this node %q; start weft as node %q or move the drive back",
+			ErrOtherNode, path, ident.DriveID, ident.Node, opts.Node, ident.Node)
+	}
 	return nil
 }
 
@@ -334,6 +372,10 @@ func (d *Drive) Identity() Identity { return d.ident }
 
 // Path returns the drive's absolute directory.
 func (d *Drive) Path() string { return d.path }
+
+// Capacity returns the drive's configured capacity in bytes, 0 for the
+// whole file system.
+func (d *Drive) Capacity() int64 { return d.capacity }
 
 // ID returns the drive's id.
 func (d *Drive) ID() ID { return d.ident.DriveID }

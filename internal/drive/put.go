@@ -26,7 +26,8 @@ import (
 // Idempotency: if the block exists with the same length and segment CRCs,
 // Put returns nil (a retried Put); if it exists with other content, it
 // returns ErrExists. Other errors: ErrInvalid (zero id, bad length),
-// ErrNoSpace (checked with statfs first, and for ENOSPC while writing),
+// ErrNoSpace (checked against the Capacity and with statfs first, and for
+// ENOSPC while writing),
 // ctx.Err() wrapped (the temp file is removed), ErrClosed.
 func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length int64) (err error) {
 	if d.readOnly {
@@ -57,6 +58,11 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 
 	nseg := segmentCount(length, SegmentSize)
 	hlen := int64(headerLength(nseg))
+	if err := d.reserveCapacity(hlen + length); err != nil {
+		return err
+	}
+	stored := false
+	defer func() { d.releaseCapacity(hlen+length, stored) }()
 	if err := d.checkSpace(hlen + length); err != nil {
 		return err
 	}
@@ -106,7 +112,7 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 		}
 		return d.writeErr(hdr.ID, hlen+length, err)
 	}
-	d.used.Add(hlen + length)
+	stored = true // counted in used by the deferred releaseCapacity
 	d.blocks.Add(1)
 	os.Remove(tmp)
 	if d.sync == SyncAlways {

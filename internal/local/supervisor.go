@@ -44,6 +44,12 @@ type Options struct {
 	Pprof bool
 	// RepairGrace is the nodes' repair grace period (0: the default).
 	RepairGrace time.Duration
+	// DriveSize is the capacity of every drive in bytes (0: each has the
+	// whole file system). The drives of a local cluster share one file
+	// system, so without it each reports that file system's free space.
+	// It is configuration, applied on every start, not recorded in the
+	// layout: a later Up without it lifts the cap.
+	DriveSize int64
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -221,7 +227,9 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 		cfg.Etcd.Token = s.layout.Token
 	}
 	for _, d := range n.Drives {
-		cfg.Drives = append(cfg.Drives, server.DriveSpec{Path: filepath.Join(s.dir, d), Class: "ssd", Pool: server.DefaultPool})
+		cfg.Drives = append(cfg.Drives, server.DriveSpec{
+			Path: filepath.Join(s.dir, d), Class: "ssd", Pool: server.DefaultPool, Capacity: server.Size(s.opts.DriveSize),
+		})
 	}
 	if err := os.MkdirAll(s.nodeDir(n.Name), 0o755); err != nil {
 		return fmt.Errorf("local: %w", err)
@@ -371,7 +379,7 @@ func (s *supervisor) waitReady(ctx context.Context) error {
 				last = err.Error()
 				continue
 			}
-			if st.NodesUp == s.layout.Nodes && st.DrivesUp == want {
+			if st.NodesUp == s.layout.Nodes && st.DrivesUp >= want { // >=: drives added at run time count too
 				return nil
 			}
 			last = fmt.Sprintf("%d/%d nodes and %d/%d drives up", st.NodesUp, s.layout.Nodes, st.DrivesUp, want)

@@ -47,12 +47,34 @@ type Config struct {
 	RepairGrace time.Duration `yaml:"repair_grace"`
 }
 
-// DriveSpec is one drive: a directory, its class and its pool.
+// DriveSpec is one drive: a directory, its class, its pool and optionally
+// its capacity.
 type DriveSpec struct {
 	Path  string `yaml:"path"`
 	Class string `yaml:"class"`
 	Pool  string `yaml:"pool"`
+	// Capacity caps the bytes the drive holds (drive.Options.Capacity);
+	// 0 means the whole file system. In YAML a human size: 64MiB, 10G.
+	Capacity Size `yaml:"capacity,omitempty"`
 }
+
+// Size is a number of bytes written as a human size in YAML and text
+// ("64MiB", "10G", "1.5TiB"; see drive.ParseSize).
+type Size int64
+
+// UnmarshalText parses a human size; the error names the value and the
+// expected form.
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := drive.ParseSize(string(b))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	*s = Size(n)
+	return nil
+}
+
+// MarshalText formats the size so that UnmarshalText reads it back exactly.
+func (s Size) MarshalText() ([]byte, error) { return []byte(drive.FormatSize(int64(s))), nil }
 
 // EtcdConfig selects an external etcd (Endpoints only) or an embedded
 // member (Embed, plus Endpoints of the other members if any).
@@ -92,12 +114,14 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// ParseDriveSpec parses PATH[:CLASS[:POOL]] (class defaults to ssd, pool to
-// "default").
+// ParseDriveSpec parses PATH[:CLASS[:POOL[:SIZE]]] (class defaults to
+// ssd, pool to "default", size — the drive's capacity, a human size such as
+// 64MiB or 10G — to the whole file system). Empty fields take their
+// default, so /mnt/d1:::10G sets only the size.
 func ParseDriveSpec(s string) (DriveSpec, error) {
 	parts := strings.Split(s, ":")
-	if len(parts) > 3 || parts[0] == "" {
-		return DriveSpec{}, fmt.Errorf("%w: --drive %q: want PATH[:CLASS[:POOL]], e.g. /mnt/d1:ssd:fast", ErrConfig, s)
+	if len(parts) > 4 || parts[0] == "" {
+		return DriveSpec{}, fmt.Errorf("%w: --drive %q: want PATH[:CLASS[:POOL[:SIZE]]], e.g. /mnt/d1:ssd:fast or /mnt/d1:ssd:fast:500GiB", ErrConfig, s)
 	}
 	d := DriveSpec{Path: parts[0]}
 	if len(parts) > 1 {
@@ -105,6 +129,13 @@ func ParseDriveSpec(s string) (DriveSpec, error) {
 	}
 	if len(parts) > 2 {
 		d.Pool = parts[2]
+	}
+	if len(parts) > 3 && parts[3] != "" {
+		n, err := drive.ParseSize(parts[3])
+		if err != nil {
+			return DriveSpec{}, fmt.Errorf("%w: --drive %q: SIZE: %w", ErrConfig, s, err)
+		}
+		d.Capacity = Size(n)
 	}
 	return d, nil
 }
@@ -152,27 +183,13 @@ func (c *Config) Validate() error {
 		if d.Path == "" {
 			return fmt.Errorf("%w: drive %d has no path", ErrConfig, i+1)
 		}
-		abs, err := filepath.Abs(d.Path)
-		if err != nil {
-			return fmt.Errorf("%w: drive %q: %w", ErrConfig, d.Path, err)
+		if err := d.normalize(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		d.Path = abs
-		if seen[abs] {
-			return fmt.Errorf("%w: drive %s is listed twice", ErrConfig, abs)
+		if seen[d.Path] {
+			return fmt.Errorf("%w: drive %s is listed twice", ErrConfig, d.Path)
 		}
-		seen[abs] = true
-		if d.Class == "" {
-			d.Class = string(drive.ClassSSD)
-		}
-		if _, err := drive.ParseClass(d.Class); err != nil {
-			return fmt.Errorf("%w: drive %s: %w", ErrConfig, abs, err)
-		}
-		if d.Pool == "" {
-			d.Pool = DefaultPool
-		}
-		if !cluster.ValidName(d.Pool) {
-			return fmt.Errorf("%w: drive %s: pool name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.'", ErrConfig, abs, d.Pool)
-		}
+		seen[d.Path] = true
 	}
 	if c.Etcd.Embed {
 		if c.DataDir == "" {
@@ -186,6 +203,33 @@ func (c *Config) Validate() error {
 		}
 	} else if len(c.Etcd.Endpoints) == 0 {
 		return fmt.Errorf("%w: no control plane: pass --etcd-endpoints URL,... for an external etcd, or --etcd-embed to run a member here", ErrConfig)
+	}
+	return nil
+}
+
+// normalize makes the path absolute and clean, fills the default class and
+// pool, and checks class, pool name and capacity, naming the drive and the
+// fix in its errors.
+func (d *DriveSpec) normalize() error {
+	abs, err := filepath.Abs(d.Path)
+	if err != nil {
+		return fmt.Errorf("drive %q: %w", d.Path, err)
+	}
+	d.Path = abs
+	if d.Class == "" {
+		d.Class = string(drive.ClassSSD)
+	}
+	if _, err := drive.ParseClass(d.Class); err != nil {
+		return fmt.Errorf("drive %s: %w", abs, err)
+	}
+	if d.Pool == "" {
+		d.Pool = DefaultPool
+	}
+	if !cluster.ValidName(d.Pool) {
+		return fmt.Errorf("drive %s: pool name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.'", abs, d.Pool)
+	}
+	if d.Capacity < 0 {
+		return fmt.Errorf("drive %s: negative capacity %d; omit it for the whole file system", abs, d.Capacity)
 	}
 	return nil
 }

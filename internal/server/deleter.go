@@ -31,7 +31,7 @@ func (s *Server) deleterLoop() {
 		case <-idle.C:
 		}
 		busy := false
-		for _, d := range s.drives {
+		for _, d := range s.openDriveList() {
 			n, err := s.freeQueued(d)
 			if err != nil {
 				s.log.Warn("delete queue", "drive", d.ID(), "err", err)

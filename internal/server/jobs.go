@@ -81,7 +81,7 @@ func (e *jobEnv) close() {
 // driveLoads adapts the node's drive I/O counters to the throttle: the
 // rates between the previous call's snapshots and now.
 type driveLoads struct {
-	drives []*drive.Drive
+	drives func() []*drive.Drive // the node's drives now (drives are added at run time)
 
 	mu   sync.Mutex
 	prev map[drive.ID]drive.Counters
@@ -94,7 +94,7 @@ func (d *driveLoads) DriveLoads() []job.DriveLoad {
 		d.prev = map[drive.ID]drive.Counters{}
 	}
 	var out []job.DriveLoad
-	for _, dr := range d.drives {
+	for _, dr := range d.drives() {
 		cur := dr.Counters()
 		prev, ok := d.prev[dr.ID()]
 		d.prev[dr.ID()] = cur
@@ -115,7 +115,7 @@ func (d *driveLoads) DriveLoads() []job.DriveLoad {
 // coordinator when elected), with weft's job types registered.
 func (s *Server) startJobs(ctx context.Context) error {
 	ctl, err := job.NewController(job.ControllerConfig{
-		Sampler:  job.NewSampler(job.ProcStat{}, &driveLoads{drives: s.drives}),
+		Sampler:  job.NewSampler(job.ProcStat{}, &driveLoads{drives: s.openDriveList}),
 		Policies: job.NewPolicyStore(s.etcd),
 		Logger:   s.log,
 	})

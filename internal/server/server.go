@@ -42,7 +42,10 @@ type Server struct {
 	etcd    *clientv3.Client
 	store   *cluster.Store
 	session *cluster.Session
-	drives  []*drive.Drive
+	// drivesMu guards drives (the open drives, which the node owns and
+	// closes) and serialises drive adds and the added-drives file.
+	drivesMu sync.Mutex
+	drives   []*drive.Drive
 	// embedded: the control plane is weft's embedded etcd members.
 	embedded bool
 	meta     *meta.Meta
@@ -151,7 +154,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	}
 	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: job.NewPolicyStore(s.etcd), Log: s.log,
+		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: job.NewPolicyStore(s.etcd), Log: s.log, Drives: s,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},
@@ -199,43 +202,9 @@ func (s *Server) serve(what string, fn func() error) {
 	}()
 }
 
-// openDrives opens (first use: formats) every configured drive, registers
-// it in the control plane, creating its pool if missing, and publishes its
-// usage once.
-func (s *Server) openDrives(ctx context.Context) error {
-	for _, spec := range s.cfg.Drives {
-		class, _ := drive.ParseClass(spec.Class) // validated in Config.Validate
-		d, err := drive.Open(spec.Path, drive.Options{
-			ClusterID: s.store.ClusterID(),
-			Node:      s.cfg.Name,
-			Class:     class,
-			Logger:    s.log,
-			AllocID:   func() (drive.ID, error) { return s.store.AllocDriveID(ctx) },
-		})
-		if err != nil {
-			return err
-		}
-		s.drives = append(s.drives, d)
-		if _, err := s.store.CreatePool(ctx, spec.Pool, s.cfg.DefaultProtection, true); err != nil {
-			return err
-		}
-		rec, err := s.store.RegisterDrive(ctx, cluster.DriveRecord{
-			ID: d.ID(), Node: s.cfg.Name, Path: spec.Path, Class: spec.Class, Pool: spec.Pool,
-		})
-		if err != nil {
-			return err
-		}
-		if rec.Pool != spec.Pool {
-			s.log.Warn("drive stays in its registered pool", "drive", rec.ID, "pool", rec.Pool, "configured", spec.Pool)
-		}
-		s.publishDrive(ctx, d)
-	}
-	return nil
-}
-
 // publishDrive publishes one drive's usage, or its error (drive down).
 func (s *Server) publishDrive(ctx context.Context, d *drive.Drive) {
-	dl := cluster.DriveLive{}
+	dl := cluster.DriveLive{CapacityBytes: d.Capacity()}
 	if u, err := d.Usage(); err != nil {
 		dl.Error = err.Error()
 	} else {
@@ -256,7 +225,7 @@ func (s *Server) publishLoop() {
 			return
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.UsageInterval)
-			for _, d := range s.drives {
+			for _, d := range s.openDriveList() {
 				s.publishDrive(ctx, d)
 			}
 			cancel()
@@ -327,11 +296,13 @@ func (s *Server) shutdown(ctx context.Context) {
 		if s.jobEnv != nil {
 			s.jobEnv.close()
 		}
+		s.drivesMu.Lock()
 		for _, d := range s.drives {
 			if err := d.Close(); err != nil {
 				s.log.Warn("close drive", "drive", d.Path(), "err", err)
 			}
 		}
+		s.drivesMu.Unlock()
 		if s.etcd != nil {
 			s.etcd.Close()
 		}

@@ -74,6 +74,9 @@ type Options struct {
 	Mount bool
 	// RepairGrace is the nodes' repair grace period (0: the default).
 	RepairGrace time.Duration
+	// DriveSize is every drive's capacity in bytes (0: the whole file
+	// system), passed as --drive-size.
+	DriveSize int64
 }
 
 // Cluster is a running `weft local up`.
@@ -121,6 +124,9 @@ func Start(tb testing.TB, o Options) *Cluster {
 	}
 	if o.RepairGrace > 0 {
 		args = append(args, "--repair-grace", o.RepairGrace.String())
+	}
+	if o.DriveSize > 0 {
+		args = append(args, "--drive-size", fmt.Sprint(o.DriveSize))
 	}
 	c := &Cluster{tb: tb, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
 	if o.Mount {

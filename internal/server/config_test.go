@@ -1,0 +1,86 @@
+package server
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+func TestParseDriveSpec(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want DriveSpec
+		bad  string // substring of the error
+	}{
+		{in: "/d", want: DriveSpec{Path: "/d"}},
+		{in: "/d:hdd", want: DriveSpec{Path: "/d", Class: "hdd"}},
+		{in: "/d:hdd:slow", want: DriveSpec{Path: "/d", Class: "hdd", Pool: "slow"}},
+		{in: "/d:hdd:slow:64MiB", want: DriveSpec{Path: "/d", Class: "hdd", Pool: "slow", Capacity: 64 << 20}},
+		{in: "/d:::10G", want: DriveSpec{Path: "/d", Capacity: 10 << 30}},
+		{in: "/d:ssd:p:", want: DriveSpec{Path: "/d", Class: "ssd", Pool: "p"}},
+		{in: "/d:ssd:p:lots", bad: `"lots"`},
+		{in: "/d:ssd:p:1G:x", bad: "PATH[:CLASS[:POOL[:SIZE]]]"},
+		{in: ":ssd", bad: "PATH[:CLASS[:POOL[:SIZE]]]"},
+	} {
+		got, err := ParseDriveSpec(tc.in)
+		if tc.bad != "" {
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.bad) || !strings.Contains(err.Error(), tc.in) {
+				t.Errorf("ParseDriveSpec(%q) = %+v, %v; want ErrConfig naming %q and the input", tc.in, got, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ParseDriveSpec(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestConfigCapacityYAML(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "node.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("name: n1\ndrives:\n  - {path: /a, capacity: 64MiB}\n  - {path: /b, capacity: 1.5TiB}\n  - {path: /c, capacity: 4096}\n  - {path: /d}\n")
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Size{64 << 20, 3 << 39, 4096, 0}
+	for i, d := range c.Drives {
+		if d.Capacity != want[i] {
+			t.Errorf("drive %s: capacity %d, want %d", d.Path, d.Capacity, want[i])
+		}
+	}
+	// The supervisor of a local cluster writes configs with yaml.Marshal:
+	// they must read back the same.
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "capacity: 64MiB") {
+		t.Errorf("marshalled config does not show the capacity as a size:\n%s", b)
+	}
+	write(string(b))
+	c2, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.Drives {
+		if c2.Drives[i] != c.Drives[i] {
+			t.Errorf("drive %d after a round trip: %+v, want %+v", i, c2.Drives[i], c.Drives[i])
+		}
+	}
+
+	write("name: n1\ndrives:\n  - {path: /a, capacity: 12 parsecs}\n")
+	_, err = LoadConfig(path)
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "12 parsecs") || !strings.Contains(err.Error(), "64MiB") {
+		t.Fatalf("LoadConfig with a bad capacity = %v; want ErrConfig naming the value and the form", err)
+	}
+}
