@@ -22,10 +22,10 @@ import (
 //   - scan: one or more tasks per drive in service and up (parameter
 //     "drives", e.g. "d3,d7", limits the scan to those drives), pinned to
 //     the drive's node (job.TaskSpec.Node), over the drive's block-key
-//     space in buckets as collect's sweep does. Each item verifies the
-//     blocks of a bucket through the local block service's Verify (the
-//     node reads each block whole and checks every segment CRC; no data
-//     crosses the network). A block that fails is verified again up to
+//     space (the first 8 bytes of block ids). Each item is one block,
+//     verified through the local block service's Verify (the node reads
+//     the block whole and checks every segment CRC; no data crosses the
+//     network). A block that fails is verified again up to
 //     mediaRereads times: if a re-read passes, the failure is counted as
 //     transient; if none does, the block is bad: its header (Stat) names
 //     the owner LIN and stripe; if the stripe map still references this
@@ -232,10 +232,71 @@ func (p *mediaScanPhase) Items(ctx context.Context, env job.Env, scope string, f
 	if err != nil {
 		return nil, err
 	}
-	return bucketItems(ctx, bc, d, node, from, to, limit)
+	return blockItems(ctx, bc, d, node, from, to, limit)
 }
 
-// Process verifies the blocks of one bucket. Errors are returned (and
+// The scan's item keys are block keys (keyOf: the first 8 bytes of the
+// block id), one item per block, so that a task boundary or a steal never
+// has a block verified twice (collect's buckets would re-read a bucket's
+// head on both sides of a cut: harmless for a sweep, but a scan would read
+// it twice and count it twice). Two blocks of a drive sharing their first
+// 8 bytes (random ids: one chance in 2^64 per pair) are one item, both
+// verified.
+
+// blockItems lists the distinct block keys of drive d within [from, to),
+// up to limit.
+func blockItems(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit int) ([]uint64, error) {
+	var out []uint64
+	after := cursorBefore(from)
+	for {
+		page, next, err := bc.List(ctx, d, after, min(listPage, limit+1))
+		if err != nil {
+			return nil, fmt.Errorf("list drive %v on %s: %w", d, node, err)
+		}
+		for _, b := range page {
+			k := keyOf(b.ID)
+			if k >= to {
+				return out, nil
+			}
+			if len(out) > 0 && out[len(out)-1] == k {
+				continue
+			}
+			if len(out) == limit {
+				return out, nil
+			}
+			out = append(out, k)
+		}
+		if next == "" || len(page) == 0 {
+			return out, nil
+		}
+		after = next
+	}
+}
+
+// eachWithKey calls fn for each block of drive d whose key is k.
+func eachWithKey(ctx context.Context, bc blockLister, d drive.ID, node string, k uint64, fn func(drive.BlockInfo) error) error {
+	after := cursorBefore(k)
+	for {
+		page, next, err := bc.List(ctx, d, after, 4)
+		if err != nil {
+			return fmt.Errorf("list drive %v on %s: %w", d, node, err)
+		}
+		for _, b := range page {
+			if keyOf(b.ID) != k {
+				return nil
+			}
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+		if next == "" || len(page) == 0 {
+			return nil
+		}
+		after = next
+	}
+}
+
+// Process verifies the block(s) of one key. Errors are returned (and
 // retried by the engine) only when the scan itself cannot proceed (the
 // block service or the namespace does not answer); bad blocks are
 // findings, in the counters.
@@ -249,7 +310,7 @@ func (p *mediaScanPhase) Process(ctx context.Context, env job.Env, j *job.Job, s
 		return job.ItemResult{}, err
 	}
 	res := job.ItemResult{Counts: map[string]int64{}}
-	err = eachInBucket(ctx, bc, d, node, item, func(b drive.BlockInfo) error {
+	err = eachWithKey(ctx, bc, d, node, item, func(b drive.BlockInfo) error {
 		return p.scanBlock(ctx, e, bc, d, b, &res)
 	})
 	if err != nil {

@@ -157,7 +157,8 @@ func TestMediaScan(t *testing.T) {
 	noHeader := e.put(t, 2, uint64(a.LIN), 5, 0)
 	fb.badHeader[noHeader] = true
 
-	j := &job.Job{Type: "mediascan", Params: map[string]string{}, Parallelism: 4}
+	// Many tasks per drive: boundaries fall between blocks of one drive.
+	j := &job.Job{Type: "mediascan", Params: map[string]string{}, Parallelism: 64}
 	tasks, counts, bytes := mediaRun(t, e, ms.Phases()[0], j)
 	for _, tk := range tasks {
 		if tk.Node != "n1" {
@@ -180,6 +181,11 @@ func TestMediaScan(t *testing.T) {
 	}
 	if n := fb.verifies[d1[0]]; n != 1+mediaRereads {
 		t.Fatalf("bad block verified %d times, want 1 + %d re-reads", n, mediaRereads)
+	}
+	for id, n := range fb.verifies {
+		if id != d1[0] && id != d1[1] && id != orphan && id != noHeader && n != 1 {
+			t.Fatalf("good block %v verified %d times, want once", id, n)
+		}
 	}
 	if bytes < 8*100 {
 		t.Fatalf("bytes read %d, want at least every block once", bytes)
