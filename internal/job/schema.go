@@ -33,7 +33,8 @@ import (
 //	/weft/jobs/task/<T>              taskRecord: one task and its checkpoint
 //	                                 (Cursor and counters), written by the
 //	                                 owning manager every CheckpointInterval,
-//	                                 at pause and at stop
+//	                                 at pause and at stop; "affinity" pins
+//	                                 it to one node (version 2)
 //	/weft/jobs/owner/<T>             ownerRecord: who holds task T, bound to
 //	                                 the owner's lease (gone when it dies)
 //	/weft/jobs/node/<node>           nodeRecord: a director's status (its
