@@ -52,7 +52,8 @@ slot and its exclusion set allow. Without --priority and --policy the type's
 defaults apply.`,
 		Example: `  weft job start integrityscan --dry-run
   weft job start repair --priority 1 --policy high
-  weft job start drain --param drives=d3,d7`,
+  weft job start drain --param drives=d3,d7
+  weft job start mediascan --param drives=d3 --policy high`,
 		Args: exactArgs(1, "one job type"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := g.client()
@@ -289,6 +290,15 @@ func printJob(w io.Writer, j job.JobView) {
 			strconv.FormatInt(p.Errors, 10), dur, note)
 	}
 	_ = t.flush()
+	for _, p := range j.Phases {
+		if p.Summary == "" {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s:\n", p.Name)
+		for line := range strings.SplitSeq(strings.TrimRight(p.Summary, "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
 }
 
 func jobActionCmd(g *globals, verb, short string) *cobra.Command {

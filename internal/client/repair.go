@@ -206,6 +206,24 @@ func (c *Client) MoveUnits(ctx context.Context, lin meta.LIN, index uint64, unit
 	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, move: move, allow: allow})
 }
 
+// RepairDamaged rebuilds the unit of stripe index of lin whose block is
+// block on drive d, known bad for the reason why (a drive scan found its
+// checksums wrong), through RepairStripe's copy-on-write path: the unit
+// is rebuilt from the others (never copied from the bad block), placed
+// away from d if the pool allows, and the stripe map committed if its
+// generation is unchanged; the commit queues the bad block for deletion.
+// If the stripe map no longer names d and block (a writer or restriper
+// replaced it meanwhile) nothing is done (NothingToDo). Idempotent.
+//
+// Errors: those of RepairStripe (ErrUnavailable when too few other units
+// read: the map is unchanged; meta.ErrNotFound when the file is gone).
+func (c *Client) RepairDamaged(ctx context.Context, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (RepairResult, error) {
+	if why == "" {
+		why = "damaged"
+	}
+	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, damaged: map[unitID]string{{d, block}: why}})
+}
+
 // RepairFile runs RepairStripe over every stripe of lin that has a unit
 // not placed or on a bad or down drive (BadDrives), reading the stripe
 // maps in pages; other stripes are skipped without being read. A stripe

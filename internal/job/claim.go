@@ -122,7 +122,7 @@ func stealPoint(t taskRecord, minSteal uint64) (uint64, bool) {
 // claims the new task [mid, To). nil, nil when the victim changed first.
 func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskEntry, owner ownerEntry) (*heldTask, error) {
 	mid, ok := stealPoint(victim.rec, e.cfg.MinSteal)
-	if !ok {
+	if !ok || !victim.rec.claimableBy(e.cfg.Node) {
 		return nil, nil
 	}
 	ctx, cancel := e.claimContext(ctx)
@@ -131,7 +131,8 @@ func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskE
 	shrunk := victim.rec
 	shrunk.To = mid
 	nrec := taskRecord{Job: victim.rec.Job, Phase: victim.rec.Phase, Scope: victim.rec.Scope,
-		From: mid, To: victim.rec.To, Cursor: mid, Node: e.cfg.Node, Updated: time.Now().UTC()}
+		From: mid, To: victim.rec.To, Cursor: mid, Node: e.cfg.Node, Updated: time.Now().UTC(),
+		Affinity: victim.rec.Affinity}
 	h := newHeld(nrec, 0, 0)
 	resp, err := e.cfg.Client.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(vh.key), "=", victim.modRev),

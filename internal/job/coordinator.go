@@ -205,7 +205,8 @@ func (c *coordinator) split(ctx context.Context, rec jobRecord, phase Phase) err
 	}
 	i := rec.Phase
 	job := &Job{ID: rec.ID, Type: rec.Type, Params: cloneParams(rec.Params), Phase: i,
-		Parallelism: max(1, int(nodes.Count)) * c.e.cfg.Parallelism, Created: rec.Created}
+		Parallelism: max(1, int(nodes.Count)) * c.e.cfg.Parallelism, Created: rec.Created,
+		Reports: earlierReports(rec)}
 	specs, err := phase.Split(ctx, c.e.cfg.Env, job)
 	if err == nil {
 		err = checkSpecs(specs)
@@ -226,7 +227,7 @@ func (c *coordinator) split(ctx context.Context, rec jobRecord, phase Phase) err
 	for start := 0; start < len(specs); start += batch {
 		var ops []clientv3.Op
 		for _, s := range specs[start:min(start+batch, len(specs))] {
-			t := taskRecord{Job: rec.ID, Phase: i, Scope: s.Scope, From: s.From, To: s.To, Cursor: s.From}
+			t := taskRecord{Job: rec.ID, Phase: i, Scope: s.Scope, From: s.From, To: s.To, Cursor: s.From, Affinity: s.Node}
 			ops = append(ops, clientv3.OpPut(prefixTasks+t.suffix(), encode(&t)))
 		}
 		if err := c.commit(ctx, ops...); err != nil {
@@ -287,11 +288,14 @@ func (c *coordinator) commit(ctx context.Context, ops ...clientv3.Op) error {
 	return nil
 }
 
-// report sums tasks into a phase's report.
+// report sums tasks into a phase's report, per scope too (Scopes) for
+// tasks pinned to a node or carrying counters.
 func report(p PhaseReport, tasks []taskEntry) PhaseReport {
 	p.Tasks = len(tasks)
-	p.Items, p.Bytes, p.Errors = 0, 0, 0
-	var noted time.Time
+	p.Items, p.Bytes, p.Errors, p.Scopes = 0, 0, 0, nil
+	var noted, summarized time.Time
+	scopes := map[string]*ScopeReport{}
+	nodes := map[string]map[string]bool{}
 	for _, t := range tasks {
 		p.Items += t.rec.Items
 		p.Bytes += t.rec.Bytes
@@ -299,11 +303,74 @@ func report(p PhaseReport, tasks []taskEntry) PhaseReport {
 		if t.rec.Note != "" && !t.rec.Updated.Before(noted) {
 			p.Note, noted = t.rec.Note, t.rec.Updated
 		}
+		if t.rec.Summary != "" && !t.rec.Updated.Before(summarized) {
+			p.Summary, summarized = t.rec.Summary, t.rec.Updated
+		}
 		if t.rec.Failed != "" && p.Error == "" {
 			p.Error = t.rec.Failed
 		}
+		if t.rec.Affinity == "" && len(t.rec.Counts) == 0 {
+			continue
+		}
+		sr := scopes[t.rec.Scope]
+		if sr == nil {
+			sr = &ScopeReport{Scope: t.rec.Scope, Affinity: t.rec.Affinity}
+			scopes[t.rec.Scope], nodes[t.rec.Scope] = sr, map[string]bool{}
+		}
+		sr.add(t.rec)
+		if t.rec.Node != "" {
+			nodes[t.rec.Scope][t.rec.Node] = true
+		}
+	}
+	for scope, sr := range scopes {
+		for n := range nodes[scope] {
+			sr.Nodes = append(sr.Nodes, n)
+		}
+		slices.Sort(sr.Nodes)
+		p.Scopes = append(p.Scopes, *sr)
+	}
+	slices.SortFunc(p.Scopes, func(a, b ScopeReport) int { return strings.Compare(a.Scope, b.Scope) })
+	if len(p.Scopes) > maxScopes {
+		rest := ScopeReport{Scope: "..."}
+		for _, sr := range p.Scopes[maxScopes-1:] {
+			rest.Tasks += sr.Tasks
+			rest.Items += sr.Items
+			rest.Bytes += sr.Bytes
+			rest.Errors += sr.Errors
+			for k, v := range sr.Counts {
+				if rest.Counts == nil {
+					rest.Counts = map[string]int64{}
+				}
+				rest.Counts[k] += v
+			}
+		}
+		p.Scopes = append(p.Scopes[:maxScopes-1], rest)
 	}
 	return p
+}
+
+// add sums a task into its scope's report.
+func (sr *ScopeReport) add(t taskRecord) {
+	sr.Tasks++
+	sr.Items += t.Items
+	sr.Bytes += t.Bytes
+	sr.Errors += t.Errors
+	for k, v := range t.Counts {
+		if sr.Counts == nil {
+			sr.Counts = map[string]int64{}
+		}
+		sr.Counts[k] += v
+	}
+}
+
+// earlierReports returns copies of the reports of the phases before rec's
+// current one (Job.Reports).
+func earlierReports(rec jobRecord) []PhaseReport {
+	n := min(rec.Phase, len(rec.Phases))
+	if n <= 0 {
+		return nil
+	}
+	return slices.Clone(rec.Phases[:n])
 }
 
 // end moves a job to a terminal state, summing the current phase's tasks

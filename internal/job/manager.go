@@ -223,7 +223,8 @@ func (m *manager) orphan(rev int64, owners map[string]ownerEntry) bool {
 // acquire gives a worker a task: a claim of this node's lease that no
 // worker holds (a claim whose answer was lost), else an unowned task of
 // the current phase (claimed in random order, so nodes rarely collide),
-// else a steal of the largest remaining range owned by anyone. nil, nil
+// else a steal of the largest remaining range owned by anyone. Tasks
+// pinned to another node (affinity) are neither claimed nor stolen. nil, nil
 // when there is nothing to take. The director runs one manager per job at
 // a time, so a claim under this node's lease that no worker of this
 // manager holds is nobody's.
@@ -248,6 +249,10 @@ func (m *manager) pick(ctx context.Context, job jobRecord) (*heldTask, error) {
 			return nil, nil // the job is failing; the coordinator will end it
 		}
 		if t.rec.remaining() == 0 {
+			continue
+		}
+		if !t.rec.claimableBy(m.e.cfg.Node) {
+			m.e.m.tasksPassed.Add(1) // pinned to another node (TaskSpec.Node)
 			continue
 		}
 		o, ok := v.owners[t.rec.suffix()]

@@ -23,6 +23,10 @@ type Metrics struct {
 	TasksDone     uint64
 	TasksReleased uint64
 	TasksLost     uint64
+	// TasksPassed counts the times this node's workers passed over an
+	// unfinished task pinned to another node (TaskSpec.Node): a steady
+	// rise while a phase does not end means the task waits for its node.
+	TasksPassed uint64
 	// Checkpoints counts checkpoint writes; CheckpointConflicts those that
 	// had to re-read the task (a steal lowered its end); ClaimConflicts
 	// claims or steals another node won.
@@ -39,6 +43,7 @@ type Metrics struct {
 type counters struct {
 	itemsProcessed, itemRetries, itemFailures, bytes               atomic.Uint64
 	tasksClaimed, tasksStolen, tasksDone, tasksReleased, tasksLost atomic.Uint64
+	tasksPassed                                                    atomic.Uint64
 	checkpoints, checkpointConflicts, claimConflicts               atomic.Uint64
 	phasesSplit, coordinatorTerms                                  atomic.Uint64
 }
@@ -51,6 +56,7 @@ func (e *Engine) Metrics() Metrics {
 		ItemFailures: c.itemFailures.Load(), Bytes: c.bytes.Load(),
 		TasksClaimed: c.tasksClaimed.Load(), TasksStolen: c.tasksStolen.Load(),
 		TasksDone: c.tasksDone.Load(), TasksReleased: c.tasksReleased.Load(), TasksLost: c.tasksLost.Load(),
+		TasksPassed: c.tasksPassed.Load(),
 		Checkpoints: c.checkpoints.Load(), CheckpointConflicts: c.checkpointConflicts.Load(),
 		ClaimConflicts: c.claimConflicts.Load(),
 		PhasesSplit:    c.phasesSplit.Load(), CoordinatorTerms: c.coordinatorTerms.Load(),

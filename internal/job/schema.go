@@ -33,7 +33,8 @@ import (
 //	/weft/jobs/task/<T>              taskRecord: one task and its checkpoint
 //	                                 (Cursor and counters), written by the
 //	                                 owning manager every CheckpointInterval,
-//	                                 at pause and at stop
+//	                                 at pause and at stop; "affinity" pins
+//	                                 it to one node (version 2)
 //	/weft/jobs/owner/<T>             ownerRecord: who holds task T, bound to
 //	                                 the owner's lease (gone when it dies)
 //	/weft/jobs/node/<node>           nodeRecord: a director's status (its
@@ -66,10 +67,28 @@ import (
 // record in memory (the next write stores the new version), so a rolling
 // upgrade needs no offline step. A version-1 binary refuses version-2
 // records with ErrNewerFormat.
+//
+// Version 2 (task affinity, per-scope counters, summaries) adds optional
+// fields: taskRecord.Affinity, .Counts and .Summary, and
+// PhaseReport.Scopes and .Summary. A version-1 binary would claim a task
+// pinned to another node, so a task record that uses any of its fields is
+// written as version 2 (a version-1 node refuses that phase's tasks and
+// leaves them alone; a version-1 coordinator cannot end such a phase, so
+// the job waits until the coordinator is upgraded); every other record,
+// and a task without them, is still written as version 1, which every
+// binary reads. Job records stay version 1: the report fields are
+// informational, and a version-1 node that rewrites a job record (a
+// priority change) drops them, which a summary phase then reports as no
+// per-scope data. Version 1 records need no migration: the new fields are
+// simply absent.
 const (
-	// RecordVersion is the "v" of every record this binary writes, and the
-	// newest it reads.
-	RecordVersion = 1
+	// RecordVersion is the newest "v" this binary reads, and the one it
+	// writes on a task record that uses the version-2 fields.
+	RecordVersion = 2
+
+	// baseRecordVersion is the "v" of every other record this binary
+	// writes: the oldest format that says all the record says.
+	baseRecordVersion = 1
 
 	// Prefix is the root of the job engine's keys.
 	Prefix = "/weft/jobs/"
@@ -139,7 +158,31 @@ type PhaseReport struct {
 	// Note is the last note an item left; Error is why the phase failed.
 	Note  string `json:"note,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Scopes sums the tasks per scope, for phases whose tasks were pinned
+	// to nodes or whose items returned Counts (ordered by scope; at most
+	// maxScopes, the rest summed into the last entry named "...").
+	Scopes []ScopeReport `json:"scopes,omitempty"`
+	// Summary is the last summary an item left (ItemResult.Summary).
+	Summary string `json:"summary,omitempty"`
 }
+
+// ScopeReport is one scope's share of a phase report (a drive's, for a
+// drive scan).
+type ScopeReport struct {
+	Scope string `json:"scope"`
+	// Nodes are the nodes that last checkpointed the scope's tasks (where
+	// they ran), sorted; Affinity the node its tasks were pinned to.
+	Nodes    []string         `json:"nodes,omitempty"`
+	Affinity string           `json:"affinity,omitempty"`
+	Tasks    int              `json:"tasks"`
+	Items    int64            `json:"items"`
+	Bytes    int64            `json:"bytes"`
+	Errors   int64            `json:"errors"`
+	Counts   map[string]int64 `json:"counts,omitempty"`
+}
+
+// maxScopes bounds PhaseReport.Scopes, so that a job record stays small.
+const maxScopes = 1024
 
 // Duration is how long the phase ran, up to now if it has not ended.
 func (p PhaseReport) Duration(now time.Time) time.Duration {
@@ -176,6 +219,21 @@ type taskRecord struct {
 	// Node is the node that wrote the last checkpoint; Updated its time.
 	Node    string    `json:"node,omitempty"`
 	Updated time.Time `json:"updated,omitzero"`
+	// Version 2. Affinity is the only node that may claim or steal the
+	// task (TaskSpec.Node); Counts and Summary sum ItemResult's.
+	Affinity string           `json:"affinity,omitempty"`
+	Counts   map[string]int64 `json:"counts,omitempty"`
+	Summary  string           `json:"summary,omitempty"`
+}
+
+// needsV2 reports whether the record uses a version-2 field.
+func (t *taskRecord) needsV2() bool {
+	return t.Affinity != "" || len(t.Counts) > 0 || t.Summary != ""
+}
+
+// claimableBy reports whether node may claim or steal the task.
+func (t *taskRecord) claimableBy(node string) bool {
+	return t.Affinity == "" || t.Affinity == node
 }
 
 func (t *taskRecord) suffix() string { return taskSuffix(t.Job, t.Phase, t.Scope, t.From) }
@@ -237,16 +295,22 @@ type nodeRecord struct {
 // versioned is implemented by every record; encode stamps the version.
 type versioned interface{ setVersion() }
 
-func (r *jobRecord) setVersion()      { r.V = RecordVersion }
-func (r *taskRecord) setVersion()     { r.V = RecordVersion }
-func (r *ownerRecord) setVersion()    { r.V = RecordVersion }
-func (r *settingsRecord) setVersion() { r.V = RecordVersion }
-func (r *typeRecord) setVersion()     { r.V = RecordVersion }
-func (r *lowSpaceRecord) setVersion() { r.V = RecordVersion }
-func (r *progressRecord) setVersion() { r.V = RecordVersion }
-func (r *nodeRecord) setVersion()     { r.V = RecordVersion }
+func (r *jobRecord) setVersion()      { r.V = baseRecordVersion }
+func (r *ownerRecord) setVersion()    { r.V = baseRecordVersion }
+func (r *settingsRecord) setVersion() { r.V = baseRecordVersion }
+func (r *typeRecord) setVersion()     { r.V = baseRecordVersion }
+func (r *lowSpaceRecord) setVersion() { r.V = baseRecordVersion }
+func (r *progressRecord) setVersion() { r.V = baseRecordVersion }
+func (r *nodeRecord) setVersion()     { r.V = baseRecordVersion }
 
-// encode stamps RecordVersion on r and marshals it.
+func (r *taskRecord) setVersion() {
+	r.V = baseRecordVersion
+	if r.needsV2() {
+		r.V = 2
+	}
+}
+
+// encode stamps r's version (see Migration above) and marshals it.
 func encode(r versioned) string {
 	r.setVersion()
 	b, err := json.Marshal(r)

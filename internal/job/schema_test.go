@@ -22,7 +22,7 @@ func TestTaskRecordRoundTrip(t *testing.T) {
 	if err := decode("k", []byte(s), &out); err != nil {
 		t.Fatal(err)
 	}
-	in.V = RecordVersion
+	in.V = baseRecordVersion
 	if !reflect.DeepEqual(in, out) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
 	}
@@ -41,7 +41,7 @@ func TestJobRecordRoundTrip(t *testing.T) {
 	if err := decode("k", []byte(encode(&in)), &out); err != nil {
 		t.Fatal(err)
 	}
-	in.V = RecordVersion
+	in.V = baseRecordVersion
 	if !reflect.DeepEqual(in, out) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", out, in)
 	}
@@ -55,7 +55,7 @@ func TestDecodeRefuses(t *testing.T) {
 		want     error
 		msg      string
 	}{
-		{"newer", `{"v":2,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 2, this weft reads up to 1"},
+		{"newer", `{"v":3,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 3, this weft reads up to 2"},
 		{"no version", `{"job":1}`, ErrCorrupt, "no record version"},
 		{"zero version", `{"v":0}`, ErrCorrupt, "no record version"},
 		{"garbage", `{"v":1,`, ErrCorrupt, "/weft/jobs/task/x"},

@@ -69,13 +69,13 @@ func TestSplitRange(t *testing.T) {
 			t.Fatalf("SplitRange(%d, %d, %d) = %+v: not a cover in near-equal parts", tc.from, tc.to, tc.n, got)
 		}
 	}
-	if err := checkSpecs([]TaskSpec{{"a", 0, 10}, {"b", 5, 15}, {"a", 10, 20}}); err != nil {
+	if err := checkSpecs([]TaskSpec{{Scope: "a", From: 0, To: 10}, {Scope: "b", From: 5, To: 15}, {Scope: "a", From: 10, To: 20}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkSpecs([]TaskSpec{{"a", 0, 10}, {"a", 9, 20}}); err == nil {
+	if err := checkSpecs([]TaskSpec{{Scope: "a", From: 0, To: 10}, {Scope: "a", From: 9, To: 20}}); err == nil {
 		t.Fatal("overlap accepted")
 	}
-	if err := checkSpecs([]TaskSpec{{"a", 3, 3}}); err == nil {
+	if err := checkSpecs([]TaskSpec{{Scope: "a", From: 3, To: 3}}); err == nil {
 		t.Fatal("empty range accepted")
 	}
 }

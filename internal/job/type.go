@@ -61,6 +61,15 @@ type Phase interface {
 type TaskSpec struct {
 	Scope    string
 	From, To uint64
+	// Node, when set, is the only node that may run the task (affinity):
+	// only that node's director claims it, and only that node's workers
+	// steal from it (the stolen half keeps the affinity). A drive scan
+	// pins a drive's tasks to the node serving the drive so that no block
+	// crosses the network. While the node is down the task waits: nobody
+	// else takes it, and the phase ends only once the node is back and has
+	// run it (a down node's drives are down, and repair, not the scan,
+	// handles them; Split should skip tasks for nodes it knows are down).
+	Node string
 }
 
 // ItemResult is what processing one item yielded. The engine sums results
@@ -77,6 +86,16 @@ type ItemResult struct {
 	Errors int64
 	// Note is a short human-readable remark for the report.
 	Note string
+	// Counts are named counters the type defines ("bad", "fixed"), summed
+	// per task and, in the phase report, per scope (PhaseReport.Scopes):
+	// a type that reports per drive returns them from a phase whose
+	// scopes are drives. Names are at most maxCountName bytes.
+	Counts map[string]int64
+	// Summary is a longer text (a table) for the phase report, at most
+	// maxSummary bytes; the last non-empty one is kept as
+	// PhaseReport.Summary. A phase that writes a summary usually has one
+	// item (a report phase).
+	Summary string
 }
 
 // add sums an item's result into a task's counters.
@@ -87,10 +106,26 @@ func (t *taskRecord) add(o ItemResult) {
 	if o.Note != "" {
 		t.Note = clip(o.Note, maxNote)
 	}
+	for k, v := range o.Counts {
+		if t.Counts == nil {
+			t.Counts = map[string]int64{}
+		}
+		t.Counts[clip(k, maxCountName)] += v
+	}
+	if o.Summary != "" {
+		t.Summary = clip(o.Summary, maxSummary)
+	}
 }
 
 // maxNote bounds a note kept in a task record or report.
 const maxNote = 200
+
+// maxSummary bounds a summary kept in a task record or report; it keeps a
+// per-drive table of a few hundred drives well within etcd's value limit.
+const maxSummary = 32 << 10
+
+// maxCountName bounds a counter name.
+const maxCountName = 32
 
 func clip(s string, n int) string {
 	if len(s) <= n {
@@ -113,6 +148,10 @@ type Job struct {
 	// Created is when the job was submitted: a phase can tell what existed
 	// before the job from what appeared while it ran.
 	Created time.Time
+	// Reports are the reports of the phases before Phase (ended), so that
+	// a report phase can sum what earlier phases found (their
+	// PhaseReport.Scopes and counters).
+	Reports []PhaseReport
 }
 
 // Env is what a phase gets from the node it runs on. The engine does not

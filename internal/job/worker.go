@@ -47,7 +47,8 @@ func (w *worker) step(ctx context.Context) stepResult {
 			return stepIdle
 		}
 		w.h, w.batch, w.listed, w.saved = h, nil, false, time.Now()
-		w.job = &Job{ID: job.ID, Type: job.Type, Params: job.Params, Phase: h.rec.Phase, Created: job.Created}
+		w.job = &Job{ID: job.ID, Type: job.Type, Params: job.Params, Phase: h.rec.Phase, Created: job.Created,
+			Reports: earlierReports(job)}
 		return stepBusy
 	}
 	if time.Since(w.saved) >= e.cfg.CheckpointInterval {

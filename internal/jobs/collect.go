@@ -248,12 +248,24 @@ func (p *sweepPhase) Items(ctx context.Context, env job.Env, scope string, from,
 	if err != nil {
 		return nil, err
 	}
+	return bucketItems(ctx, bc, d, node, from, to, limit)
+}
+
+// blockLister is what a drive scan uses to page through a drive's blocks.
+type blockLister interface {
+	List(ctx context.Context, d drive.ID, after string, limit int) ([]drive.BlockInfo, string, error)
+}
+
+// bucketItems is Items of a drive scan over buckets (see bucketShift):
+// the last key within [from, to) of each non-empty bucket of drive d
+// (served by node, named in errors), up to limit.
+func bucketItems(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit int) ([]uint64, error) {
 	var out []uint64
 	after := cursorBefore(from)
 	for {
 		page, next, err := bc.List(ctx, d, after, listPage)
 		if err != nil {
-			return nil, fmt.Errorf("collect: list drive %v on %s: %w", d, node, err)
+			return nil, fmt.Errorf("list drive %v on %s: %w", d, node, err)
 		}
 		for _, b := range page {
 			k := keyOf(b.ID)
@@ -271,6 +283,31 @@ func (p *sweepPhase) Items(ctx context.Context, env job.Env, scope string, from,
 		}
 		if next == "" || len(page) == 0 {
 			return out, nil
+		}
+		after = next
+	}
+}
+
+// eachInBucket calls fn for each block of drive d in the bucket item ends
+// (from the bucket's aligned start up to key item), in key order; it stops
+// at fn's first error.
+func eachInBucket(ctx context.Context, bc blockLister, d drive.ID, node string, item uint64, fn func(drive.BlockInfo) error) error {
+	after := cursorBefore(item >> bucketShift << bucketShift)
+	for {
+		page, next, err := bc.List(ctx, d, after, listPage)
+		if err != nil {
+			return fmt.Errorf("list drive %v on %s: %w", d, node, err)
+		}
+		for _, b := range page {
+			if keyOf(b.ID) > item {
+				return nil
+			}
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+		if next == "" || len(page) == 0 {
+			return nil
 		}
 		after = next
 	}
@@ -300,31 +337,20 @@ func (p *sweepPhase) Process(ctx context.Context, env job.Env, j *job.Job, scope
 	}
 	var res job.ItemResult
 	var swept int64
-	after := cursorBefore(item >> bucketShift << bucketShift)
-	for {
-		page, next, err := bc.List(ctx, d, after, listPage)
-		if err != nil {
-			return res, fmt.Errorf("collect: list drive %v on %s: %w", d, node, err)
+	err = eachInBucket(ctx, bc, d, node, item, func(b drive.BlockInfo) error {
+		res.Items++
+		freed, verdict := p.sweepBlock(ctx, e, bc, d, b, grace, dry)
+		switch verdict {
+		case sweptBlock:
+			swept++
+			res.Bytes += freed
+		case keptOnError:
+			res.Errors++
 		}
-		for _, b := range page {
-			if keyOf(b.ID) > item {
-				next = ""
-				break
-			}
-			res.Items++
-			freed, verdict := p.sweepBlock(ctx, e, bc, d, b, grace, dry)
-			switch verdict {
-			case sweptBlock:
-				swept++
-				res.Bytes += freed
-			case keptOnError:
-				res.Errors++
-			}
-		}
-		if next == "" || len(page) == 0 {
-			break
-		}
-		after = next
+		return nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("collect: %w", err)
 	}
 	if swept > 0 || res.Errors > 0 {
 		verb := "freed"
