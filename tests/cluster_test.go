@@ -59,7 +59,8 @@ func TestNodeCrashAndRestart(t *testing.T) {
 	if _, err := n2.CreatePool(ctx, "during-outage", "mirror:2"); err != nil {
 		t.Fatalf("control plane write with one node dead: %v", err)
 	}
-	st, err = n2.Status(ctx)
+	full, err := n2.Status(ctx)
+	st = full.Status
 	if err != nil || st.Health != cluster.Degraded || !strings.Contains(strings.Join(st.Problems, "\n"), "node n1 is down") {
 		t.Fatalf("status with n1 dead: %+v %v", st, err)
 	}
