@@ -172,7 +172,9 @@ func TestCLI(t *testing.T) {
 		want string
 	}{
 		{[]string{"job", "types", "list"}, "integrityscan"},
-		{[]string{"job", "settings", "--restripe-exclusive", "true"}, "restripe exclusive  true"},
+		{[]string{"job", "settings", "--restripe-exclusive", "true"}, "restripe exclusive   true"},
+		{[]string{"job", "settings", "--rebalance-threshold", "0"}, "rebalance threshold  off"},
+		{[]string{"job", "events", "list"}, "ID  TIME"},
 		{[]string{"job", "policies", "create", "nightly", "--default", "low", "--window", "mon-fri 20:00-06:00 high"}, "policy nightly: default low, 1 windows"},
 		{[]string{"job", "policies", "list"}, "nightly"},
 		{[]string{"job", "status"}, "coordinator  n"},
@@ -195,6 +197,8 @@ func TestCLI(t *testing.T) {
 		{[]string{"pool", "create", "x", "--protection", "ec:4"}, 1, `"ec:4"`},
 		{[]string{"pool", "create"}, 2, "one pool name"},
 		{[]string{"status", "--bogus"}, 2, "unknown flag"},
+		{[]string{"job", "settings", "--low-space-threshold", "60"}, 1, "low_space_threshold 60: use 0 (off) to 50"},
+		{[]string{"job", "events", "list", "--limit", "0"}, 2, "--limit 0: use 1 to 1000"},
 	} {
 		out, code := c.Weft(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
