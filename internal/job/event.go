@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,8 +38,10 @@ const (
 	EventSchedule = "schedule"
 )
 
-// EventKinds lists the kinds RecordEvent accepts.
-var EventKinds = []string{EventDriveDown, EventDriveAdded, EventNodeAdded, EventPoolUnbalanced, EventLowSpace, EventSpaceRecovered, EventSchedule}
+// EventKinds returns the kinds RecordEvent accepts.
+func EventKinds() []string {
+	return []string{EventDriveDown, EventDriveAdded, EventNodeAdded, EventPoolUnbalanced, EventLowSpace, EventSpaceRecovered, EventSchedule}
+}
 
 // DefaultKeepEvents is how many events the log keeps (Config.KeepEvents).
 const DefaultKeepEvents = 1000
@@ -51,7 +54,7 @@ type Event struct {
 	// Time is when the event was recorded (UTC); it never decreases with
 	// the id (on one clock).
 	Time time.Time `json:"time"`
-	// Kind is one of EventKinds.
+	// Kind is one of EventKinds().
 	Kind string `json:"kind"`
 	// Subject is what the event is about: "d7", "node n2", "pool default".
 	Subject string `json:"subject"`
@@ -70,8 +73,8 @@ type Event struct {
 // the events beyond the newest Config.KeepEvents. An unknown Kind or an
 // empty Subject is ErrInvalid. Each call records a new event.
 func (e *Engine) RecordEvent(ctx context.Context, ev Event) (Event, error) {
-	if !slices.Contains(EventKinds, ev.Kind) {
-		return ev, fmt.Errorf("%w: event kind %q: use one of %v", ErrInvalid, ev.Kind, EventKinds)
+	if !slices.Contains(EventKinds(), ev.Kind) {
+		return ev, fmt.Errorf("%w: event kind %q: use one of %s", ErrInvalid, ev.Kind, strings.Join(EventKinds(), ", "))
 	}
 	if ev.Subject == "" {
 		return ev, fmt.Errorf("%w: %s event without a subject", ErrInvalid, ev.Kind)
