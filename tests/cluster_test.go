@@ -59,7 +59,8 @@ func TestNodeCrashAndRestart(t *testing.T) {
 	if _, err := n2.CreatePool(ctx, "during-outage", "mirror:2"); err != nil {
 		t.Fatalf("control plane write with one node dead: %v", err)
 	}
-	st, err = n2.Status(ctx)
+	full, err := n2.Status(ctx)
+	st = full.Status
 	if err != nil || st.Health != cluster.Degraded || !strings.Contains(strings.Join(st.Problems, "\n"), "node n1 is down") {
 		t.Fatalf("status with n1 dead: %+v %v", st, err)
 	}
@@ -171,7 +172,9 @@ func TestCLI(t *testing.T) {
 		want string
 	}{
 		{[]string{"job", "types", "list"}, "integrityscan"},
-		{[]string{"job", "settings", "--restripe-exclusive", "true"}, "restripe exclusive  true"},
+		{[]string{"job", "settings", "--restripe-exclusive", "true"}, "restripe exclusive   true"},
+		{[]string{"job", "settings", "--rebalance-threshold", "0"}, "rebalance threshold  off"},
+		{[]string{"job", "events", "list"}, "ID  TIME"},
 		{[]string{"job", "policies", "create", "nightly", "--default", "low", "--window", "mon-fri 20:00-06:00 high"}, "policy nightly: default low, 1 windows"},
 		{[]string{"job", "policies", "list"}, "nightly"},
 		{[]string{"job", "status"}, "coordinator  n"},
@@ -194,6 +197,8 @@ func TestCLI(t *testing.T) {
 		{[]string{"pool", "create", "x", "--protection", "ec:4"}, 1, `"ec:4"`},
 		{[]string{"pool", "create"}, 2, "one pool name"},
 		{[]string{"status", "--bogus"}, 2, "unknown flag"},
+		{[]string{"job", "settings", "--low-space-threshold", "60"}, 1, "low_space_threshold 60: use 0 (off) to 50"},
+		{[]string{"job", "events", "list", "--limit", "0"}, 2, "--limit 0: use 1 to 1000"},
 	} {
 		out, code := c.Weft(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {

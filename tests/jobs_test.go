@@ -87,6 +87,31 @@ func TestRepairAfterNodeLoss(t *testing.T) {
 	if repair.Priority != 1 || !strings.Contains(repair.Params["reason"], "down") {
 		t.Fatalf("repair started with %+v", repair)
 	}
+	// The event log has each of n3's drives going down, and the repair
+	// started for it (recorded just after the job was submitted).
+	var evs []job.Event
+	var seen, started map[string]bool
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var err error
+		if evs, err = c.Admin.JobEvents(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		seen, started = map[string]bool{}, map[string]bool{}
+		for _, ev := range evs {
+			if ev.Kind == job.EventDriveDown && strings.Contains(ev.Detail, " on n3 ") {
+				seen[ev.Subject] = true
+				if ev.Job == repair.ID && ev.Outcome == fmt.Sprintf("started repair job %d", repair.ID) {
+					started[ev.Subject] = true
+				}
+			}
+		}
+		if len(started) == 4 {
+			break
+		}
+	}
+	if len(seen) != 4 || len(started) != 4 {
+		t.Fatalf("drive-down events for n3's 4 drives: seen %v, naming repair job %d %v; events %+v", seen, repair.ID, started, evs)
+	}
 	repair = c.WaitJob(repair.ID, 3*time.Minute)
 	if repair.State != job.Succeeded {
 		t.Fatalf("repair ended %s: %+v", repair.State, repair)

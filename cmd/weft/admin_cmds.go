@@ -29,12 +29,18 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Short: "Show cluster health, capacity, nodes, drives and the control plane",
 		Long: `Show the cluster's health: "healthy" when every node, every drive in
 service and every etcd member is up, otherwise "degraded" with one line per
-problem. Exit status is 0 either way; use --json for scripts.`,
+problem. Exit status is 0 either way; use --json for scripts.
+
+The "jobs" line is the job engine's mode: "normal", or "low-space since
+TIME: REASON" while a pool is below the low_space_threshold setting (jobs
+that do not free space are paused until every pool is back at the
+threshold plus one point; see weft job settings and weft job events list).`,
 		Example: `  weft status
-  weft status --json | jq .health`,
+  weft status --json | jq .health
+  weft status --json | jq .job_engine`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			return query(g, c, (*admin.Client).Status, func(w io.Writer, st cluster.Status) error {
+			return query(g, c, (*admin.Client).Status, func(w io.Writer, st admin.Status) error {
 				fmt.Fprintf(w, "cluster   %s\n", st.ClusterID)
 				fmt.Fprintf(w, "health    %s\n", st.Health)
 				fmt.Fprintf(w, "nodes     %d/%d up\n", st.NodesUp, st.Nodes)
@@ -57,6 +63,9 @@ problem. Exit status is 0 either way; use --json for scripts.`,
 					members = append(members, s)
 				}
 				fmt.Fprintf(w, "etcd      %s\n", strings.Join(members, " "))
+				if st.JobEngine != nil {
+					fmt.Fprintf(w, "jobs      %s\n", st.JobEngine)
+				}
 				fmt.Fprintln(w)
 				t := newTable(w, "POOL", "PROTECTION", "DRIVES", "USED", "SIZE", "USE%")
 				for _, p := range st.Pools {

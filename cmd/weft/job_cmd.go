@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -28,11 +29,16 @@ seconds of work and never skips an item.
 
 At most 3 jobs run at once (priority 1 is highest; a higher-priority job
 pauses a lower one when it needs the slot). Jobs in the "mark" exclusion set
-run one at a time; "restripe" jobs may run together.`,
+run one at a time; "restripe" jobs may run together.
+
+Events start jobs by themselves: a drive down past the repair grace period
+(repair), a drive or node added (multiscan), a pool out of balance
+(rebalance); a pool short of space turns on low-space mode. weft job events
+list shows each event and what came of it.`,
 	}
 	cmd.AddCommand(jobStartCmd(g), jobListCmd(g, false), jobViewCmd(g), jobActionCmd(g, "pause", "Pause a job (it keeps its progress)"),
 		jobActionCmd(g, "resume", "Resume a paused job from its checkpoints"), jobActionCmd(g, "cancel", "Cancel a job (its report is kept)"),
-		jobModifyCmd(g), jobReportsCmd(g), jobTypesCmd(g), jobPoliciesCmd(g), jobStatusCmd(g), jobSettingsCmd(g))
+		jobModifyCmd(g), jobReportsCmd(g), jobTypesCmd(g), jobPoliciesCmd(g), jobStatusCmd(g), jobSettingsCmd(g), jobEventsCmd(g))
 	return cmd
 }
 
@@ -557,14 +563,33 @@ func printNodeStatus(w io.Writer, st job.Status) error {
 
 func jobSettingsCmd(g *globals) *cobra.Command {
 	var (
-		maxRunning, keep int
-		exclusive        string
+		maxRunning, keep, lowSpace, rebalance int
+		exclusive                             string
 	)
 	c := &cobra.Command{
-		Use:   "settings [--max-running N] [--restripe-exclusive true|false] [--keep-jobs N]",
-		Short: "Show or change the engine's settings: jobs at once, restripe one-at-a-time, reports kept",
+		Use:   "settings [--max-running N] [--restripe-exclusive true|false] [--keep-jobs N] [--low-space-threshold PCT] [--rebalance-threshold POINTS]",
+		Short: "Show or change the engine's settings: jobs at once, restripe one-at-a-time, reports kept, space thresholds",
+		Long: `Show the job engine's cluster-wide settings, or change the ones given as
+flags (the others keep their values). Every node applies them within a few
+seconds.
+
+  max running          jobs that may run at once (1-16, default 3); a lower
+                       value pauses the lowest-priority running jobs
+  restripe exclusive   run jobs of the restripe set one at a time
+  keep jobs            ended jobs whose reports are kept (1-10000, default 100)
+  low space threshold  percent free below which a pool turns on low-space
+                       mode (0-50, default 5; 0: never): jobs that do not
+                       free space pause, jobs that do (collect, treedelete)
+                       run. The mode ends when every pool is back at the
+                       threshold plus one point (hysteresis).
+  rebalance threshold  percentage points of used space between the fullest
+                       and the emptiest drive in service of a pool beyond
+                       which a rebalance job starts by itself (0-50,
+                       default 5; 0: never)`,
 		Example: `  weft job settings
-  weft job settings --max-running 2 --restripe-exclusive true`,
+  weft job settings --max-running 2 --restripe-exclusive true
+  weft job settings --low-space-threshold 10
+  weft job settings --rebalance-threshold 0    # no automatic rebalance`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := g.client()
@@ -576,33 +601,120 @@ func jobSettingsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			f := c.Flags()
-			if f.Changed("max-running") || f.Changed("restripe-exclusive") || f.Changed("keep-jobs") {
-				if f.Changed("max-running") {
-					st.MaxRunning = maxRunning
-				}
-				if f.Changed("keep-jobs") {
-					st.KeepJobs = keep
+			if f.NFlag() > 0 {
+				changed := false
+				for name, v := range map[string]struct {
+					dst *int
+					val int
+				}{
+					"max-running": {&st.MaxRunning, maxRunning}, "keep-jobs": {&st.KeepJobs, keep},
+					"low-space-threshold": {&st.LowSpaceThreshold, lowSpace}, "rebalance-threshold": {&st.RebalanceThreshold, rebalance},
+				} {
+					if f.Changed(name) {
+						*v.dst, changed = v.val, true
+					}
 				}
 				switch exclusive {
 				case "":
 				case "true", "false":
-					st.RestripeExclusive = exclusive == "true"
+					st.RestripeExclusive, changed = exclusive == "true", true
 				default:
 					return usageError{fmt.Errorf("--restripe-exclusive %q: want true or false", exclusive)}
 				}
-				if st, err = cl.SetJobSettings(c.Context(), st); err != nil {
-					return err
+				if changed {
+					if st, err = cl.SetJobSettings(c.Context(), st); err != nil {
+						return err
+					}
 				}
 			}
 			if g.json {
 				return printJSON(c.OutOrStdout(), st)
 			}
-			fmt.Fprintf(c.OutOrStdout(), "max running         %d\nrestripe exclusive  %v\nkeep jobs           %d\n", st.MaxRunning, st.RestripeExclusive, st.KeepJobs)
+			fmt.Fprintf(c.OutOrStdout(), "max running          %d\nrestripe exclusive   %v\nkeep jobs            %d\nlow space threshold  %s\nrebalance threshold  %s\n",
+				st.MaxRunning, st.RestripeExclusive, st.KeepJobs, offOr(st.LowSpaceThreshold, "%d%% free"), offOr(st.RebalanceThreshold, "%d points"))
 			return nil
 		},
 	}
 	c.Flags().IntVar(&maxRunning, "max-running", 3, "jobs that may run at once (1-16)")
 	c.Flags().StringVar(&exclusive, "restripe-exclusive", "", "run restripe jobs one at a time: true or false")
 	c.Flags().IntVar(&keep, "keep-jobs", 100, "ended jobs whose reports are kept")
+	c.Flags().IntVar(&lowSpace, "low-space-threshold", 5, "percent free below which a pool turns on low-space mode (0-50; 0: never)")
+	c.Flags().IntVar(&rebalance, "rebalance-threshold", 5, "used-space spread in points within a pool that starts a rebalance (0-50; 0: never)")
+	return c
+}
+
+// offOr formats a threshold: "off" for 0.
+func offOr(v int, format string) string {
+	if v == 0 {
+		return "off"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func jobEventsCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "events",
+		Short: "The events that start jobs (drive down or added, node added, pool unbalanced, low space)",
+		Long: `The job engine's event log: every cluster event that started a job, or
+would have, and what came of it. The coordinator records:
+
+  drive-down       a drive in service went down; past the repair grace
+                   period (weft server --repair-grace, default 10m) a
+                   repair job starts, unless one is queued or running
+  drive-added      a drive id the cluster had not seen: a multiscan job
+  node-added       a node the cluster had not seen: a multiscan job (one
+                   job for everything added in the same check; none if a
+                   multiscan is already queued, nor while the cluster
+                   stores no blocks)
+  pool-unbalanced  the used space of a pool's drives in service spreads
+                   more than the rebalance_threshold setting: a rebalance
+                   job for the pool, unless a rebalance of it or a
+                   multiscan is queued or running (checked every 30 s;
+                   recorded once per job)
+  low-space        a pool fell below the low_space_threshold setting:
+                   low-space mode on (jobs that do not free space pause)
+  space-recovered  every pool is back at the threshold plus one point:
+                   low-space mode off (the paused jobs resume)
+  schedule         a job schedule fired
+
+The newest 1000 events are kept.`,
+	}
+	var limit int
+	list := &cobra.Command{
+		Use:   "list [--limit N]",
+		Short: "List the newest events, oldest first",
+		Long: `List the newest events (50 unless --limit says, at most 1000), oldest
+first, as a table:
+
+  ID       the event's number: consecutive, never reused
+  TIME     when the coordinator recorded it (local time)
+  EVENT    its kind (see weft job events --help)
+  SUBJECT  what it is about: a drive (d7), a node (node n2), a pool
+  JOB      the job it started, the queued or running job that already
+           covers it, or why no job started
+  DETAIL   what was observed
+
+--json prints the events as a JSON array (fields id, time, kind, subject,
+detail, job, outcome).`,
+		Example: `  weft job events list
+  weft job events list --limit 200
+  weft job events list --json | jq '.[] | select(.kind == "drive-down")'`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if limit < 1 || limit > job.DefaultKeepEvents {
+				return usageError{fmt.Errorf("--limit %d: use 1 to %d", limit, job.DefaultKeepEvents)}
+			}
+			return query(g, c, func(cl *admin.Client, ctx context.Context) ([]job.Event, error) { return cl.JobEvents(ctx, limit) },
+				func(w io.Writer, evs []job.Event) error {
+					t := newTable(w, "ID", "TIME", "EVENT", "SUBJECT", "JOB", "DETAIL")
+					for _, ev := range evs {
+						t.row(strconv.FormatUint(ev.ID, 10), ev.Time.Local().Format("2006-01-02 15:04:05"), ev.Kind, ev.Subject, ev.Outcome, ev.Detail)
+					}
+					return t.flush()
+				})
+		},
+	}
+	list.Flags().IntVar(&limit, "limit", admin.DefaultEventLimit, "how many of the newest events to list (1-1000)")
+	c.AddCommand(list)
 	return c
 }

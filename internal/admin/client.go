@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,9 +143,9 @@ func (c *Client) Node(ctx context.Context) (NodeInfo, error) {
 	return n, c.do(ctx, http.MethodGet, APIVersion+"/node", nil, &n)
 }
 
-// Status returns the cluster summary.
-func (c *Client) Status(ctx context.Context) (cluster.Status, error) {
-	var s cluster.Status
+// Status returns the cluster summary and the job engine's mode.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
 	return s, c.do(ctx, http.MethodGet, APIVersion+"/status", nil, &s)
 }
 
@@ -261,6 +262,17 @@ func (c *Client) RemoveDrive(ctx context.Context, id cluster.DriveID) (RemoveDri
 func (c *Client) JobSettings(ctx context.Context) (job.Settings, error) {
 	var v job.Settings
 	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-settings", nil, &v)
+}
+
+// JobEvents returns the newest limit events of the job engine's event log
+// (0: DefaultEventLimit), oldest first.
+func (c *Client) JobEvents(ctx context.Context, limit int) ([]job.Event, error) {
+	var v []job.Event
+	path := APIVersion + "/job-events"
+	if limit != 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	return v, c.do(ctx, http.MethodGet, path, nil, &v)
 }
 
 // SetJobSettings replaces the job engine's cluster-wide settings.

@@ -38,6 +38,22 @@ type ErrorBody struct {
 	Code  string `json:"code"`
 }
 
+// Status is GET /v1/status: the cluster summary, and the job engine's mode
+// (absent when the serving node runs no job engine).
+type Status struct {
+	cluster.Status
+	JobEngine *job.Mode `json:"job_engine,omitempty"`
+}
+
+func (h *handler) status(ctx context.Context) (any, error) {
+	st, err := h.store.Status(ctx)
+	if err != nil || h.jobs == nil {
+		return Status{Status: st}, err
+	}
+	m, err := h.jobs.Mode(ctx)
+	return Status{Status: st, JobEngine: &m}, err
+}
+
 // CreatePoolRequest is the body of POST /v1/pools.
 type CreatePoolRequest struct {
 	Name       string `json:"name"`
@@ -78,7 +94,8 @@ type handler struct {
 //
 //	GET  /healthz                    "ok" while the node serves
 //	GET  /v1/node                    the serving node (NodeInfo)
-//	GET  /v1/status                  cluster.Status
+//	GET  /v1/status                  Status: cluster.Status and the job
+//	                                 engine's mode
 //	GET  /v1/nodes                   []cluster.Node
 //	GET  /v1/drives                  []cluster.Drive
 //	POST /v1/drives                  AddDriveRequest → AddDriveReply (routed to its node)
@@ -99,7 +116,7 @@ func NewHandler(d Deps) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
-	mux.HandleFunc("GET "+APIVersion+"/status", h.get(func(ctx context.Context) (any, error) { return store.Status(ctx) }))
+	mux.HandleFunc("GET "+APIVersion+"/status", h.get(h.status))
 	mux.HandleFunc("GET "+APIVersion+"/nodes", h.get(func(ctx context.Context) (any, error) { return store.ListNodes(ctx) }))
 	mux.HandleFunc("GET "+APIVersion+"/drives", h.get(func(ctx context.Context) (any, error) { return store.ListDrives(ctx) }))
 	mux.HandleFunc("GET "+APIVersion+"/pools", h.get(func(ctx context.Context) (any, error) { return store.ListPools(ctx) }))

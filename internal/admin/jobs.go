@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
@@ -46,6 +47,10 @@ type JobStatus struct {
 	Throttle job.ThrottleStatus `json:"throttle"`
 }
 
+// DefaultEventLimit is how many events GET /v1/job-events returns without
+// a limit.
+const DefaultEventLimit = 50
+
 // RemoveDriveReply is the answer of POST /v1/drives/{id}/remove.
 type RemoveDriveReply struct {
 	Drive cluster.DriveRecord `json:"drive"`
@@ -66,13 +71,20 @@ type RemoveDriveReply struct {
 //	POST /v1/job-policies           PolicyRequest (create)
 //	PUT  /v1/job-policies/{name}    PolicyRequest (modify)
 //	GET  /v1/job-settings            job.Settings
-//	POST /v1/job-settings            job.Settings (all fields)
+//	POST /v1/job-settings            job.Settings (the fields given replace
+//	                                 the current ones)
+//	GET  /v1/job-events?limit=N      []job.Event: the newest N (default
+//	                                 DefaultEventLimit, at most 1000),
+//	                                 oldest first
 //	POST /v1/drives/{id}/remove      suspend, then drain: RemoveDriveReply
 func (h *handler) jobRoutes(mux *http.ServeMux) {
 	v := APIVersion
 	mux.HandleFunc("GET "+v+"/job-settings", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) { return h.jobs.Settings(ctx) }))
 	mux.HandleFunc("POST "+v+"/job-settings", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
-		var st job.Settings
+		st, err := h.jobs.Settings(ctx)
+		if err != nil {
+			return nil, err
+		}
 		if err := decodeBody(r, &st); err != nil {
 			return nil, err
 		}
@@ -80,6 +92,17 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 			return nil, err
 		}
 		return h.jobs.Settings(ctx)
+	}))
+	mux.HandleFunc("GET "+v+"/job-events", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
+		limit := DefaultEventLimit
+		if q := r.URL.Query().Get("limit"); q != "" {
+			n, err := strconv.Atoi(q)
+			if err != nil {
+				return nil, fmt.Errorf("%w: limit %q: want a number of events, 1 to %d", job.ErrInvalid, q, job.DefaultKeepEvents)
+			}
+			limit = n
+		}
+		return h.jobs.Events(ctx, limit)
 	}))
 	mux.HandleFunc("GET "+v+"/jobs", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) { return h.jobs.List(ctx) }))
 	mux.HandleFunc("POST "+v+"/jobs", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {

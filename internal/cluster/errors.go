@@ -12,4 +12,7 @@ var (
 	ErrBadTransition = errors.New("cluster: bad drive status transition")
 	ErrNodeInUse     = errors.New("cluster: node name in use")
 	ErrInvalid       = errors.New("cluster: invalid argument")
+	// ErrConflict: a compare-and-swap write lost to another writer; read
+	// again and retry.
+	ErrConflict = errors.New("cluster: concurrent update")
 )

@@ -25,6 +25,11 @@ import (
 //	/weft/live/drives/<d%010d>    DriveLive (usage, health), bound to the
 //	                              owning node's lease
 //	/weft/pools/<pool>            PoolRecord, persistent
+//	/weft/watch                   WatchRecord: the coordinator's event
+//	                              watcher's memory (drive ids and node
+//	                              names seen, down-since times), written
+//	                              by the coordinator with a compare-and-
+//	                              swap; absent until the first watch
 //
 // The namespace (package meta) keeps its keys under MetaPrefix, and the job
 // engine (package job, schema in internal/job/schema.go) under /weft/jobs/;
@@ -49,6 +54,7 @@ const (
 	prefixDrives   = Prefix + "drives/"
 	prefixLiveDrv  = Prefix + "live/drives/"
 	prefixPools    = Prefix + "pools/"
+	keyWatch       = Prefix + "watch"
 
 	// MetaPrefix is the key prefix reserved for the namespace metadata.
 	MetaPrefix = Prefix + "meta/"

@@ -332,9 +332,10 @@ type Status struct {
 	// elected).
 	Coordinator string `json:"coordinator"`
 	// LowSpace is set in low-space mode, with its reason.
-	LowSpace       bool     `json:"low_space"`
-	LowSpaceReason string   `json:"low_space_reason,omitempty"`
-	Settings       Settings `json:"settings"`
+	LowSpace       bool      `json:"low_space"`
+	LowSpaceReason string    `json:"low_space_reason,omitempty"`
+	LowSpaceSince  time.Time `json:"low_space_since,omitzero"`
+	Settings       Settings  `json:"settings"`
 	// Nodes are the live nodes' directors, by name.
 	Nodes []NodeStatus `json:"nodes"`
 }
@@ -355,7 +356,7 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 		return st, err
 	}
 	if low != nil {
-		st.LowSpace, st.LowSpaceReason = true, low.Reason
+		st.LowSpace, st.LowSpaceReason, st.LowSpaceSince = true, low.Reason, low.Since
 	}
 	if st.Settings, err = e.Settings(ctx); err != nil {
 		return st, err
@@ -372,4 +373,38 @@ func (e *Engine) Status(ctx context.Context) (Status, error) {
 		st.Nodes = append(st.Nodes, r.NodeStatus)
 	}
 	return st, nil
+}
+
+// Engine modes, as Mode reports them.
+const (
+	ModeNormal   = "normal"
+	ModeLowSpace = "low-space"
+)
+
+// Mode is the engine's cluster-wide mode: ModeNormal, or ModeLowSpace
+// since a time and for a reason.
+type Mode struct {
+	Mode   string    `json:"mode"`
+	Since  time.Time `json:"since,omitzero"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// String is "normal" or "low-space since <time>: <reason>".
+func (m Mode) String() string {
+	if m.Mode != ModeLowSpace {
+		return m.Mode
+	}
+	return fmt.Sprintf("%s since %s: %s", m.Mode, m.Since.Local().Format("2006-01-02 15:04:05"), m.Reason)
+}
+
+// Mode returns the engine's mode: one etcd read.
+func (e *Engine) Mode(ctx context.Context) (Mode, error) {
+	low, err := e.lowSpace(ctx)
+	if err != nil {
+		return Mode{}, err
+	}
+	if low == nil {
+		return Mode{Mode: ModeNormal}, nil
+	}
+	return Mode{Mode: ModeLowSpace, Since: low.Since, Reason: low.Reason}, nil
 }

@@ -60,6 +60,9 @@ type Config struct {
 	// Parallelism is the number of tasks per live node suggested to Split.
 	// Default 32.
 	Parallelism int
+	// KeepEvents is how many entries the event log keeps; older ones are
+	// deleted as new ones are recorded. Default DefaultKeepEvents (1000).
+	KeepEvents int
 }
 
 func (c *Config) setDefaults() {
@@ -89,6 +92,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Parallelism <= 0 {
 		c.Parallelism = 32
+	}
+	if c.KeepEvents <= 0 {
+		c.KeepEvents = DefaultKeepEvents
 	}
 	if c.Throttle == nil {
 		c.Throttle = FixedThrottle{Workers: 2, Duty: 1}

@@ -45,6 +45,15 @@ import (
 //	                                 its node name
 //	/weft/jobs/policies/<name>       custom impact policies: their own
 //	                                 records, documented in policy_schema.go
+//	/weft/jobs/eventseq              last allocated event id (decimal);
+//	                                 bumped with a compare-and-swap at
+//	                                 RecordEvent
+//	/weft/jobs/event/<id %020d>      eventRecord: one entry of the event
+//	                                 log (kind, subject, detail, the job it
+//	                                 started or why none). RecordEvent
+//	                                 deletes, in the transaction that adds
+//	                                 event N, every event below
+//	                                 N-KeepEvents+1 (1000 kept)
 //
 // where T = <id %020d>/<phase %03d>/s<hex scope>/<from %016x>. A task's key
 // is derived from its range, so a steal, which splits [From, To) at mid,
@@ -102,6 +111,8 @@ const (
 	prefixTasks    = Prefix + "task/"
 	prefixOwners   = Prefix + "owner/"
 	prefixNodes    = Prefix + "node/"
+	keyEventSeq    = Prefix + "eventseq"
+	prefixEvents   = Prefix + "event/"
 	electionPrefix = Prefix + "coordinator"
 )
 
@@ -109,6 +120,7 @@ func jobKey(id JobID) string      { return fmt.Sprintf("%s%020d", prefixJobs, ui
 func progressKey(id JobID) string { return fmt.Sprintf("%s%020d", prefixProgress, uint64(id)) }
 func typeKey(name string) string  { return prefixTypes + name }
 func nodeKey(node string) string  { return prefixNodes + node }
+func eventKey(id uint64) string   { return fmt.Sprintf("%s%020d", prefixEvents, id) }
 
 // phaseSuffix is the part of T shared by a phase's tasks.
 func phaseSuffix(id JobID, phase int) string { return fmt.Sprintf("%020d/%03d/", uint64(id), phase) }
@@ -292,6 +304,13 @@ type nodeRecord struct {
 	NodeStatus
 }
 
+// eventRecord is one entry of the event log; written once by RecordEvent,
+// never changed, deleted when it falls out of retention.
+type eventRecord struct {
+	V int `json:"v"`
+	Event
+}
+
 // versioned is implemented by every record; encode stamps the version.
 type versioned interface{ setVersion() }
 
@@ -302,6 +321,7 @@ func (r *typeRecord) setVersion()     { r.V = baseRecordVersion }
 func (r *lowSpaceRecord) setVersion() { r.V = baseRecordVersion }
 func (r *progressRecord) setVersion() { r.V = baseRecordVersion }
 func (r *nodeRecord) setVersion()     { r.V = baseRecordVersion }
+func (r *eventRecord) setVersion()    { r.V = baseRecordVersion }
 
 func (r *taskRecord) setVersion() {
 	r.V = baseRecordVersion

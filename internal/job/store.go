@@ -123,10 +123,23 @@ type Settings struct {
 	// KeepJobs is how many ended jobs (and their reports) are kept
 	// (1-10000; default 100); older ones are deleted, oldest id first.
 	KeepJobs int `json:"keep_jobs"`
+	// LowSpaceThreshold is the free space, in percent of a pool's size,
+	// below which the coordinator turns low-space mode on (0-50; default
+	// 5; 0 never turns it on). The mode ends when every pool is back at
+	// LowSpaceThreshold+1 percent free (hysteresis, so that a pool
+	// hovering at the threshold does not flip the mode at every check).
+	LowSpaceThreshold int `json:"low_space_threshold"`
+	// RebalanceThreshold is the spread, in percentage points of used
+	// space, between the fullest and the emptiest drive in service of a
+	// pool beyond which the coordinator starts a rebalance job (0-50;
+	// default 5; 0 never starts one by itself).
+	RebalanceThreshold int `json:"rebalance_threshold"`
 }
 
 // DefaultSettings returns the settings of a cluster that never set any.
-func DefaultSettings() Settings { return Settings{MaxRunning: 3, KeepJobs: 100} }
+func DefaultSettings() Settings {
+	return Settings{MaxRunning: 3, KeepJobs: 100, LowSpaceThreshold: 5, RebalanceThreshold: 5}
+}
 
 func (s Settings) validate() error {
 	if s.MaxRunning < 1 || s.MaxRunning > 16 {
@@ -134,6 +147,12 @@ func (s Settings) validate() error {
 	}
 	if s.KeepJobs < 1 || s.KeepJobs > 10000 {
 		return fmt.Errorf("%w: keep_jobs %d: use 1 to 10000", ErrInvalid, s.KeepJobs)
+	}
+	if s.LowSpaceThreshold < 0 || s.LowSpaceThreshold > 50 {
+		return fmt.Errorf("%w: low_space_threshold %d: use 0 (off) to 50 percent free", ErrInvalid, s.LowSpaceThreshold)
+	}
+	if s.RebalanceThreshold < 0 || s.RebalanceThreshold > 50 {
+		return fmt.Errorf("%w: rebalance_threshold %d: use 0 (off) to 50 percentage points", ErrInvalid, s.RebalanceThreshold)
 	}
 	return nil
 }
@@ -147,7 +166,9 @@ func (e *Engine) Settings(ctx context.Context) (Settings, error) {
 	if len(resp.Kvs) == 0 {
 		return DefaultSettings(), nil
 	}
-	var r settingsRecord
+	// Fields a record lacks (written before they existed) keep their
+	// defaults.
+	r := settingsRecord{Settings: DefaultSettings()}
 	if err := decode(keySettings, resp.Kvs[0].Value, &r); err != nil {
 		return Settings{}, err
 	}
@@ -173,7 +194,8 @@ func (e *Engine) SetSettings(ctx context.Context, s Settings) error {
 // SetLowSpace turns low-space mode on (with the reason shown to users) or
 // off. In low-space mode only job types that implement SpaceSaver run;
 // others are paused by the system and resume when the mode ends. It is the
-// input for whatever watches pool free space; it is idempotent.
+// input for whatever watches pool free space; it is idempotent. Turning it
+// on while it is on only updates the reason: the mode's start time is kept.
 func (e *Engine) SetLowSpace(ctx context.Context, on bool, reason string) error {
 	var err error
 	if on {
@@ -181,7 +203,11 @@ func (e *Engine) SetLowSpace(ctx context.Context, on bool, reason string) error 
 		if lerr == nil && cur != nil && cur.Reason == reason {
 			return nil
 		}
-		_, err = e.cfg.Client.Put(ctx, keyLowSpace, encode(&lowSpaceRecord{Reason: reason, Since: now()}))
+		since := now()
+		if lerr == nil && cur != nil {
+			since = cur.Since
+		}
+		_, err = e.cfg.Client.Put(ctx, keyLowSpace, encode(&lowSpaceRecord{Reason: reason, Since: since}))
 	} else {
 		_, err = e.cfg.Client.Delete(ctx, keyLowSpace)
 	}

@@ -2,8 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,17 +17,41 @@ import (
 // enough to limit the window with reduced protection.
 const DefaultRepairGrace = 10 * time.Minute
 
-// eventLoop turns cluster events into jobs, on the coordinator's node only:
-// a drive in service that has been down for longer than the repair grace
-// period starts a repair job at priority 1, unless one is already queued
-// or running.
+const (
+	// balanceInterval is how often the coordinator compares the drives
+	// of each pool (and right after a drive or node was added).
+	balanceInterval = 30 * time.Second
+	// rebalanceCooldown is how long after a rebalance it started for a
+	// pool ended the coordinator waits before it starts another one for
+	// the same pool: a pool a rebalance could not even out (a drive much
+	// smaller than the others, files pinned by policy) must not get a new
+	// job every balanceInterval.
+	rebalanceCooldown = 10 * time.Minute
+)
+
+// eventLoop turns cluster events into jobs, on the coordinator's node only,
+// and records each in the job engine's event log (weft job events list):
 //
-// The down-since times are kept in memory by the coordinator: after a
-// coordinator change the grace period starts again (erring on the side of
-// waiting, never of repairing early).
+//   - a drive in service down for longer than the repair grace period
+//     starts a repair job at priority 1, unless one is already queued or
+//     running;
+//   - a drive id or node name the cluster had not seen starts a multiscan
+//     job, unless one is already queued (a cluster's first watch only
+//     learns what exists);
+//   - a pool whose drives' used fractions spread more than the
+//     rebalance_threshold setting starts a rebalance job for the pool,
+//     unless a rebalance of it or a multiscan is queued or running;
+//   - a pool below the low_space_threshold setting (percent free) turns
+//     the engine's low-space mode on; it ends when every pool is back at
+//     the threshold plus one point.
+//
+// What it must remember across coordinator changes (drives and nodes seen,
+// down-since times) is in cluster.WatchRecord; which outcome it last
+// recorded for a drive or pool is in memory, so a new coordinator may
+// record a still-unbalanced pool once more.
 func (s *Server) eventLoop() {
 	defer s.wg.Done()
-	downSince := map[cluster.DriveID]time.Time{}
+	w := &watcher{s: s}
 	t := time.NewTicker(min(s.cfg.RepairGrace/4+time.Second, 5*time.Second))
 	defer t.Stop()
 	for {
@@ -36,68 +61,421 @@ func (s *Server) eventLoop() {
 		case <-t.C:
 		}
 		if !s.jobs.IsCoordinator() {
-			clear(downSince)
+			w.reset()
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := s.checkDownDrives(ctx, downSince); err != nil {
+		if err := w.check(ctx, time.Now()); err != nil {
 			s.log.Warn("events", "err", err)
 		}
 		cancel()
 	}
 }
 
-func (s *Server) checkDownDrives(ctx context.Context, downSince map[cluster.DriveID]time.Time) error {
+// watcher is the event loop's state while this node is coordinator.
+type watcher struct {
+	s *Server
+
+	loaded bool
+	rec    cluster.WatchRecord
+	rev    int64
+	dirty  bool
+
+	// reported is what was last recorded per subject ("d7", "pool
+	// default"): the job the event named, or its outcome when it named
+	// none. The same again is not recorded.
+	reported map[string]string
+	// rebalanced is the last rebalance job started per pool.
+	rebalanced  map[string]job.JobID
+	lastBalance time.Time
+	// jobs is this check's job list, read at most once per check.
+	jobs []job.JobView
+}
+
+// reset forgets the in-memory state (this node is not, or no longer,
+// coordinator).
+func (w *watcher) reset() {
+	*w = watcher{s: w.s}
+}
+
+// check runs every check once.
+func (w *watcher) check(ctx context.Context, now time.Time) error {
+	s := w.s
+	w.jobs = nil
+	if w.reported == nil {
+		w.reported, w.rebalanced = map[string]string{}, map[string]job.JobID{}
+	}
 	drives, err := s.store.ListDrives(ctx)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	var overdue []string
-	seen := map[cluster.DriveID]bool{}
+	nodes, err := s.store.ListNodes(ctx)
+	if err != nil {
+		return err
+	}
+	settings, err := s.jobs.Settings(ctx)
+	if err != nil {
+		return err
+	}
+	if !w.loaded {
+		rec, rev, found, err := s.store.Watch(ctx)
+		if err != nil {
+			return err
+		}
+		w.rec, w.rev, w.loaded = rec, rev, true
+		if !found {
+			// The first watch of this cluster: what exists now is its
+			// initial membership, not an addition.
+			w.rec.Remember(drives, nodes)
+			w.dirty = true
+			s.log.Info("event watcher initialised", "drives", len(w.rec.Drives), "nodes", len(w.rec.Nodes))
+		}
+	}
+	var errs []error
+	errs = append(errs, w.checkDownDrives(ctx, drives, now))
+	added, err := w.checkAdded(ctx, drives, nodes)
+	errs = append(errs, err)
+	errs = append(errs, w.checkSpace(ctx, drives, settings.LowSpaceThreshold))
+	if added || now.Sub(w.lastBalance) >= balanceInterval {
+		w.lastBalance = now
+		errs = append(errs, w.checkBalance(ctx, drives, settings.RebalanceThreshold, now))
+	}
+	if w.dirty {
+		rev, err := s.store.SaveWatch(ctx, w.rec, w.rev)
+		if err != nil {
+			w.loaded = false // read it again next time
+			errs = append(errs, err)
+		} else {
+			w.rev, w.dirty = rev, false
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// listJobs returns the jobs, read once per check.
+func (w *watcher) listJobs(ctx context.Context) ([]job.JobView, error) {
+	if w.jobs != nil {
+		return w.jobs, nil
+	}
+	jobs, err := w.s.jobs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.jobs = jobs
+	return jobs, nil
+}
+
+// record adds an event to the log, unless the subject's last event named
+// the same job (started, then seen queued and running: one event), or no
+// job for the same reason.
+func (w *watcher) record(ctx context.Context, ev job.Event) error {
+	key := ev.Outcome
+	if ev.Job != 0 {
+		key = fmt.Sprintf("job %d", ev.Job)
+	}
+	if w.reported[ev.Subject] == key {
+		return nil
+	}
+	if _, err := w.s.jobs.RecordEvent(ctx, ev); err != nil {
+		return err
+	}
+	w.reported[ev.Subject] = key
+	return nil
+}
+
+// submit starts a job for an event, unless cover names a live job that
+// already covers it; it returns the job and the event's outcome.
+func (w *watcher) submit(ctx context.Context, typ string, o job.Options, cover func(job.JobView) bool) (job.JobID, string) {
+	jobs, err := w.listJobs(ctx)
+	if err != nil {
+		return 0, "no job: " + err.Error()
+	}
+	if j, ok := covering(jobs, cover); ok {
+		return j.ID, fmt.Sprintf("%s job %d already %s", j.Type, j.ID, stateWords(j.State))
+	}
+	id, err := w.s.jobs.Submit(ctx, typ, o)
+	if err != nil {
+		return 0, "no job: " + err.Error()
+	}
+	w.jobs = nil // the list changed
+	return id, fmt.Sprintf("started %s job %d", typ, id)
+}
+
+// covering returns the first job cover accepts.
+func covering(jobs []job.JobView, cover func(job.JobView) bool) (job.JobView, bool) {
+	for _, j := range jobs {
+		if cover(j) {
+			return j, true
+		}
+	}
+	return job.JobView{}, false
+}
+
+// liveOf accepts a job of one of types that has not ended (and is not
+// being cancelled).
+func liveOf(types ...string) func(job.JobView) bool {
+	return func(j job.JobView) bool {
+		return slices.Contains(types, j.Type) && !j.State.Terminal() && j.State != job.Cancelling
+	}
+}
+
+func stateWords(s job.State) string {
+	switch s {
+	case job.Paused:
+		return "paused by a user"
+	case job.SystemPaused:
+		return "paused by the system"
+	}
+	return string(s)
+}
+
+// checkDownDrives records drives in service going down and starts a repair
+// once they stay down past the grace period. Down-since times live in the
+// watch record, so a coordinator change does not restart the grace period.
+func (w *watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, now time.Time) error {
+	s := w.s
+	grace := s.cfg.RepairGrace
+	if w.rec.DownSince == nil {
+		w.rec.DownSince = map[string]time.Time{}
+	}
+	var overdue []cluster.Drive
+	down := map[string]bool{}
+	var errs []error
 	for _, d := range drives {
 		if d.State == cluster.Up || d.Status == cluster.StatusRemoved {
 			continue
 		}
-		seen[d.ID] = true
-		since, ok := downSince[d.ID]
+		name := d.ID.String()
+		down[name] = true
+		since, ok := w.rec.DownSince[name]
 		if !ok {
-			downSince[d.ID] = now
-			s.log.Warn("drive down; repair starts after the grace period unless it returns", "drive", d.ID, "node", d.Node, "grace", s.cfg.RepairGrace)
+			w.rec.DownSince[name], w.dirty = now.UTC(), true
+			s.log.Warn("drive down; repair starts after the grace period unless it returns", "drive", d.ID, "node", d.Node, "grace", grace)
+			errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: name, Detail: downDetail(d),
+				Outcome: fmt.Sprintf("repair due at %s (grace %s) unless it returns", now.Add(grace).UTC().Format(time.RFC3339), grace)}))
 			continue
 		}
-		if now.Sub(since) >= s.cfg.RepairGrace {
-			overdue = append(overdue, d.ID.String())
+		if now.Sub(since) >= grace {
+			overdue = append(overdue, d)
 		}
 	}
-	for id := range downSince {
-		if !seen[id] {
-			delete(downSince, id) // back up (or removed): start over if it fails again
+	for name := range w.rec.DownSince {
+		if !down[name] {
+			delete(w.rec.DownSince, name) // back up (or removed): start over if it fails again
+			delete(w.reported, name)
+			w.dirty = true
 		}
 	}
 	if len(overdue) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
-	jobs, err := s.jobs.List(ctx)
+	var names []string
+	for _, d := range overdue {
+		names = append(names, d.ID.String())
+	}
+	id, outcome := w.submit(ctx, "repair", job.Options{Priority: 1, Params: map[string]string{
+		"reason": fmt.Sprintf("drives down for more than %s: %s", grace, strings.Join(names, ",")),
+	}}, liveOf("repair"))
+	started := strings.HasPrefix(outcome, "started")
+	if started {
+		s.log.Warn("repair started by the down-drive event", "job", id, "drives", strings.Join(names, ","))
+		// Give the repair the whole grace period before another could start.
+		for name := range w.rec.DownSince {
+			w.rec.DownSince[name] = now.UTC()
+		}
+		w.dirty = true
+	}
+	for _, d := range overdue {
+		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: d.ID.String(),
+			Detail: fmt.Sprintf("%s, for more than the %s grace period", downDetail(d), grace), Job: id, Outcome: outcome}))
+	}
+	return errors.Join(errs...)
+}
+
+func downDetail(d cluster.Drive) string {
+	s := fmt.Sprintf("drive %s on %s (pool %s) is down", d.ID, d.Node, d.Pool)
+	if d.Live != nil && d.Live.Error != "" {
+		s += ": " + d.Live.Error
+	}
+	return s
+}
+
+// checkAdded records drives and nodes not seen before and starts one
+// multiscan for all of them, unless one is queued (it will see them when
+// it starts). It reports whether anything was added.
+func (w *watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes []cluster.Node) (bool, error) {
+	newDrives, newNodes := w.rec.Added(drives, nodes)
+	if len(newDrives)+len(newNodes) == 0 {
+		return false, nil
+	}
+	var id job.JobID
+	var outcome string
+	if storesNoBlocks(drives) {
+		outcome = "no job: the cluster stores no blocks yet, so there is nothing to spread"
+	} else {
+		id, outcome = w.submit(ctx, "multiscan", job.Options{}, func(j job.JobView) bool { return j.Type == "multiscan" && j.State == job.Queued })
+	}
+	var evs []job.Event
+	for _, n := range newNodes {
+		evs = append(evs, job.Event{Kind: job.EventNodeAdded, Subject: "node " + n.Name,
+			Detail: fmt.Sprintf("node %s joined (block service %s)", n.Name, n.GRPCAddr), Job: id, Outcome: outcome})
+	}
+	for _, d := range newDrives {
+		evs = append(evs, job.Event{Kind: job.EventDriveAdded, Subject: d.ID.String(),
+			Detail: fmt.Sprintf("drive %s on %s (pool %s, class %s) at %s", d.ID, d.Node, d.Pool, d.Class, d.Path), Job: id, Outcome: outcome})
+	}
+	var errs []error
+	for _, ev := range evs {
+		if _, err := w.s.jobs.RecordEvent(ctx, ev); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Remembered even if recording failed: a multiscan must not be
+	// started twice for the same addition.
+	w.rec.Remember(newDrives, newNodes)
+	w.dirty = true
+	return true, errors.Join(errs...)
+}
+
+// storesNoBlocks reports whether no drive that published its usage holds a
+// block: a new cluster, where a multiscan has nothing to do.
+func storesNoBlocks(drives []cluster.Drive) bool {
+	for _, d := range drives {
+		if d.Live != nil && d.Live.Blocks > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkSpace turns low-space mode on or off from the pools' free space.
+func (w *watcher) checkSpace(ctx context.Context, drives []cluster.Drive, threshold int) error {
+	mode, err := w.s.jobs.Mode(ctx)
 	if err != nil {
 		return err
 	}
-	for _, j := range jobs {
-		if j.Type == "repair" && !j.State.Terminal() {
-			return nil // a repair is already queued or running; it sees the down drives
+	on := mode.Mode == job.ModeLowSpace
+	v := spaceVerdict(cluster.PoolUsages(drives), threshold, on)
+	if v.On == on {
+		return nil
+	}
+	if err := w.s.jobs.SetLowSpace(ctx, v.On, v.Reason); err != nil {
+		return err
+	}
+	ev := job.Event{Kind: job.EventLowSpace, Subject: v.Subject, Detail: v.Reason, Outcome: "low-space mode on: jobs that do not free space pause"}
+	if !v.On {
+		ev.Kind, ev.Outcome = job.EventSpaceRecovered, "low-space mode off: jobs paused for it resume"
+	}
+	w.s.log.Warn("low-space mode", "on", v.On, "reason", v.Reason)
+	_, err = w.s.jobs.RecordEvent(ctx, ev)
+	return err
+}
+
+// space is spaceVerdict's answer: the mode's new state, why, and the
+// subject of the event if it changes.
+type space struct {
+	On      bool
+	Reason  string
+	Subject string
+}
+
+// spaceVerdict decides low-space mode from the pools' usage (in service
+// only, see cluster.PoolUsages), the threshold in percent free (0: off)
+// and whether the mode is on now. The mode turns on when any pool is
+// below the threshold, and off only when every pool is at threshold+1
+// percent free or more (hysteresis: a pool hovering at the threshold does
+// not flip the mode at every check). It is a pure function.
+func spaceVerdict(pools []cluster.PoolUsage, threshold int, on bool) space {
+	if threshold <= 0 {
+		return space{On: false, Reason: "low_space_threshold is 0: low-space mode is off", Subject: "cluster"}
+	}
+	var low []string
+	var lowest *cluster.PoolUsage
+	for i, p := range pools {
+		if lowest == nil || p.FreeFraction() < lowest.FreeFraction() {
+			lowest = &pools[i]
+		}
+		if 100*p.FreeFraction() < float64(threshold) {
+			low = append(low, fmt.Sprintf("pool %s: %.1f%% free", p.Pool, 100*p.FreeFraction()))
 		}
 	}
-	sort.Strings(overdue)
-	id, err := s.jobs.Submit(ctx, "repair", job.Options{Priority: 1, Params: map[string]string{
-		"reason": fmt.Sprintf("drives down for more than %s: %s", s.cfg.RepairGrace, strings.Join(overdue, ",")),
-	}})
-	if err != nil {
-		return fmt.Errorf("start repair: %w", err)
+	switch {
+	case len(low) > 0:
+		subject := "pool " + lowest.Pool
+		return space{On: true, Subject: subject, Reason: fmt.Sprintf("%s, below the %d%% threshold", strings.Join(low, ", "), threshold)}
+	case !on:
+		return space{On: false}
+	case lowest == nil:
+		return space{On: false, Subject: "cluster", Reason: "no pool has a drive in service"}
+	case 100*lowest.FreeFraction() >= float64(threshold+1):
+		return space{On: false, Subject: "pool " + lowest.Pool, Reason: fmt.Sprintf("every pool at %d%% free or more (threshold %d%% + 1 point); the lowest, %s, has %.1f%%",
+			threshold+1, threshold, lowest.Pool, 100*lowest.FreeFraction())}
 	}
-	s.log.Warn("repair started by the down-drive event", "job", id, "drives", strings.Join(overdue, ","))
-	// Give the repair the whole grace period before another could start.
-	for id := range downSince {
-		downSince[id] = time.Now()
+	return space{On: true} // between the threshold and threshold+1: stays on
+}
+
+// imbalance is a pool whose drives are too far apart.
+type imbalance struct {
+	Pool              string
+	Fullest, Emptiest cluster.DriveUsage
+	// Points is the spread in percentage points of used space.
+	Points float64
+}
+
+func (b imbalance) detail(threshold int) string {
+	return fmt.Sprintf("%s %.1f%% used, %s %.1f%% used: %.1f points apart (rebalance_threshold %d)",
+		b.Fullest.ID, 100*b.Fullest.UsedFraction(), b.Emptiest.ID, 100*b.Emptiest.UsedFraction(), b.Points, threshold)
+}
+
+// imbalances returns the pools whose drives in service spread more than
+// threshold percentage points of used space, by pool name (none when the
+// threshold is 0). It is a pure function.
+func imbalances(pools []cluster.PoolUsage, threshold int) []imbalance {
+	if threshold <= 0 {
+		return nil
 	}
-	return nil
+	var out []imbalance
+	for _, p := range pools {
+		full, empty, spread, ok := p.Spread()
+		if ok && 100*spread > float64(threshold) {
+			out = append(out, imbalance{Pool: p.Pool, Fullest: full, Emptiest: empty, Points: 100 * spread})
+		}
+	}
+	return out
+}
+
+// checkBalance starts a rebalance for each pool out of balance, unless a
+// rebalance of that pool or a multiscan is queued or running, and records
+// the event once per outcome (a new job, or the job that covers it).
+func (w *watcher) checkBalance(ctx context.Context, drives []cluster.Drive, threshold int, now time.Time) error {
+	bad := imbalances(cluster.PoolUsages(drives), threshold)
+	unbalanced := map[string]bool{}
+	var errs []error
+	for _, b := range bad {
+		subject := "pool " + b.Pool
+		unbalanced[subject] = true
+		if prev, ok := w.rebalanced[b.Pool]; ok {
+			jobs, err := w.listJobs(ctx)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if j, ok := covering(jobs, func(j job.JobView) bool { return j.ID == prev }); ok && j.State.Terminal() && now.Sub(j.Ended) < rebalanceCooldown {
+				continue // it just ran; give the pool time before another
+			}
+		}
+		id, outcome := w.submit(ctx, "rebalance", job.Options{Params: map[string]string{"pool": b.Pool}}, func(j job.JobView) bool {
+			return liveOf("multiscan")(j) || liveOf("rebalance")(j) && (j.Params["pool"] == "" || j.Params["pool"] == b.Pool)
+		})
+		if strings.HasPrefix(outcome, "started") {
+			w.rebalanced[b.Pool] = id
+		}
+		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventPoolUnbalanced, Subject: subject, Detail: b.detail(threshold), Job: id, Outcome: outcome}))
+	}
+	for subject := range w.reported {
+		if strings.HasPrefix(subject, "pool ") && !unbalanced[subject] {
+			delete(w.reported, subject) // balanced again: a new imbalance is a new event
+		}
+	}
+	return errors.Join(errs...)
 }

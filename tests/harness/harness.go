@@ -269,9 +269,11 @@ func (c *Cluster) WaitStatus(timeout time.Duration, ok func(cluster.Status) bool
 	var st cluster.Status
 	var err error
 	for time.Now().Before(deadline) {
-		if st, err = c.Admin.Status(context.Background()); err == nil && ok(st) {
-			return st
+		var full admin.Status
+		if full, err = c.Admin.Status(context.Background()); err == nil && ok(full.Status) {
+			return full.Status
 		}
+		st = full.Status
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.tb.Fatalf("harness: status condition not met after %s: %+v (err %v)", timeout, st, err)
