@@ -33,6 +33,11 @@ func Open(ctx context.Context, cli *clientv3.Client) (*Store, error) {
 			clientv3.OpPut(keySchema, strconv.Itoa(SchemaVersion)),
 			clientv3.OpPut(keyClusterID, id),
 			clientv3.OpPut(keyCreated, now),
+			// An empty event-watcher record: every drive and node that
+			// joins from now on is an addition the event log records (a
+			// cluster without one predates it: the watcher takes what
+			// exists when it first looks as the initial membership).
+			clientv3.OpPut(keyWatch, encode(WatchRecord{V: RecordVersion, Updated: time.Now().UTC()})),
 		).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bootstrap: %w", err)

@@ -42,7 +42,10 @@ import (
 //     drive sheds its excess in expectation; the moved units go to target
 //     drives weighted by free space, never to a node that would then hold
 //     more than its share of the stripe.
-//   - settle: the same with a new plan, which corrects what chance left.
+//   - settle, settle2, settle3: one task per pool that follows the usage
+//     as it is now rather than odds (see settle), moving units off the
+//     drives still above the mean until none is; a pass skips the pools
+//     already within half the threshold.
 //   - check: reports each pool's spread of used fractions; a pool still
 //     out of the band (parameter "threshold", default 5 points) counts as
 //     an error in the report.
@@ -57,7 +60,15 @@ func Rebalance() job.Type { return newRebalance(clusterSpace) }
 
 func newRebalance(space spaceLister) *rebalance {
 	r := &rebalance{space: space, nodes: newNodeCache()}
-	r.phases = []job.Phase{&balancePass{r: r, name: "rebalance"}, &balancePass{r: r, name: "settle"}, &balanceCheck{r: r}}
+	r.phases = []job.Phase{&balancePass{r: r, name: "rebalance"}}
+	for i := 1; i <= settlePasses; i++ {
+		name := "settle"
+		if i > 1 {
+			name = fmt.Sprintf("settle%d", i)
+		}
+		r.phases = append(r.phases, &balancePass{r: r, name: name, pass: i})
+	}
+	r.phases = append(r.phases, &balanceCheck{r: r})
 	return r
 }
 
@@ -67,6 +78,8 @@ type rebalance struct {
 	space  spaceLister
 	nodes  *nodeCache
 	phases []job.Phase
+	liveMu sync.Mutex
+	live   map[string]*liveSpace // settle passes' views, by job/phase/pool
 }
 
 var (
@@ -84,6 +97,12 @@ func (*rebalance) Defaults() (int, string) { return 5, "low" }
 // DefaultBalanceThreshold is the spread of used fractions, in points,
 // within which a pool counts as balanced.
 const DefaultBalanceThreshold = 5.0
+
+// settlePasses is the number of passes after the first. A unit drawn to
+// move may find no drive it may go to (every target is on a node that
+// already holds its share of the stripe), so the first pass moves less
+// than its plan; the settle passes try other units for what is left.
+const settlePasses = 3
 
 // deadband is how far above the mean, in fraction, a drive must be to
 // shed units: drives this close to the mean are left alone.
@@ -504,6 +523,7 @@ func (c *nodeCache) get(ctx context.Context, e Env) (map[meta.DriveID]string, er
 type balancePass struct {
 	r    *rebalance
 	name string
+	pass int // 0 for the first pass
 }
 
 func (p *balancePass) Name() string { return p.name }
@@ -524,14 +544,29 @@ func (p *balancePass) Split(ctx context.Context, env job.Env, j *job.Job) ([]job
 	if j.Params["pool"] != "" && len(plans) == 0 {
 		return nil, fmt.Errorf("%w: pool=%q has no drive that is up and in service", job.ErrInvalid, j.Params["pool"])
 	}
+	threshold, err := thresholdOf(j.Params)
+	if err != nil {
+		return nil, err
+	}
+	spread := map[string]float64{}
+	for _, s := range poolSpreads(space, j.Params["pool"]) {
+		spread[s.Pool] = s.Spread()
+	}
 	var out []job.TaskSpec
 	for _, pl := range plans {
+		if p.pass > 0 && spread[pl.Pool] <= threshold/2 {
+			continue // balanced enough; the first pass also fixed spread
+		}
 		e.Log().Info("rebalance plan", "phase", p.name, "pool", pl.Pool, "mean_used", fmt.Sprintf("%.2f%%", pl.Mean*100),
 			"sources", len(pl.Src), "targets", len(pl.Dst), "nodes", pl.Nodes)
 		if pl.balanced() && pl.Nodes < 2 {
 			continue
 		}
-		tasks, err := splitLINs(ctx, e.Meta(), j.Parallelism)
+		n := j.Parallelism
+		if p.pass > 0 {
+			n = 1 // one worker follows the live usage (see settle)
+		}
+		tasks, err := splitLINs(ctx, e.Meta(), n)
 		if err != nil {
 			return nil, err
 		}
@@ -581,6 +616,9 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	}
 	dry := j.Params["dry-run"] == "true"
 	lin := meta.LIN(item)
+	if p.pass > 0 {
+		return p.settle(ctx, e, j, pl, lin, nodeOf, isBad, dry)
+	}
 	res := job.ItemResult{Items: 1}
 	var moved, kept int
 	var firstErr error
@@ -643,6 +681,190 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 		}
 	}
 	return res, nil
+}
+
+// settle is Process of the passes after the first: instead of the plan's
+// odds it follows the pool's usage as it is now (read from the nodes at
+// most once a second, and adjusted for each move this node makes), moving
+// at most one unit per stripe: one on the fullest drive of the stripe that
+// is above the mean by more than the dead band, to a drive below the mean
+// on a node that would not then hold more than its share of the stripe.
+// So it stops when the drives are within about a unit of the mean, and
+// tries units the first pass could not move.
+func (p *balancePass) settle(ctx context.Context, e Env, j *job.Job, pl balancePlan, lin meta.LIN,
+	nodeOf map[meta.DriveID]string, isBad func(meta.DriveID) bool, dry bool) (job.ItemResult, error) {
+	ls := p.r.liveFor(fmt.Sprintf("%d/%s/%s", j.ID, p.name, pl.Pool))
+	res := job.ItemResult{Items: 1}
+	moved := 0
+	for from := uint64(0); ; {
+		ss, err := e.Meta().GetStripes(ctx, lin, from, scanPage)
+		if errors.Is(err, meta.ErrNotFound) {
+			return job.ItemResult{}, nil
+		}
+		if err != nil {
+			return res, err
+		}
+		for _, s := range ss {
+			if client.StripeNeedsRepair(s, isBad) {
+				continue
+			}
+			if err := ls.refresh(ctx, e, p.r.space, pl.Pool); err != nil {
+				return res, err
+			}
+			mv, allow, ok := ls.pick(s, nodeOf, pl.Nodes)
+			if !ok {
+				continue
+			}
+			if dry {
+				moved++
+				res.Bytes += unitLen(s, mv)
+				continue
+			}
+			r, err := e.Client().MoveUnits(ctx, lin, s.Index, []client.UnitMove{mv}, allow)
+			res.Bytes += r.BytesWritten
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, ctx.Err()
+				}
+				if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrConflict) {
+					res.Errors++
+					continue
+				}
+				return res, err
+			}
+			if r.Committed {
+				for _, u := range r.Units {
+					if u.To != 0 {
+						ls.moved(u.From, u.To, unitLen(s, mv))
+						moved++
+					}
+				}
+			}
+		}
+		if len(ss) < scanPage {
+			break
+		}
+		from = ss[len(ss)-1].Index + 1
+	}
+	if moved > 0 {
+		res.Note = fmt.Sprintf("%s: %d units moved", pathOf(ctx, e.Meta(), lin), moved)
+	}
+	return res, nil
+}
+
+// liveSpace is one node's running view of a pool's drives during a settle
+// pass.
+type liveSpace struct {
+	mu     sync.Mutex
+	at     time.Time
+	used   time.Time // last use, for forgetting
+	drives map[meta.DriveID]driveSpace
+	mean   float64
+}
+
+// liveRefresh is how often a settle pass reads the drives' usage.
+const liveRefresh = time.Second
+
+// liveFor returns the live view of key (job/phase/pool), forgetting views
+// unused for ten minutes.
+func (r *rebalance) liveFor(key string) *liveSpace {
+	r.liveMu.Lock()
+	defer r.liveMu.Unlock()
+	if r.live == nil {
+		r.live = map[string]*liveSpace{}
+	}
+	now := time.Now()
+	for k, l := range r.live {
+		if now.Sub(l.used) > 10*time.Minute {
+			delete(r.live, k)
+		}
+	}
+	l := r.live[key]
+	if l == nil {
+		l = &liveSpace{}
+		r.live[key] = l
+	}
+	l.used = now
+	return l
+}
+
+func (l *liveSpace) refresh(ctx context.Context, e Env, space spaceLister, pool string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.drives != nil && time.Since(l.at) < liveRefresh {
+		return nil
+	}
+	ds, err := space(ctx, e)
+	if err != nil {
+		return err
+	}
+	l.drives = map[meta.DriveID]driveSpace{}
+	var used, total int64
+	for _, d := range ds {
+		if d.Pool == pool {
+			l.drives[d.ID] = d
+			used += d.Used
+			total += d.Total
+		}
+	}
+	l.mean = 0
+	if total > 0 {
+		l.mean = float64(used) / float64(total)
+	}
+	l.at = time.Now()
+	return nil
+}
+
+// pick chooses the unit of s to move, if any, and the drives it may go to.
+func (l *liveSpace) pick(s meta.Stripe, nodeOf map[meta.DriveID]string, nodes int) (client.UnitMove, func(meta.DriveID) bool, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if nodes < 1 {
+		return client.UnitMove{}, nil, false
+	}
+	limit := (len(s.Units) + nodes - 1) / nodes
+	load := map[string]int{}
+	for _, u := range s.Units {
+		load[nodeOf[u.Drive]]++
+	}
+	best, bestF := -1, l.mean+deadband
+	for i, u := range s.Units {
+		d, ok := l.drives[u.Drive]
+		if ok && d.fraction() > bestF {
+			best, bestF = i, d.fraction()
+		}
+	}
+	if best < 0 {
+		return client.UnitMove{}, nil, false
+	}
+	u := s.Units[best]
+	load[nodeOf[u.Drive]]--
+	targets := map[meta.DriveID]bool{}
+	for id, d := range l.drives {
+		if d.fraction() < l.mean && load[nodeOf[id]] < limit && !slices.ContainsFunc(s.Units, func(x meta.Unit) bool { return x.Drive == id }) {
+			targets[id] = true
+		}
+	}
+	if len(targets) == 0 {
+		return client.UnitMove{}, nil, false
+	}
+	why := fmt.Sprintf("settle: drive %v is %.1f%% used, above the pool's mean of %.1f%%", cluster.DriveID(u.Drive), bestF*100, l.mean*100)
+	return client.UnitMove{Drive: u.Drive, Block: u.Block, Why: why}, func(d meta.DriveID) bool { return targets[d] }, true
+}
+
+// moved accounts for a unit of n bytes moved from one drive to another.
+func (l *liveSpace) moved(from, to meta.DriveID, n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n += drive.HeaderAlign
+	if d, ok := l.drives[from]; ok {
+		d.Used -= n
+		l.drives[from] = d
+	}
+	if d, ok := l.drives[to]; ok {
+		d.Used += n
+		l.drives[to] = d
+	}
 }
 
 func unitLen(s meta.Stripe, m client.UnitMove) int64 {

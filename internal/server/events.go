@@ -310,7 +310,7 @@ func (w *watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	}
 	var id job.JobID
 	var outcome string
-	if storesNoBlocks(drives) {
+	if w.storesNoData(ctx, drives) {
 		outcome = "no job: the cluster stores no blocks yet, so there is nothing to spread"
 	} else {
 		id, outcome = w.submit(ctx, "multiscan", job.Options{}, func(j job.JobView) bool { return j.Type == "multiscan" && j.State == job.Queued })
@@ -335,6 +335,23 @@ func (w *watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	w.rec.Remember(newDrives, newNodes)
 	w.dirty = true
 	return true, errors.Join(errs...)
+}
+
+// storesNoData reports whether the cluster holds no file data: no drive
+// published a block, and the namespace (when the server has one) counts no
+// allocated bytes. The namespace is the one that cannot lag: drives publish
+// their usage every few seconds, and a cluster written to right after it
+// started may not have yet.
+func (w *watcher) storesNoData(ctx context.Context, drives []cluster.Drive) bool {
+	if !storesNoBlocks(drives) {
+		return false
+	}
+	if w.s.meta != nil {
+		if st, err := w.s.meta.StatFS(ctx); err == nil && st.Total.Allocated > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // storesNoBlocks reports whether no drive that published its usage holds a

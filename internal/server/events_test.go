@@ -129,6 +129,12 @@ func newWatchFixture(t *testing.T, grace time.Duration, types ...string) *watchF
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As in a cluster created before the watcher's record existed: its
+	// first look learns the membership. (TestWatcherNewClusterStartsNoMultiscan
+	// puts the record back, as a new cluster's bootstrap writes it.)
+	if _, err := cli.Delete(ctx, cluster.Prefix+"watch"); err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng, err := job.New(job.Config{Client: cli, Node: "n1", Env: nopEnv{log}, Log: log})
 	if err != nil {
@@ -254,10 +260,16 @@ func TestWatcherAdditions(t *testing.T) {
 
 func TestWatcherNewClusterStartsNoMultiscan(t *testing.T) {
 	f := newWatchFixture(t, time.Minute, "multiscan")
+	if _, err := f.s.store.SaveWatch(f.ctx, cluster.WatchRecord{}, 0); err != nil { // as bootstrap writes it
+		t.Fatal(err)
+	}
 	f.node("n1")
 	f.drive("n1", 1, 0, 1000, 0, "")
 	w := &watcher{s: f.s}
 	f.check(w, 0)
+	f.expect("the first node of a new cluster",
+		"node-added node n1 0 no job: the cluster stores no blocks yet, so there is nothing to spread",
+		"drive-added d1 0 no job: the cluster stores no blocks yet, so there is nothing to spread")
 	f.node("n2") // joins a second later, before anything was written
 	f.drive("n2", 2, 0, 1000, 0, "")
 	f.check(w, 5*time.Second)
