@@ -225,7 +225,8 @@ func (c *Client) JobTypes(ctx context.Context) ([]job.TypeView, error) {
 	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-types", nil, &v)
 }
 
-// ModifyJobType changes a job type's defaults.
+// ModifyJobType sets a job type's settings (all of them: read them with
+// JobTypes first) and returns every type.
 func (c *Client) ModifyJobType(ctx context.Context, name string, ts job.TypeSettings) ([]job.TypeView, error) {
 	var v []job.TypeView
 	return v, c.do(ctx, http.MethodPost, APIVersion+"/job-types/"+name, ts, &v)

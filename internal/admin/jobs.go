@@ -31,6 +31,14 @@ type ModifyJobRequest struct {
 	Policy   string `json:"policy,omitempty"`
 }
 
+// ModifyJobTypeRequest is the body of POST /v1/job-types/{name}: the
+// type's settings, all of them. A body without "schedule" (a client from
+// before schedules) keeps the type's schedule; "" removes it.
+type ModifyJobTypeRequest struct {
+	job.TypeSettings
+	Schedule *string `json:"schedule,omitempty"`
+}
+
 // PolicyRequest is the body of POST and PUT /v1/job-policies: windows in
 // the CLI syntax ("mon-fri 08:00-18:00 low").
 type PolicyRequest struct {
@@ -65,7 +73,7 @@ type RemoveDriveReply struct {
 //	POST /v1/jobs/{id}/{pause|resume|cancel}
 //	POST /v1/jobs/{id}/modify        ModifyJobRequest
 //	GET  /v1/job-types              []job.TypeView
-//	POST /v1/job-types/{name}       job.TypeSettings
+//	POST /v1/job-types/{name}       ModifyJobTypeRequest → []job.TypeView
 //	GET  /v1/job-status             JobStatus
 //	GET  /v1/job-policies           built-in and custom policies
 //	POST /v1/job-policies           PolicyRequest (create)
@@ -153,9 +161,23 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("GET "+v+"/job-types", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) { return h.jobs.Types(ctx) }))
 	mux.HandleFunc("POST "+v+"/job-types/{name}", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
-		var ts job.TypeSettings
-		if err := decodeBody(r, &ts); err != nil {
+		var req ModifyJobTypeRequest
+		if err := decodeBody(r, &req); err != nil {
 			return nil, err
+		}
+		ts := req.TypeSettings
+		if req.Schedule != nil {
+			ts.Schedule = *req.Schedule
+		} else {
+			types, err := h.jobs.Types(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range types {
+				if t.Name == r.PathValue("name") {
+					ts.Schedule = t.Schedule
+				}
+			}
 		}
 		if err := h.jobs.ModifyType(ctx, r.PathValue("name"), ts); err != nil {
 			return nil, err

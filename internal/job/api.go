@@ -31,16 +31,40 @@ type Options struct {
 // know (ErrUnknownPolicy) and parameters the type refuses. Each call
 // queues a new job.
 func (e *Engine) Submit(ctx context.Context, typeName string, o Options) (JobID, error) {
-	typ := e.typeOf(typeName)
-	if typ == nil {
-		return 0, fmt.Errorf("%w: %q: known types are %s", ErrUnknownType, typeName, strings.Join(e.typeNames(), ", "))
-	}
-	ts, err := e.typeSettings(ctx, typ)
+	rec, err := e.newJob(ctx, typeName, o)
 	if err != nil {
 		return 0, err
 	}
+	for {
+		ok, err := e.insertJob(ctx, &rec, nil)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return rec.ID, nil
+		}
+	}
+}
+
+// newJob validates a submission as Submit does and returns the queued
+// job's record, without an id.
+func (e *Engine) newJob(ctx context.Context, typeName string, o Options) (jobRecord, error) {
+	typ := e.typeOf(typeName)
+	if typ == nil {
+		return jobRecord{}, fmt.Errorf("%w: %q: known types are %s", ErrUnknownType, typeName, strings.Join(e.typeNames(), ", "))
+	}
+	ts, err := e.typeSettings(ctx, typ)
+	if err != nil {
+		return jobRecord{}, err
+	}
+	return e.newJobWith(typ, ts, o)
+}
+
+// newJobWith is newJob with the type's settings already read.
+func (e *Engine) newJobWith(typ Type, ts TypeSettings, o Options) (jobRecord, error) {
+	typeName := typ.Name()
 	if !ts.Enabled {
-		return 0, fmt.Errorf("%w: %s: enable it first (weft job type modify %s --enabled)", ErrTypeDisabled, typeName, typeName)
+		return jobRecord{}, fmt.Errorf("%w: %s: enable it first (weft job types modify %s --enabled true)", ErrTypeDisabled, typeName, typeName)
 	}
 	if o.Priority == 0 {
 		o.Priority = ts.Priority
@@ -49,14 +73,14 @@ func (e *Engine) Submit(ctx context.Context, typeName string, o Options) (JobID,
 		o.Policy = ts.Policy
 	}
 	if err := checkPriority(o.Priority); err != nil {
-		return 0, err
+		return jobRecord{}, err
 	}
 	if err := e.checkPolicy(o.Policy); err != nil {
-		return 0, err
+		return jobRecord{}, err
 	}
 	if pc, ok := typ.(ParamChecker); ok {
 		if err := pc.CheckParams(o.Params); err != nil {
-			return 0, err
+			return jobRecord{}, err
 		}
 	}
 	t := now()
@@ -65,32 +89,41 @@ func (e *Engine) Submit(ctx context.Context, typeName string, o Options) (JobID,
 	for _, p := range typ.Phases() {
 		rec.Phases = append(rec.Phases, PhaseReport{Name: p.Name(), State: PhasePending})
 	}
-	for {
-		resp, err := e.cfg.Client.Get(ctx, keySeq)
-		if err != nil {
-			return 0, fmt.Errorf("job: read job id counter: %w", err)
-		}
-		var last uint64
-		var rev int64
-		if len(resp.Kvs) == 1 {
-			if last, err = strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err != nil {
-				return 0, fmt.Errorf("%w: key %s: %v", ErrCorrupt, keySeq, err)
-			}
-			rev = resp.Kvs[0].ModRevision
-		}
-		rec.ID = JobID(last + 1)
-		tr, err := e.cfg.Client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(keySeq), "=", rev)).Then(
-			clientv3.OpPut(keySeq, rec.ID.String()),
-			clientv3.OpPut(jobKey(rec.ID), encode(&rec)),
-		).Commit()
-		if err != nil {
-			return 0, fmt.Errorf("job: submit %s job: %w", typeName, err)
-		}
-		if tr.Succeeded {
-			e.log.Info("job submitted", "job", rec.ID, "type", typeName, "priority", rec.Priority, "policy", rec.Policy)
-			return rec.ID, nil
-		}
+	return rec, nil
+}
+
+// insertJob allocates the next job id to rec and writes it. extra, if not
+// nil, adds compares and operations (built from the id) to the
+// transaction. It returns false, writing nothing, when a compare failed: a
+// concurrent Submit took the id, or one of extra's compares failed.
+func (e *Engine) insertJob(ctx context.Context, rec *jobRecord, extra func(JobID) ([]clientv3.Cmp, []clientv3.Op)) (bool, error) {
+	resp, err := e.cfg.Client.Get(ctx, keySeq)
+	if err != nil {
+		return false, fmt.Errorf("job: read job id counter: %w", err)
 	}
+	var last uint64
+	var rev int64
+	if len(resp.Kvs) == 1 {
+		if last, err = strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err != nil {
+			return false, fmt.Errorf("%w: key %s: %v", ErrCorrupt, keySeq, err)
+		}
+		rev = resp.Kvs[0].ModRevision
+	}
+	rec.ID = JobID(last + 1)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keySeq), "=", rev)}
+	ops := []clientv3.Op{clientv3.OpPut(keySeq, rec.ID.String()), clientv3.OpPut(jobKey(rec.ID), encode(rec))}
+	if extra != nil {
+		c, o := extra(rec.ID)
+		cmps, ops = append(cmps, c...), append(ops, o...)
+	}
+	tr, err := e.cfg.Client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return false, fmt.Errorf("job: submit %s job: %w", rec.Type, err)
+	}
+	if tr.Succeeded {
+		e.log.Info("job submitted", "job", rec.ID, "type", rec.Type, "priority", rec.Priority, "policy", rec.Policy)
+	}
+	return tr.Succeeded, nil
 }
 
 func checkPriority(p int) error {
@@ -282,18 +315,38 @@ type TypeView struct {
 	Phases     []string     `json:"phases"`
 	FreesSpace bool         `json:"frees_space"`
 	TypeSettings
+	// DefaultSchedule is the type's own schedule ("" none), which a fresh
+	// cluster uses.
+	DefaultSchedule string `json:"default_schedule,omitempty"`
+	// NextRun is when the schedule next fires (zero: no schedule, or the
+	// type is disabled); a time in the past means it is due and fires
+	// within Config.ScheduleInterval of a coordinator.
+	NextRun time.Time `json:"next_run,omitzero"`
+	// LastRun is when it last fired, LastJob the job that started then
+	// (0: none; LastOutcome says why).
+	LastRun     time.Time `json:"last_run,omitzero"`
+	LastJob     JobID     `json:"last_job,omitempty"`
+	LastOutcome string    `json:"last_outcome,omitempty"`
 }
 
 // Types lists the registered job types with their settings, by name.
 func (e *Engine) Types(ctx context.Context) ([]TypeView, error) {
 	var out []TypeView
+	scheds, err := e.scheduleRecords(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range e.typeNames() {
 		t := e.typeOf(name)
 		ts, err := e.typeSettings(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		v := TypeView{Name: name, Set: t.Set(), SetName: t.Set().String(), TypeSettings: ts}
+		v := TypeView{Name: name, Set: t.Set(), SetName: t.Set().String(), TypeSettings: ts, DefaultSchedule: defaultSchedule(t)}
+		if st, ok := scheds[name]; ok {
+			v.LastRun, v.LastJob, v.LastOutcome = st.rec.Fired, st.rec.Job, st.rec.Outcome
+		}
+		v.NextRun = nextRun(ts, scheds[name].rec, e.cfg.Now())
 		for _, p := range t.Phases() {
 			v.Phases = append(v.Phases, p.Name())
 		}
@@ -306,11 +359,16 @@ func (e *Engine) Types(ctx context.Context) ([]TypeView, error) {
 }
 
 // ModifyType stores a type's cluster-wide settings: the priority and
-// policy of jobs submitted without them, and whether Submit accepts the
-// type (jobs already submitted are not affected). Errors: ErrUnknownType,
-// ErrBadPriority, ErrUnknownPolicy.
+// policy of jobs submitted without them, whether Submit accepts the type
+// (jobs already submitted are not affected), and its schedule ("" none;
+// the type's default schedule is stored as "follow the default"). A new
+// or changed schedule fires first at its first time after the
+// coordinator sees it, within Config.ScheduleInterval. Errors:
+// ErrUnknownType, ErrBadPriority, ErrUnknownPolicy, ErrInvalid (the
+// schedule, with ParseCron's reason).
 func (e *Engine) ModifyType(ctx context.Context, name string, ts TypeSettings) error {
-	if e.typeOf(name) == nil {
+	typ := e.typeOf(name)
+	if typ == nil {
 		return fmt.Errorf("%w: %q: known types are %s", ErrUnknownType, name, strings.Join(e.typeNames(), ", "))
 	}
 	if err := checkPriority(ts.Priority); err != nil {
@@ -320,7 +378,33 @@ func (e *Engine) ModifyType(ctx context.Context, name string, ts TypeSettings) e
 		return err
 	}
 	rec := typeRecord{Priority: ts.Priority, Policy: ts.Policy, Disabled: !ts.Enabled}
-	if _, err := e.cfg.Client.Put(ctx, typeKey(name), encode(&rec)); err != nil {
+	sched := ""
+	if strings.TrimSpace(ts.Schedule) != "" {
+		c, err := ParseCron(ts.Schedule)
+		if err != nil {
+			return fmt.Errorf("job type %s: %w", name, err)
+		}
+		sched = c.String()
+	}
+	if sched != defaultSchedule(typ) {
+		rec.Schedule = &sched
+	}
+	ops := []clientv3.Op{clientv3.OpPut(typeKey(name), encode(&rec))}
+	// Arm a new schedule now rather than at the coordinator's next check,
+	// so that its first run is the first time after this call.
+	st, err := e.scheduleRecord(ctx, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case sched == "" && st.modRev != 0:
+		ops = append(ops, clientv3.OpDelete(schedKey(name)))
+	case sched != "" && (st.modRev == 0 || st.rec.Schedule != sched):
+		next := st.rec
+		next.Schedule, next.Since = sched, e.cfg.Now()
+		ops = append(ops, clientv3.OpPut(schedKey(name), encode(&next)))
+	}
+	if _, err := e.cfg.Client.Txn(ctx).Then(ops...).Commit(); err != nil {
 		return fmt.Errorf("job: write settings of job type %s: %w", name, err)
 	}
 	return nil

@@ -23,6 +23,8 @@ import (
 //     job when a task failed;
 //   - finish a cancel once managers have released their tasks;
 //   - schedule: start, preempt and resume jobs (schedule.go);
+//   - every ScheduleInterval, submit the jobs whose type's schedule is
+//     due (cron_fire.go);
 //   - sample progress; delete ended jobs beyond retention.
 //
 // Only the coordinator's goroutine touches it.
@@ -31,6 +33,9 @@ type coordinator struct {
 	fence    []clientv3.Cmp
 	rates    map[JobID]*rateWindow
 	progress map[JobID]time.Time // last progress write
+	// cronAt is when schedules are next checked (Config.Now's clock);
+	// zero: at the first reconcile.
+	cronAt time.Time
 }
 
 func newCoordinator(e *Engine, leaderKey string, leaderRev int64) *coordinator {
@@ -135,6 +140,14 @@ func (c *coordinator) reconcile(ctx context.Context) error {
 	}
 	if err := c.schedule(ctx); err != nil {
 		return err
+	}
+	if now := c.e.cfg.Now(); !now.Before(c.cronAt) {
+		c.cronAt = now.Add(c.e.cfg.ScheduleInterval)
+		if err := c.e.fireSchedules(ctx, now, c.fence); errors.Is(err, errFenced) {
+			return err
+		} else if err != nil {
+			c.e.log.Warn("coordinator: schedules", "err", err)
+		}
 	}
 	return c.retain(ctx)
 }

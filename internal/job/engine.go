@@ -63,6 +63,13 @@ type Config struct {
 	// KeepEvents is how many entries the event log keeps; older ones are
 	// deleted as new ones are recorded. Default DefaultKeepEvents (1000).
 	KeepEvents int
+	// ScheduleInterval is how often the coordinator looks for job types
+	// whose schedule is due (a schedule fires up to this late). Default
+	// 20 s.
+	ScheduleInterval time.Duration
+	// Now is the clock schedules are judged by; nil means time.Now.
+	// Tests move it.
+	Now func() time.Time
 }
 
 func (c *Config) setDefaults() {
@@ -78,6 +85,10 @@ func (c *Config) setDefaults() {
 	def(&c.StatusInterval, 2*time.Second)
 	def(&c.RetryBackoff, 100*time.Millisecond)
 	def(&c.CancelGrace, 10*time.Second)
+	def(&c.ScheduleInterval, 20*time.Second)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 64
 	}
@@ -143,9 +154,9 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, log: cfg.Log.With("node", cfg.Node), types: map[string]Type{}}, nil
 }
 
-// Register adds a job type. It refuses a malformed name or phases
-// (ErrInvalid) and a name registered before (ErrExists). Every node must
-// register the same types.
+// Register adds a job type. It refuses a malformed name, phases or
+// default schedule (ErrInvalid) and a name registered before (ErrExists).
+// Every node must register the same types.
 func (e *Engine) Register(t Type) error {
 	name := t.Name()
 	if !validTypeName(name) {
@@ -153,6 +164,11 @@ func (e *Engine) Register(t Type) error {
 	}
 	if len(t.Phases()) == 0 {
 		return fmt.Errorf("%w: job type %s has no phases", ErrInvalid, name)
+	}
+	if s := defaultSchedule(t); s != "" {
+		if _, err := ParseCron(s); err != nil {
+			return fmt.Errorf("default schedule of job type %s: %w", name, err)
+		}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -19,9 +19,16 @@ import (
 //	/weft/jobs/settings              settingsRecord: max running jobs,
 //	                                 restripe one-at-a-time, retention
 //	/weft/jobs/lowspace              lowSpaceRecord; present = low-space mode
-//	/weft/jobs/types/<type>          typeRecord: a type's priority, policy
-//	                                 and enabled flag set by ModifyType
-//	                                 (absent: the type's own defaults)
+//	/weft/jobs/types/<type>          typeRecord: a type's priority, policy,
+//	                                 enabled flag and schedule set by
+//	                                 ModifyType (absent: the type's own
+//	                                 defaults)
+//	/weft/jobs/schedule/<type>       scheduleRecord: the coordinator's
+//	                                 memory of a type's schedule: when it
+//	                                 last fired (or was set), so that a
+//	                                 new coordinator neither repeats nor
+//	                                 forgets a run; written with a
+//	                                 compare-and-swap on its ModRevision
 //	/weft/jobs/job/<id %020d>        jobRecord: state, priority, policy,
 //	                                 params, times, current phase, per-phase
 //	                                 reports. Kept after the job ends; the
@@ -90,6 +97,19 @@ import (
 // priority change) drops them, which a summary phase then reports as no
 // per-scope data. Version 1 records need no migration: the new fields are
 // simply absent.
+//
+// Schedules add typeRecord.Schedule and the schedule/ keys without a
+// version change. An absent Schedule means the type's default schedule
+// (mediascan's is monthly), just as an absent type record does, so
+// records written before schedules existed read as "never changed". An
+// older binary reads a type record with a schedule correctly (it ignores
+// the field); writing such records as a new version would instead make
+// older nodes refuse the type (no Submit, no types list) during a
+// rolling upgrade. The one loss: ModifyType run on an older node rewrites
+// the record without the field, so the type's default schedule returns
+// (run it on an upgraded node). Older binaries never read schedule/ keys,
+// and an older coordinator fires nothing: a run due meanwhile fires once
+// when an upgraded node is coordinator.
 const (
 	// RecordVersion is the newest "v" this binary reads, and the one it
 	// writes on a task record that uses the version-2 fields.
@@ -106,6 +126,7 @@ const (
 	keySettings    = Prefix + "settings"
 	keyLowSpace    = Prefix + "lowspace"
 	prefixTypes    = Prefix + "types/"
+	prefixSched    = Prefix + "schedule/"
 	prefixJobs     = Prefix + "job/"
 	prefixProgress = Prefix + "progress/"
 	prefixTasks    = Prefix + "task/"
@@ -119,6 +140,7 @@ const (
 func jobKey(id JobID) string      { return fmt.Sprintf("%s%020d", prefixJobs, uint64(id)) }
 func progressKey(id JobID) string { return fmt.Sprintf("%s%020d", prefixProgress, uint64(id)) }
 func typeKey(name string) string  { return prefixTypes + name }
+func schedKey(name string) string { return prefixSched + name }
 func nodeKey(node string) string  { return prefixNodes + node }
 func eventKey(id uint64) string   { return fmt.Sprintf("%s%020d", prefixEvents, id) }
 
@@ -272,12 +294,33 @@ type settingsRecord struct {
 }
 
 // typeRecord overrides a type's defaults. Disabled (not Enabled) so that a
-// missing field means enabled.
+// missing field means enabled; Schedule nil means the type's default
+// schedule (ScheduleDefaulter), a pointer to "" no schedule.
 type typeRecord struct {
-	V        int    `json:"v"`
-	Priority int    `json:"priority,omitempty"`
-	Policy   string `json:"policy,omitempty"`
-	Disabled bool   `json:"disabled,omitempty"`
+	V        int     `json:"v"`
+	Priority int     `json:"priority,omitempty"`
+	Policy   string  `json:"policy,omitempty"`
+	Disabled bool    `json:"disabled,omitempty"`
+	Schedule *string `json:"schedule,omitempty"`
+}
+
+// scheduleRecord is the coordinator's state for one type's schedule. The
+// schedule next fires at its first time after Since. Written when the
+// coordinator first sees the schedule (Since = then: a new schedule does
+// not fire for times before it was set), and at each firing (Since = the
+// time of the firing, so that runs missed while no coordinator checked
+// fire once, not once each). Deleted when the type has no schedule.
+type scheduleRecord struct {
+	V int `json:"v"`
+	// Schedule is the expression the record is for; the coordinator
+	// starts over (Since = now) when the type's schedule differs.
+	Schedule string    `json:"schedule"`
+	Since    time.Time `json:"since"`
+	// Fired is the time of the last firing, Job the job it started (0:
+	// none) and Outcome what came of it, as recorded in its event.
+	Fired   time.Time `json:"fired,omitzero"`
+	Job     JobID     `json:"job,omitempty"`
+	Outcome string    `json:"outcome,omitempty"`
 }
 
 // lowSpaceRecord marks low-space mode.
@@ -318,6 +361,7 @@ func (r *jobRecord) setVersion()      { r.V = baseRecordVersion }
 func (r *ownerRecord) setVersion()    { r.V = baseRecordVersion }
 func (r *settingsRecord) setVersion() { r.V = baseRecordVersion }
 func (r *typeRecord) setVersion()     { r.V = baseRecordVersion }
+func (r *scheduleRecord) setVersion() { r.V = baseRecordVersion }
 func (r *lowSpaceRecord) setVersion() { r.V = baseRecordVersion }
 func (r *progressRecord) setVersion() { r.V = baseRecordVersion }
 func (r *nodeRecord) setVersion()     { r.V = baseRecordVersion }

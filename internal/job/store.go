@@ -234,18 +234,26 @@ func (e *Engine) lowSpace(ctx context.Context) (*lowSpaceRecord, error) {
 }
 
 // TypeSettings are a job type's cluster-wide defaults: the priority and
-// policy a job gets when Submit does not say, and whether Submit accepts
-// jobs of the type at all.
+// policy a job gets when Submit does not say, whether Submit accepts
+// jobs of the type at all, and the schedule on which the coordinator
+// submits one.
 type TypeSettings struct {
 	Priority int    `json:"priority"`
 	Policy   string `json:"policy"`
 	Enabled  bool   `json:"enabled"`
+	// Schedule is a cron expression (ParseCron: "0 2 1 * *", "@weekly",
+	// "TZ=Europe/Paris 0 3 * * sat"); "" is none. While the type is
+	// enabled, the coordinator submits a job of the type with these
+	// settings at each of its times, unless one is already queued,
+	// running or paused.
+	Schedule string `json:"schedule"`
 }
 
 // typeSettings returns a type's settings: its ModifyType override, else
-// its own Defaults, else priority 5, policy "low", enabled.
+// its own Defaults and DefaultSchedule, else priority 5, policy "low",
+// enabled, no schedule.
 func (e *Engine) typeSettings(ctx context.Context, t Type) (TypeSettings, error) {
-	ts := TypeSettings{Priority: 5, Policy: "low", Enabled: true}
+	ts := TypeSettings{Priority: 5, Policy: "low", Enabled: true, Schedule: defaultSchedule(t)}
 	if d, ok := t.(Defaulter); ok {
 		if p, pol := d.Defaults(); p >= 1 && p <= 10 {
 			ts.Priority = p
@@ -272,6 +280,9 @@ func (e *Engine) typeSettings(ctx context.Context, t Type) (TypeSettings, error)
 			ts.Policy = r.Policy
 		}
 		ts.Enabled = !r.Disabled
+		if r.Schedule != nil {
+			ts.Schedule = *r.Schedule
+		}
 	}
 	return ts, nil
 }

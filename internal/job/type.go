@@ -221,6 +221,22 @@ type Defaulter interface {
 	Defaults() (priority int, policy string)
 }
 
+// ScheduleDefaulter is implemented by a Type that runs on a schedule
+// unless an administrator changes it: DefaultSchedule returns a cron
+// expression (ParseCron; Register refuses a bad one). ModifyType
+// overrides it cluster-wide, "" for none.
+type ScheduleDefaulter interface {
+	DefaultSchedule() string
+}
+
+// defaultSchedule returns t's default schedule, "" for none.
+func defaultSchedule(t Type) string {
+	if d, ok := t.(ScheduleDefaulter); ok {
+		return d.DefaultSchedule()
+	}
+	return ""
+}
+
 // SpaceSaver is implemented by a Type whose jobs free space; FreesSpace
 // true keeps them running in low-space mode.
 type SpaceSaver interface {

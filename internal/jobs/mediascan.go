@@ -104,8 +104,9 @@ func newMediaScan(drives driveLister) *mediaScan {
 }
 
 var (
-	_ job.Defaulter    = (*mediaScan)(nil)
-	_ job.ParamChecker = (*mediaScan)(nil)
+	_ job.Defaulter         = (*mediaScan)(nil)
+	_ job.ScheduleDefaulter = (*mediaScan)(nil)
+	_ job.ParamChecker      = (*mediaScan)(nil)
 )
 
 func (*mediaScan) Name() string          { return "mediascan" }
@@ -114,6 +115,16 @@ func (m *mediaScan) Phases() []job.Phase { return m.phases }
 
 // Defaults: a media scan is slow background hygiene: priority 8, low.
 func (*mediaScan) Defaults() (int, string) { return 8, "low" }
+
+// DefaultMediaScanSchedule is when a cluster scans its media unless an
+// administrator changes it: 02:00 UTC on the 1st of each month. Monthly
+// finds a failing sector long before a second failure in the same
+// stripe is likely, and a full scan of a large drive takes days at low
+// impact, so a shorter period would keep a scan always running.
+const DefaultMediaScanSchedule = "0 2 1 * *"
+
+// DefaultSchedule: monthly (DefaultMediaScanSchedule).
+func (*mediaScan) DefaultSchedule() string { return DefaultMediaScanSchedule }
 
 // CheckParams validates "drives" (d<N>[,d<N>...], optional); errors wrap
 // job.ErrInvalid.
