@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,17 +15,17 @@ import (
 	"github.com/weftfs/weft/tests/harness"
 )
 
-// Low-space mode on a real cluster: raising low_space_threshold above the
-// pools' free space turns the mode on within a few seconds (weft status
-// shows it, an event records it) and pauses a running job of a type that
-// does not free space; lowering it again ends the mode and the job
-// resumes by itself and completes.
+// Low-space mode on a real cluster: filling the pool below the 5 % free
+// threshold turns the mode on within seconds (weft status shows it, an
+// event records it) and pauses a running rebalance, which does not free
+// space; a treedelete, which does, runs in the mode and frees the space;
+// the mode ends by itself and the rebalance resumes and completes.
 func TestLowSpaceModeOnCluster(t *testing.T) {
-	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second})
+	const driveSize = 64 << 20
+	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second, DriveSize: driveSize})
 	ctx := context.Background()
-	for i := range 20 {
-		writeFile(t, filepath.Join(c.Mount, fmt.Sprintf("f%02d", i)), randBytes(uint64(i), 64<<10))
-	}
+	keep := randBytes(1, 3*unit+5)
+	writeFile(t, filepath.Join(c.Mount, "keep"), keep)
 	weft := func(args ...string) string {
 		t.Helper()
 		out, code := c.Weft(args...)
@@ -45,17 +46,11 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 	if st.JobEngine == nil || st.JobEngine.Mode != job.ModeNormal || !strings.Contains(weft("status"), "jobs      normal") {
 		t.Fatalf("job engine mode before: %+v", st.JobEngine)
 	}
-	const threshold = 50 // the highest the setting takes
-	for _, p := range st.Pools {
-		if p.TotalBytes > 0 && 100*float64(p.FreeBytes)/float64(p.TotalBytes) >= threshold {
-			t.Skipf("pool %s has %d%% free: a threshold of %d%% cannot force low-space mode on this file system", p.Name, 100*p.FreeBytes/p.TotalBytes, threshold)
-		}
-	}
 
-	// A job that cannot make progress (its policy pauses its workers)
-	// stays running until low-space mode pauses it.
+	// A rebalance that cannot make progress (its policy pauses its
+	// workers) stays running until low-space mode pauses it.
 	weft("job", "policies", "create", "hold", "--default", "paused")
-	id := startJob(t, c, "integrityscan", "--dry-run", "--policy", "hold")
+	id := startJob(t, c, "rebalance", "--param", "pool=default", "--policy", "hold")
 	waitJob := func(what string, ok func(job.JobView) bool) job.JobView {
 		t.Helper()
 		deadline := time.Now().Add(time.Minute)
@@ -72,20 +67,27 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 	}
 	waitJob("running", func(j job.JobView) bool { return j.State == job.Running })
 
-	weft("job", "settings", "--low-space-threshold", fmt.Sprint(threshold))
-	deadline := time.Now().Add(time.Minute)
-	for {
-		st = status()
-		if st.JobEngine != nil && st.JobEngine.Mode == job.ModeLowSpace {
+	// Fill the pool: 8 MiB files under /tree until the mode is on.
+	must(t, os.MkdirAll(filepath.Join(c.Mount, "tree"), 0o755))
+	failures := 0
+	for i := 0; ; i++ {
+		if st = status(); st.JobEngine != nil && st.JobEngine.Mode == job.ModeLowSpace {
+			t.Logf("low-space mode on after %d files: %s", i, st.JobEngine.Reason)
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("low-space mode not on a minute after the threshold rose: %+v", st.JobEngine)
+		if err := os.WriteFile(filepath.Join(c.Mount, "tree", fmt.Sprintf("f%03d", i)), randBytes(uint64(100+i), 8*unit), 0o644); err != nil {
+			// The pool is nearly full: wait for the watcher's next look.
+			if failures++; failures > 50 {
+				t.Fatalf("writes fail and low-space mode is still off: %v; %+v", err, st)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond)
+		if i > 200 {
+			t.Fatalf("wrote %d files of 8 MiB to 384 MiB of drives and the mode is off: %+v", i, st)
+		}
 	}
-	if want := fmt.Sprintf("below the %d%% threshold", threshold); !strings.Contains(st.JobEngine.Reason, want) || st.JobEngine.Since.IsZero() {
-		t.Fatalf("mode %+v, want a reason with %q", st.JobEngine, want)
+	if !strings.Contains(st.JobEngine.Reason, "below the 5% threshold") || st.JobEngine.Since.IsZero() {
+		t.Fatalf("mode %+v, want a reason naming the 5%% threshold", st.JobEngine)
 	}
 	if out := weft("status"); !strings.Contains(out, "jobs      low-space since ") {
 		t.Fatalf("weft status does not show the mode:\n%s", out)
@@ -95,15 +97,20 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 		t.Fatalf("paused for %q, want low-space mode", j.Reason)
 	}
 
-	weft("job", "settings", "--low-space-threshold", "5")
+	// treedelete frees space, so it runs in the mode.
+	td := c.WaitJob(startJob(t, c, "treedelete", "--path", "/tree", "--policy", "high"), 3*time.Minute)
+	if td.State != job.Succeeded {
+		t.Fatalf("treedelete in low-space mode: %+v", td)
+	}
 	waitJob("running again", func(j job.JobView) bool { return j.State == job.Running })
 	if st = status(); st.JobEngine.Mode != job.ModeNormal {
-		t.Fatalf("mode after the threshold fell: %+v", st.JobEngine)
+		t.Fatalf("mode after the tree was deleted: %+v", st.JobEngine)
 	}
 	weft("job", "modify", fmt.Sprint(id), "--policy", "high")
 	if j := c.WaitJob(id, 2*time.Minute); j.State != job.Succeeded {
-		t.Fatalf("job after low-space mode: %+v", j)
+		t.Fatalf("rebalance after low-space mode: %+v", j)
 	}
+	checkFile(t, filepath.Join(c.Mount, "keep"), keep)
 
 	var evs []job.Event
 	if err := json.Unmarshal([]byte(weft("job", "events", "list", "--json")), &evs); err != nil {
