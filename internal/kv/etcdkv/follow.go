@@ -29,7 +29,10 @@ func followCtx(ctx context.Context) context.Context { return clientv3.WithRequir
 func (s *Store) Follow(ctx context.Context, after int64, fn func(kv.Changes)) error {
 	wctx, cancel := context.WithCancel(followCtx(ctx))
 	defer cancel()
-	wch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(after+1), clientv3.WithProgressNotify())
+	// The watch starts at after itself, not after+1: etcd does not answer
+	// progress requests for a watch of a future revision, and the changes
+	// of revision after are skipped below.
+	wch := s.cli.Watch(wctx, s.prefix, clientv3.WithPrefix(), clientv3.WithRev(max(after, 1)), clientv3.WithProgressNotify())
 	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			if wr.CompactRevision > 0 || errors.Is(err, rpctypes.ErrCompacted) {
@@ -44,6 +47,9 @@ func (s *Store) Follow(ctx context.Context, after int64, fn func(kv.Changes)) er
 		}
 		var c kv.Changes
 		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision <= after {
+				continue // delivered before (or revision after itself)
+			}
 			ch := kv.Change{Key: ev.Kv.Key[len(s.prefix):], Rev: ev.Kv.ModRevision}
 			if ev.Type == mvccpb.DELETE {
 				ch.Delete = true
@@ -58,6 +64,9 @@ func (s *Store) Follow(ctx context.Context, after int64, fn func(kv.Changes)) er
 		}
 		if len(wr.Events) == 0 {
 			c.Rev = wr.Header.Revision
+		}
+		if c.Rev == 0 {
+			continue // only changes already delivered
 		}
 		after = max(after, c.Rev)
 		fn(c)

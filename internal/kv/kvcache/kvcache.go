@@ -205,7 +205,7 @@ func (s *Store) KnownEmpty(epoch uint64, ranges ...kv.Range) {
 	if epoch == 0 || epoch != s.epoch || !s.running {
 		return
 	}
-	const maxRanges = 1024 // a bound on the linear scans of s.complete
+	const maxRanges = 256 // a bound on the linear scans of s.complete
 	for _, r := range ranges {
 		if len(s.complete) >= maxRanges {
 			// Forget the oldest non-preloaded range: forgetting is safe.
