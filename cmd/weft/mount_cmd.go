@@ -19,6 +19,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		debug    bool
 		logLevel string
 		pprof    string
+		noCache  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "mount MOUNTPOINT",
@@ -34,7 +35,13 @@ local cluster); reads reconstruct from parity when a drive or node is down.
 The mount is shared by all users (allow_other) and the kernel checks POSIX
 permissions for every uid and gid (default_permissions). Data written is
 buffered per open file and written out in whole stripes; close(2) and
-fsync(2) make it durable and visible to other mounts.`,
+fsync(2) make it durable and visible to other mounts.
+
+Metadata is cached in the mount and kept coherent by an etcd watch: a
+change made through another mount (or by a job) is seen once the watch
+has delivered it, normally within a millisecond or two, and the kernel's
+own caches add up to 1 s (attributes and names). --no-meta-cache turns the
+mount's cache off.`,
 		Example: `  weft mount /mnt/weft
   weft --admin 10.0.0.1:7080 mount /mnt/weft
   weft mount --private ~/weft        # only the mounting user may use it`,
@@ -53,7 +60,7 @@ fsync(2) make it durable and visible to other mounts.`,
 				go func() { log.Warn("pprof server", "err", http.ListenAndServe(pprof, nil)) }()
 			}
 			return mount.Run(c.Context(), mount.Options{
-				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log,
+				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 			})
 		},
@@ -61,6 +68,7 @@ fsync(2) make it durable and visible to other mounts.`,
 	cmd.Flags().BoolVar(&private, "private", false, "do not allow other users (no allow_other)")
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().BoolVar(&noCache, "no-meta-cache", false, "ask etcd for every lookup and getattr instead of the watch-coherent metadata cache")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
 	return cmd
 }

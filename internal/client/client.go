@@ -104,6 +104,9 @@ type metaStore interface {
 	CommitStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, expectGen uint64, co meta.CommitOptions) (meta.Stripe, error)
 	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
 	EnqueueDeletes(ctx context.Context, entries []meta.DeleteEntry) error
+	// Sync waits until a metadata cache has seen every change committed
+	// before the call (see meta.Meta.Sync).
+	Sync(ctx context.Context) error
 }
 
 var _ metaStore = (*meta.Meta)(nil)

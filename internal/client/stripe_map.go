@@ -34,6 +34,13 @@ func (ino *inode) stripe(ctx context.Context, idx int64, fresh bool) (meta.Strip
 	if hit && !fresh && time.Since(e.at) < ino.c.mapTTL {
 		return e.s, e.ok, nil
 	}
+	if fresh {
+		// A map found stale must be read as the store has it now, not as
+		// a metadata cache may still hold it.
+		if err := ino.c.meta.Sync(ctx); err != nil {
+			return meta.Stripe{}, false, fmt.Errorf("client: stripe map of LIN %d stripe %d: %w", ino.lin, idx, err)
+		}
+	}
 	got, err := ino.c.meta.GetStripes(ctx, ino.lin, uint64(idx), mapBatch)
 	if err != nil {
 		return meta.Stripe{}, false, fmt.Errorf("client: stripe map of LIN %d stripe %d: %w", ino.lin, idx, err)

@@ -22,7 +22,12 @@ func Run(ctx context.Context, b Backend, o Options, readOnly bool, fn func(Tx) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := runOnce(ctx, b, attempt, readOnly, fn)
+		err, optimistic := runOnce(ctx, b, attempt, readOnly, fn)
+		if optimistic && ctx.Err() == nil {
+			// Decided on possibly stale data: decide again on fresh data,
+			// at once (see OptimisticSnapshot).
+			continue
+		}
 		if err == nil || !errors.Is(err, ErrConflict) {
 			return err
 		}
@@ -35,23 +40,30 @@ func Run(ctx context.Context, b Backend, o Options, readOnly bool, fn func(Tx) e
 	}
 }
 
-func runOnce(ctx context.Context, b Backend, attempt int, readOnly bool, fn func(Tx) error) error {
+// runOnce runs one attempt. retry reports an optimistic attempt that did
+// not commit: its outcome must be decided again on fresh data.
+func runOnce(ctx context.Context, b Backend, attempt int, readOnly bool, fn func(Tx) error) (err error, retry bool) {
 	snap, err := b.Begin(ctx, attempt)
 	if err != nil {
-		return err
+		return err, false
 	}
+	os, _ := snap.(OptimisticSnapshot)
+	optimistic := os != nil && os.Optimistic()
 	t := NewTxn(ctx, snap, readOnly)
 	if err := fn(t); err != nil {
-		return err
+		return err, optimistic
 	}
 	if t.err != nil {
-		return t.err
+		return t.err, optimistic
 	}
 	if readOnly || !t.HasWrites() {
 		// A consistent snapshot needs no commit to be serializable.
-		return nil
+		return nil, optimistic
 	}
-	return b.Commit(ctx, t)
+	err = b.Commit(ctx, t)
+	// A failed commit is decided again only on a conflict: after another
+	// error (unavailable) it may have been applied.
+	return err, optimistic && errors.Is(err, ErrConflict)
 }
 
 // backoff returns the sleep before attempt+1: doubling from MinBackoff to

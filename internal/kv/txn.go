@@ -23,8 +23,11 @@ type Snapshot interface {
 	Get(ctx context.Context, keys [][]byte) ([]Versioned, error)
 	// Scan returns at most limit present keys with start <= key < end (end
 	// nil: no upper bound; limit <= 0: no limit) in ascending order, and
-	// whether more keys exist in the range after the last one returned.
-	Scan(ctx context.Context, start, end []byte, limit int) (kvs []Versioned, more bool, err error)
+	// whether more keys exist in the range after the last one returned,
+	// and the revision rev the range was read at: no key in it changed
+	// after rev as far as the answer knows (a commit compares the range
+	// against rev).
+	Scan(ctx context.Context, start, end []byte, limit int) (kvs []Versioned, more bool, rev int64, err error)
 	// Revision is the snapshot's revision: 0 until the first read, when
 	// backends that pin lazily (etcd) learn it.
 	Revision() int64
@@ -37,15 +40,45 @@ type Backend interface {
 	Begin(ctx context.Context, attempt int) (Snapshot, error)
 	// Commit applies t.Writes() atomically if, for every key in t.ReadSet(),
 	// the key's current ModRev equals the recorded one (deletion included)
-	// and no key in a read range changed after t.Revision(). It returns an
-	// error wrapping ErrConflict otherwise, ErrTooLarge (checked before
-	// sending, see CheckLimits) for an oversized commit.
+	// and no key in a read range changed after the range's Rev. It returns
+	// an error wrapping ErrConflict otherwise, ErrTooLarge (checked before
+	// sending, see CheckLimits) for an oversized commit. On success it
+	// records the commit's revision with t.SetCommitRev.
 	Commit(ctx context.Context, t *Txn) error
 }
 
 // Range is a half-open key range [Start, End); a nil End has no upper bound.
+// In a read set, Rev is the revision the range was read at.
 type Range struct {
 	Start, End []byte
+	Rev        int64
+}
+
+// Contains reports whether key is in r.
+func (r Range) Contains(key []byte) bool {
+	return bytes.Compare(key, r.Start) >= 0 && (r.End == nil || bytes.Compare(key, r.End) < 0)
+}
+
+// Covers reports whether [start, end) lies inside r (end nil: unbounded).
+func (r Range) Covers(start, end []byte) bool {
+	if bytes.Compare(start, r.Start) < 0 {
+		return false
+	}
+	if r.End == nil {
+		return true
+	}
+	return end != nil && bytes.Compare(end, r.End) <= 0
+}
+
+// OptimisticSnapshot is implemented by snapshots that may answer from
+// stale data (a cache) on the understanding that the commit validates
+// every read. When fn fails, or writes nothing, on such a snapshot, or
+// its commit conflicts, Run runs fn again at once on a fresh snapshot of
+// the next attempt (which must not be optimistic), so that failures and
+// read-only outcomes are always decided on current data.
+type OptimisticSnapshot interface {
+	Snapshot
+	Optimistic() bool
 }
 
 // Write is one buffered write.
@@ -66,6 +99,7 @@ type Txn struct {
 	reads    map[string]int64
 	ranges   []Range
 	writes   map[string]Write
+	commit   int64
 }
 
 var _ Tx = (*Txn)(nil)
@@ -92,6 +126,12 @@ func (t *Txn) Writes() []Write {
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].Key, out[j].Key) < 0 })
 	return out
 }
+
+// SetCommitRev records the revision t was committed at (backends call it).
+func (t *Txn) SetCommitRev(rev int64) { t.commit = rev }
+
+// CommitRev is the revision t was committed at, 0 before a commit.
+func (t *Txn) CommitRev() int64 { return t.commit }
 
 // HasWrites reports whether the transaction buffered any write.
 func (t *Txn) HasWrites() bool { return len(t.writes) > 0 }
@@ -207,7 +247,7 @@ func (t *Txn) Scan(start, end []byte, limit int) ([]KV, []byte, error) {
 	if limit > 0 {
 		fetchLimit = limit + dels
 	}
-	page, more, err := t.snap.Scan(t.ctx, start, end, fetchLimit)
+	page, more, rev, err := t.snap.Scan(t.ctx, start, end, fetchLimit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -257,7 +297,7 @@ func (t *Txn) Scan(start, end []byte, limit int) ([]KV, []byte, error) {
 		if truncated {
 			rangeEnd = next
 		}
-		t.ranges = append(t.ranges, Range{Start: append([]byte{}, start...), End: rangeEnd})
+		t.ranges = append(t.ranges, Range{Start: append([]byte{}, start...), End: rangeEnd, Rev: rev})
 		for _, v := range page {
 			if inRange(v.Key, rangeEnd) {
 				t.record(v)

@@ -18,10 +18,11 @@ func (o *op) getTimes(lin LIN) (*dirTimes, error) {
 
 // loadAttr reads inode lin and its directory times in one round trip. In a
 // view it scans the two adjacent keys (one range read, the cheapest request
-// a backend serves); in an update it reads them with the usage shard.
+// a backend serves) unless the store is a cache (which keeps keys, not
+// ranges); in an update it reads them with the usage shard.
 func (o *op) loadAttr(lin LIN) (*inode, *dirTimes, error) {
 	var tb []byte
-	if _, cached := o.inodes[lin]; !o.write && !cached {
+	if _, cached := o.inodes[lin]; !o.write && !cached && !o.m.cached {
 		kvs, _, err := o.tx.Scan(keyInode(lin), keyInodeEnd(lin), 2)
 		if err != nil {
 			return nil, nil, err
@@ -112,12 +113,14 @@ func (m *Meta) Lookup(ctx context.Context, parent LIN, name string) (Attr, error
 				child = p.links[0].Parent
 			}
 		default:
+			// The entry and the parent in one round trip: a missing name
+			// needs the parent to tell ErrNotFound from ErrNotDir.
 			k := keyEntry(parent, name)
-			b, err := o.tx.Get(k)
+			vals, err := o.load([]LIN{parent}, k)
 			if err != nil {
 				return err
 			}
-			_, lin, ok, err := entryOf(k, b)
+			_, lin, ok, err := entryOf(k, vals[0])
 			if err != nil {
 				return err
 			}

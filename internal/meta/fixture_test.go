@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/kv/etcdkv"
+	"github.com/weftfs/weft/internal/kv/kvcache"
 	"github.com/weftfs/weft/internal/kv/memkv"
 )
 
@@ -33,6 +35,8 @@ type backend struct {
 func backends(t *testing.T) []backend {
 	bs := []backend{{"mem", func(tb testing.TB) kv.Store {
 		return memkv.New(kv.Options{Limits: etcdDefaultLimits})
+	}}, {"memcache", func(tb testing.TB) kv.Store {
+		return newCached(tb, memkv.New(kv.Options{Limits: etcdDefaultLimits}))
 	}}}
 	if testing.Short() {
 		return bs
@@ -49,6 +53,24 @@ func backends(t *testing.T) []backend {
 		}
 		return s
 	}})
+}
+
+// newCached returns a kvcache over inner, configured as for a mount, once
+// it serves (so that tests exercise the cache, not its fallback).
+func newCached(tb testing.TB, inner kv.Follower) *kvcache.Store {
+	preload, presume := CacheRanges()
+	c, err := kvcache.New(kvcache.Config{Inner: inner, Preload: preload, Presume: presume})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	for i := 0; c.Epoch() == 0; i++ {
+		if i > 5000 {
+			tb.Fatal("kvcache never started serving")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return c
 }
 
 // newMeta formats store and opens a Meta on it.

@@ -40,6 +40,7 @@ type Meta struct {
 	limitLIN  LIN
 	shardBase int
 	shardSeq  atomic.Uint64
+	cached    bool // the store is a cache: read keys, not ranges, where either does
 }
 
 // FormatOptions describe a new namespace.
@@ -128,7 +129,8 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 	case f.version < 1:
 		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, f.version)
 	}
-	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards)}
+	_, cached := cfg.Store.(cache)
+	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards), cached: cached}
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -153,6 +155,11 @@ func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
 		return m.nextLIN - 1, nil
 	}
 	var first LIN
+	c, cached := m.store.(cache)
+	var epoch uint64
+	if cached {
+		epoch = c.Epoch() // before the batch is taken: see KnownEmpty
+	}
 	err := m.store.Update(ctx, func(tx kv.Tx) error {
 		b, err := tx.Get(keyNextLIN())
 		if err != nil {
@@ -171,6 +178,9 @@ func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
 		return 0, err
 	}
 	m.nextLIN, m.limitLIN = first+1, first+LIN(m.batch)
+	if cached {
+		c.KnownEmpty(epoch, freshRanges(first, m.limitLIN)...)
+	}
 	return first, nil
 }
 

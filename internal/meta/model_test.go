@@ -43,12 +43,16 @@ func TestModel(t *testing.T) {
 		t.Run(fmt.Sprintf("mem/seed=%d", seed), func(t *testing.T) {
 			runModel(t, memkv.New(kv.Options{Limits: etcdDefaultLimits}), seed, steps(2500))
 		})
+		// The same through a kvcache, as mounts run it.
+		t.Run(fmt.Sprintf("mem-cache/seed=%d", seed), func(t *testing.T) {
+			runModel(t, newCached(t, memkv.New(kv.Options{Limits: etcdDefaultLimits})), seed, steps(2500))
+		})
 		// Tiny transactions force every unbounded operation into chunks.
 		t.Run(fmt.Sprintf("mem-small-txns/seed=%d", seed), func(t *testing.T) {
 			runModel(t, memkv.New(kv.Options{Limits: kv.Limits{MaxOps: 40, MaxBytes: 1 << 20}}), seed, steps(1000))
 		})
 	}
-	for _, b := range backends(t)[1:] {
+	for _, b := range backends(t)[2:] {
 		t.Run(b.name, func(t *testing.T) { runModel(t, b.newStore(t), seeds[0], steps(300)) })
 	}
 }

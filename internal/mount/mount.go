@@ -34,8 +34,11 @@ type Options struct {
 	SessionTTL time.Duration
 	// Ready, if set, is called once the file system is mounted.
 	Ready func(dir string)
-	Debug bool
-	Log   *slog.Logger
+	// NoCache turns the metadata cache off: every lookup and getattr
+	// asks etcd (for comparisons and diagnosis).
+	NoCache bool
+	Debug   bool
+	Log     *slog.Logger
 }
 
 // Run mounts the cluster at o.Dir and serves it until ctx is done or the
@@ -69,7 +72,16 @@ func Run(ctx context.Context, o Options) error {
 	if store.ClusterID() != info.ClusterID {
 		return fmt.Errorf("mount: etcd at %v holds cluster %s, but node %s says %s", info.EtcdEndpoints, store.ClusterID(), info.Name, info.ClusterID)
 	}
-	m, err := store.Namespace(ctx, info.EmbeddedEtcd, true)
+	var m *meta.Meta
+	if o.NoCache {
+		m, err = store.Namespace(ctx, info.EmbeddedEtcd, true)
+	} else {
+		var stopCache func()
+		m, stopCache, err = store.CachedNamespace(ctx, info.EmbeddedEtcd, o.Log)
+		if stopCache != nil {
+			defer stopCache()
+		}
+	}
 	if err != nil {
 		return err
 	}

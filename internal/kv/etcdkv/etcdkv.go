@@ -129,7 +129,7 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+k), "=", modRev))
 	}
 	for _, r := range ranges {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+string(r.Start)), "<", rev+1).WithRange(s.end(r.End)))
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.prefix+string(r.Start)), "<", r.Rev+1).WithRange(s.end(r.End)))
 	}
 	writes := t.Writes()
 	ops := make([]clientv3.Op, len(writes))
@@ -148,6 +148,7 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: a key read at revision %d changed before the commit", kv.ErrConflict, rev)
 	}
+	t.SetCommitRev(resp.Header.Revision)
 	return nil
 }
 
@@ -240,7 +241,7 @@ func (sn *snapshot) Get(ctx context.Context, keys [][]byte) ([]kv.Versioned, err
 	return out, nil
 }
 
-func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, error) {
+func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, int64, error) {
 	resp, err := sn.do(ctx, func(lin bool) clientv3.Op {
 		o := sn.opts(lin, clientv3.WithRange(sn.s.end(end)))
 		if limit > 0 {
@@ -249,7 +250,7 @@ func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]k
 		return clientv3.OpGet(sn.s.prefix+string(start), o...)
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	g := resp.Get()
 	sn.pin(g.Header.Revision)
@@ -257,7 +258,7 @@ func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]k
 	for i, p := range g.Kvs {
 		out[i] = kv.Versioned{Key: p.Key[len(sn.s.prefix):], Value: p.Value, ModRev: p.ModRevision}
 	}
-	return out, g.More, nil
+	return out, g.More, sn.rev, nil
 }
 
 func (sn *snapshot) pin(rev int64) {

@@ -14,15 +14,18 @@ import (
 // Store is an in-memory kv.Store: a copy-on-write B-tree of versioned keys.
 // Every transaction reads a lazy clone of the tree taken at its start, and
 // commits under one mutex after validating its read set like etcd would.
-// Locking: mu guards tree, rev and closed; snapshots are immutable clones
-// read without a lock.
+// Locking: mu guards tree, rev, closed and followers; snapshots are
+// immutable clones read without a lock. Followers are called under mu, in
+// commit order.
 type Store struct {
 	opts kv.Options
 
-	mu     sync.Mutex
-	tree   *btree.BTreeG[item]
-	rev    int64
-	closed bool
+	mu        sync.Mutex
+	tree      *btree.BTreeG[item]
+	rev       int64
+	closed    bool
+	followers map[int]func(kv.Changes)
+	nextID    int
 }
 
 var _ kv.Store = (*Store)(nil)
@@ -112,11 +115,10 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 			return fmt.Errorf("%w: key %q changed", kv.ErrConflict, k)
 		}
 	}
-	snapRev := t.Revision()
 	for _, r := range ranges {
 		changed := false
 		visit := func(it item) bool {
-			changed = it.rev > snapRev
+			changed = it.rev > r.Rev
 			return !changed
 		}
 		if r.End == nil {
@@ -129,12 +131,21 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 		}
 	}
 	s.rev++
+	changes := kv.Changes{Rev: s.rev}
 	for _, w := range writes {
 		if w.Delete {
-			s.tree.Delete(item{key: w.Key})
+			if _, ok := s.tree.Delete(item{key: w.Key}); !ok {
+				continue // etcd reports no change for an absent key
+			}
+			changes.Changes = append(changes.Changes, kv.Change{Key: w.Key, Delete: true, Rev: s.rev})
 		} else {
 			s.tree.ReplaceOrInsert(item{key: w.Key, val: w.Value, rev: s.rev})
+			changes.Changes = append(changes.Changes, kv.Change{Key: w.Key, Value: bytes.Clone(w.Value), Rev: s.rev})
 		}
+	}
+	t.SetCommitRev(s.rev)
+	for _, fn := range s.followers {
+		fn(changes)
 	}
 	return nil
 }
@@ -161,7 +172,7 @@ func (sn *snapshot) Get(ctx context.Context, keys [][]byte) ([]kv.Versioned, err
 	return out, ctx.Err()
 }
 
-func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, error) {
+func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, int64, error) {
 	var out []kv.Versioned
 	more := false
 	visit := func(it item) bool {
@@ -181,5 +192,49 @@ func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]k
 	} else {
 		sn.tree.AscendRange(item{key: start}, item{key: end}, visit)
 	}
-	return out, more, ctx.Err()
+	return out, more, sn.rev, ctx.Err()
+}
+
+var _ kv.Follower = (*Store)(nil)
+
+// Backend implements kv.Follower.
+func (s *Store) Backend(readOnly bool) kv.Backend { return backend{s} }
+
+// Follow implements kv.Follower: fn is called inside each commit, under
+// the store's lock. memkv keeps no history: after must be the current
+// revision (kv.ErrCompacted otherwise).
+func (s *Store) Follow(ctx context.Context, after int64, fn func(kv.Changes)) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return kv.ErrClosed
+	}
+	if after != s.rev {
+		rev := s.rev
+		s.mu.Unlock()
+		return fmt.Errorf("%w: memkv keeps no history: asked for changes after revision %d, the store is at %d", kv.ErrCompacted, after, rev)
+	}
+	if s.followers == nil {
+		s.followers = map[int]func(kv.Changes){}
+	}
+	id := s.nextID
+	s.nextID++
+	s.followers[id] = fn
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	delete(s.followers, id)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+// Progress implements kv.Follower: every follower gets the current
+// revision before it returns.
+func (s *Store) Progress(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, fn := range s.followers {
+		fn(kv.Changes{Rev: s.rev})
+	}
+	return nil
 }
