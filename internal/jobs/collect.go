@@ -260,19 +260,26 @@ type blockLister interface {
 // the last key within [from, to) of each non-empty bucket of drive d
 // (served by node, named in errors), up to limit.
 func bucketItems(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit int) ([]uint64, error) {
+	return driveKeys(ctx, bc, d, node, from, to, limit, listPage, func(k uint64) uint64 { return min(bucketLast(k), to-1) })
+}
+
+// driveKeys lists the distinct item keys item(k) of the blocks of drive d
+// whose keys k lie in [from, to), in order, up to limit, reading pages of
+// page blocks. item must not decrease with k.
+func driveKeys(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit, page int, item func(uint64) uint64) ([]uint64, error) {
 	var out []uint64
 	after := cursorBefore(from)
 	for {
-		page, next, err := bc.List(ctx, d, after, listPage)
+		blocks, next, err := bc.List(ctx, d, after, page)
 		if err != nil {
 			return nil, fmt.Errorf("list drive %v on %s: %w", d, node, err)
 		}
-		for _, b := range page {
+		for _, b := range blocks {
 			k := keyOf(b.ID)
 			if k >= to {
 				return out, nil
 			}
-			key := min(bucketLast(k), to-1)
+			key := item(k)
 			if len(out) > 0 && out[len(out)-1] == key {
 				continue
 			}
@@ -281,7 +288,7 @@ func bucketItems(ctx context.Context, bc blockLister, d drive.ID, node string, f
 			}
 			out = append(out, key)
 		}
-		if next == "" || len(page) == 0 {
+		if next == "" || len(blocks) == 0 {
 			return out, nil
 		}
 		after = next

@@ -257,31 +257,7 @@ func (p *mediaScanPhase) Items(ctx context.Context, env job.Env, scope string, f
 // blockItems lists the distinct block keys of drive d within [from, to),
 // up to limit.
 func blockItems(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit int) ([]uint64, error) {
-	var out []uint64
-	after := cursorBefore(from)
-	for {
-		page, next, err := bc.List(ctx, d, after, min(listPage, limit+1))
-		if err != nil {
-			return nil, fmt.Errorf("list drive %v on %s: %w", d, node, err)
-		}
-		for _, b := range page {
-			k := keyOf(b.ID)
-			if k >= to {
-				return out, nil
-			}
-			if len(out) > 0 && out[len(out)-1] == k {
-				continue
-			}
-			if len(out) == limit {
-				return out, nil
-			}
-			out = append(out, k)
-		}
-		if next == "" || len(page) == 0 {
-			return out, nil
-		}
-		after = next
-	}
+	return driveKeys(ctx, bc, d, node, from, to, limit, min(listPage, limit+1), func(k uint64) uint64 { return k })
 }
 
 // eachWithKey calls fn for each block of drive d whose key is k.
