@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -288,30 +289,17 @@ func (p *balancePlan) balanced() bool { return len(p.Src) == 0 || len(p.Dst) == 
 func (p *balancePlan) encode() string {
 	ids := func(m map[meta.DriveID]bool) string {
 		var s []string
-		for _, id := range sortedIDs(m) {
+		for _, id := range slices.Sorted(maps.Keys(m)) {
 			s = append(s, strconv.FormatUint(uint64(id), 10))
 		}
 		return strings.Join(s, ",")
 	}
-	src := map[meta.DriveID]bool{}
-	for id := range p.Src {
-		src[id] = true
-	}
-	var s []string
-	for _, id := range sortedIDs(src) {
-		s = append(s, fmt.Sprintf("%d:%d", id, p.Src[id]))
+	var src []string
+	for _, id := range slices.Sorted(maps.Keys(p.Src)) {
+		src = append(src, fmt.Sprintf("%d:%d", id, p.Src[id]))
 	}
 	return fmt.Sprintf("pool=%s;nodes=%d;mean=%d;src=%s;dst=%s;all=%s", p.Pool, p.Nodes, int(math.Round(p.Mean*1e6)),
-		strings.Join(s, ","), ids(p.Dst), ids(p.Member))
-}
-
-func sortedIDs(m map[meta.DriveID]bool) []meta.DriveID {
-	out := make([]meta.DriveID, 0, len(m))
-	for id := range m {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+		strings.Join(src, ","), ids(p.Dst), ids(p.Member))
 }
 
 // decodePlan parses a scope written by encode.
@@ -436,9 +424,9 @@ func (p *balancePlan) stripeMoves(lin meta.LIN, s meta.Stripe, nodeOf map[meta.D
 	if len(move) == 0 {
 		return nil, nil
 	}
-	after := maps0(load)
+	after := maps.Clone(load)
 	var out []client.UnitMove
-	for _, i := range sortedKeys(move) {
+	for _, i := range slices.Sorted(maps.Keys(move)) {
 		u := s.Units[i]
 		after[nodeOf[u.Drive]]--
 		out = append(out, client.UnitMove{Drive: u.Drive, Block: u.Block, Why: move[i]})
@@ -459,23 +447,6 @@ func (p *balancePlan) nodeInPlan(n string, nodeOf map[meta.DriveID]string) bool 
 		}
 	}
 	return false
-}
-
-func maps0(m map[string]int) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-func sortedKeys(m map[int]string) []int {
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // unitDraw maps a unit to [0, 1e6): the same unit always draws the same.
