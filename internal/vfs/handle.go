@@ -38,7 +38,17 @@ type Handle struct {
 
 // Open opens lin with Linux open flags. O_TRUNC truncates; the caller
 // needs read and/or write permission as the flags ask.
+//
+// Close-to-open consistency, as NFS clients give it: an open sees every
+// change committed before it began, from any client. A mount's metadata
+// cache follows the cluster through a watch that may lag by a few
+// milliseconds (more under load), so Open first waits for it to catch up
+// (meta.Sync: one round trip), then reads the attributes it opens with.
+// The gateway tells the kernel to drop what it cached before (fuse: Open).
 func (fs *FS) Open(ctx context.Context, lin meta.LIN, flags int) (*Handle, error) {
+	if err := fs.m.Sync(ctx); err != nil {
+		return nil, err
+	}
 	a, err := fs.m.GetAttr(ctx, lin)
 	if err != nil {
 		return nil, err

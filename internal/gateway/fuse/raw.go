@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,7 +33,12 @@ type rawFS struct {
 	mu      sync.Mutex
 	dirs    map[uint64]*dirHandle
 	nextDir uint64
+
+	srv atomic.Pointer[gofuse.Server] // set by Init, for notifications
 }
+
+// Init keeps the server, to send the kernel invalidations.
+func (r *rawFS) Init(s *gofuse.Server) { r.srv.Store(s) }
 
 func newRawFS(fs *vfs.FS, log *slog.Logger) *rawFS {
 	return &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), fs: fs, log: log, dirs: map[uint64]*dirHandle{}, nextDir: 1}
@@ -296,6 +302,17 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Open
 	h, err := r.fs.Open(ctx, meta.LIN(in.NodeId), int(in.Flags))
 	if err != nil {
 		return status(err)
+	}
+	// Close-to-open: vfs.Open saw every change committed before it, but
+	// the kernel may hold attributes (the size above all) from a lookup
+	// answered before another client's close reached this mount; make it
+	// ask again. Offset -1 drops attributes only: no page is touched, so
+	// this cannot wait on the file's own I/O (the kernel drops the page
+	// cache of an open without FOPEN_KEEP_CACHE anyway).
+	if srv := r.srv.Load(); srv != nil {
+		if st := srv.InodeNotify(in.NodeId, -1, 0); st != gofuse.OK && st != gofuse.ENOSYS {
+			r.log.Debug("fuse: attribute invalidation on open", "lin", in.NodeId, "status", st)
+		}
 	}
 	out.Fh = h.ID
 	return gofuse.OK
