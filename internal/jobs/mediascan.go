@@ -346,6 +346,15 @@ func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, bc scanBlocks, d 
 			return ctx.Err()
 		}
 	}
+	// A block already queued for deletion was replaced (by a write, a
+	// restripe, or this job when it fixed the block on an earlier pass
+	// over the same item after a steal): nothing reads it any more.
+	if q, err := queuedForDeletion(ctx, e.Meta(), meta.DriveID(d), meta.BlockID(b.ID)); err != nil {
+		return fmt.Errorf("look up bad block %v of drive %v in the delete queue: %w", b.ID, d, err)
+	} else if q {
+		e.Log().Debug("mediascan: bad block already queued for deletion", "drive", d.String(), "block", b.ID.String())
+		return nil
+	}
 	res.Counts[countBad]++
 	why := fmt.Sprintf("mediascan: %v after %d re-reads", first, mediaRereads)
 	hdr, _, _, err := bc.Stat(ctx, d, b.ID)
@@ -460,4 +469,21 @@ func mediaSummary(scopes []job.ScopeReport) (table, total string) {
 	total = fmt.Sprintf("%d drives, %d blocks: %d bad, %d fixed, %d transient, %d unfixable, %d orphaned",
 		len(rows), c[countScanned], c[countBad], c[countFixed], c[countTransient], c[countUnfixable], c[countOrphaned])
 	return b.String(), total
+}
+
+// queuedForDeletion reports whether block id of drive d is in the delete
+// queue.
+func queuedForDeletion(ctx context.Context, m *meta.Meta, d meta.DriveID, id meta.BlockID) (bool, error) {
+	after := id // the id just before: the queue lists ids after it
+	for i := len(after) - 1; i >= 0; i-- {
+		after[i]--
+		if after[i] != 0xff {
+			break
+		}
+	}
+	q, err := m.ListDeletes(ctx, d, after, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(q) == 1 && q[0].Block == id, nil
 }

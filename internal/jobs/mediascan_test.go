@@ -307,3 +307,22 @@ func flip(t *testing.T, d *drive.Drive, id drive.BlockID) {
 		t.Fatal(err)
 	}
 }
+
+func TestQueuedForDeletion(t *testing.T) {
+	m := newMeta(t)
+	ids := []meta.BlockID{{0x10, 0x00}, {0x10, 0x01}, {0x20}}
+	for _, id := range ids[:2] {
+		if err := m.EnqueueDeletes(bg, []meta.DeleteEntry{{Drive: 3, Block: id, Length: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []bool{true, true, false} {
+		got, err := queuedForDeletion(bg, m, 3, ids[i])
+		if err != nil || got != want {
+			t.Errorf("queuedForDeletion(%x) = %v, %v; want %v", ids[i], got, err, want)
+		}
+	}
+	if got, _ := queuedForDeletion(bg, m, 4, ids[0]); got {
+		t.Error("queued on another drive")
+	}
+}
