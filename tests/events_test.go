@@ -48,7 +48,9 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 	}
 
 	// A rebalance that cannot make progress (its policy pauses its
-	// workers) stays running until low-space mode pauses it.
+	// workers) stays running until low-space mode pauses it. It has work:
+	// a file below one unit is stored as 3 copies, on 3 of the 6 drives.
+	writeFile(t, filepath.Join(c.Mount, "tilt"), randBytes(2, 900<<10))
 	weft("job", "policies", "create", "hold", "--default", "paused")
 	id := startJob(t, c, "rebalance", "--param", "pool=default", "--policy", "hold")
 	waitJob := func(what string, ok func(job.JobView) bool) job.JobView {
@@ -66,6 +68,9 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 		}
 	}
 	waitJob("running", func(j job.JobView) bool { return j.State == job.Running })
+	if j, _ := c.Admin.Job(ctx, id); j.Phase != 0 {
+		t.Fatalf("the held rebalance went past its first phase: %+v", j)
+	}
 
 	// Fill the pool: 8 MiB files under /tree until the mode is on.
 	must(t, os.MkdirAll(filepath.Join(c.Mount, "tree"), 0o755))

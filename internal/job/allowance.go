@@ -16,7 +16,8 @@ type Allowance struct {
 // current policy, so a policy change or a change in load takes effect
 // within seconds. Implementations (the impact policies and the load-driven
 // control loop) live beside this file; they must be safe for concurrent use
-// and must not block.
+// and must not block, beyond one bounded listing of policies when a job
+// names one created since the last listing (Controller).
 type Throttle interface {
 	Allowance(jobID string, policy string) Allowance
 }

@@ -157,6 +157,16 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 // the controller does not know runs the job at level low until it does.
 func (c *Controller) Allowance(jobID string, policy string) Allowance {
 	c.mu.Lock()
+	_, seen := c.jobs[jobID]
+	_, known := c.known[policy]
+	c.mu.Unlock()
+	if !seen && !known {
+		// A policy created a moment ago, not listed at the last tick: list
+		// once (as KnownPolicy does, bounded) rather than start the job at
+		// the fallback level nobody chose.
+		c.KnownPolicy(policy)
+	}
+	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
 	j := c.jobs[jobID]
