@@ -101,34 +101,28 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 	if size, ok := c.Size(lin); ok {
 		fl.Size = size
 	}
-	const page = 256
-	for from := uint64(0); ; {
-		ss, err := c.meta.GetStripes(ctx, lin, from, page)
+	err = c.eachStripe(ctx, lin, func(s meta.Stripe) error {
+		si, err := stripeInfo(lin, s, int64(a.StripeSize), view)
 		if err != nil {
-			return FileLayout{}, fmt.Errorf("client: layout of LIN %d: %w", lin, err)
+			return err
 		}
-		for _, s := range ss {
-			si, err := stripeInfo(lin, s, int64(a.StripeSize), view)
-			if err != nil {
-				return FileLayout{}, err
-			}
-			if si.UnderProtected {
-				fl.UnderProtected++
-			}
-			if fl.Achieved == nil {
-				t := si.Tolerance
-				fl.Achieved = &t
-			} else {
-				fl.Achieved.Drives = min(fl.Achieved.Drives, si.Tolerance.Drives)
-				fl.Achieved.Nodes = min(fl.Achieved.Nodes, si.Tolerance.Nodes)
-			}
-			fl.Stripes = append(fl.Stripes, si)
+		if si.UnderProtected {
+			fl.UnderProtected++
 		}
-		if len(ss) < page {
-			return fl, nil
+		if fl.Achieved == nil {
+			t := si.Tolerance
+			fl.Achieved = &t
+		} else {
+			fl.Achieved.Drives = min(fl.Achieved.Drives, si.Tolerance.Drives)
+			fl.Achieved.Nodes = min(fl.Achieved.Nodes, si.Tolerance.Nodes)
 		}
-		from = ss[len(ss)-1].Index + 1
+		fl.Stripes = append(fl.Stripes, si)
+		return nil
+	})
+	if err != nil {
+		return FileLayout{}, err
 	}
+	return fl, nil
 }
 
 // stripeInfo describes one stripe map.

@@ -285,21 +285,15 @@ const stripePage = 256
 // eachStripe calls fn for every stripe map of lin, in index order, read in
 // pages; it stops at fn's first error.
 func (c *Client) eachStripe(ctx context.Context, lin meta.LIN, fn func(meta.Stripe) error) error {
-	for from := uint64(0); ; {
-		ss, err := c.meta.GetStripes(ctx, lin, from, stripePage)
-		if err != nil {
-			return fmt.Errorf("client: stripe maps of LIN %d: %w", lin, err)
-		}
-		for _, s := range ss {
-			if err := fn(s); err != nil {
-				return err
-			}
-		}
-		if len(ss) < stripePage {
-			return nil
-		}
-		from = ss[len(ss)-1].Index + 1
+	var ferr error
+	err := meta.EachStripe(ctx, c.meta, lin, stripePage, func(s meta.Stripe) error {
+		ferr = fn(s)
+		return ferr
+	})
+	if err != nil && err != ferr {
+		return fmt.Errorf("client: stripe maps of LIN %d: %w", lin, err)
 	}
+	return err
 }
 
 // repairRequest is one stripe to repair.

@@ -200,22 +200,13 @@ func (p *restripeScan) Process(ctx context.Context, env job.Env, _ *job.Job, sco
 // bad drive.
 func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad func(meta.DriveID) bool) (int, error) {
 	n := 0
-	var from uint64
-	for {
-		ss, err := m.GetStripes(ctx, lin, from, scanPage)
-		if err != nil {
-			return n, err
+	err := meta.EachStripe(ctx, m, lin, scanPage, func(s meta.Stripe) error {
+		if client.StripeNeedsRepair(s, isBad) {
+			n++
 		}
-		for _, s := range ss {
-			if client.StripeNeedsRepair(s, isBad) {
-				n++
-			}
-		}
-		if len(ss) < scanPage {
-			return n, nil
-		}
-		from = ss[len(ss)-1].Index + 1
-	}
+		return nil
+	})
+	return n, err
 }
 
 // removeDrained marks the job's drained drives removed once no file uses

@@ -8,6 +8,33 @@ import (
 	"github.com/weftfs/weft/internal/kv"
 )
 
+// StripeReader is what EachStripe reads stripe maps from (*Meta, or a
+// narrower interface a caller holds).
+type StripeReader interface {
+	GetStripes(ctx context.Context, lin LIN, from uint64, n int) ([]Stripe, error)
+}
+
+// EachStripe calls fn for every stripe map of lin in index order, read
+// from r in pages of page maps; it stops at the first error of GetStripes
+// (returned as is: ErrNotFound when lin is gone) or of fn.
+func EachStripe(ctx context.Context, r StripeReader, lin LIN, page int, fn func(Stripe) error) error {
+	for from := uint64(0); ; {
+		ss, err := r.GetStripes(ctx, lin, from, page)
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if err := fn(s); err != nil {
+				return err
+			}
+		}
+		if len(ss) < page {
+			return nil
+		}
+		from = ss[len(ss)-1].Index + 1
+	}
+}
+
 // GetStripes returns up to n stripes of lin with index >= from, in index
 // order (n <= 0: all of them; page large files). Stripes never written
 // (holes) are absent from the result. Errors: ErrNotFound.
