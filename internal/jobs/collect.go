@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/weftfs/weft/internal/cluster"
@@ -69,7 +70,7 @@ func clusterDrives(ctx context.Context, e Env) ([]collectDrive, error) {
 }
 
 func newCollect(drives driveLister) *collect {
-	c := &collect{drives: drives, now: time.Now}
+	c := &collect{drives: drives, nodes: newDriveNodes(drives), now: time.Now}
 	c.phases = []job.Phase{&sweepPhase{c}, &queuePhase{c}, &orphanPhase{}}
 	return c
 }
@@ -79,6 +80,7 @@ func newCollect(drives driveLister) *collect {
 // grace period's reference; tests move it).
 type collect struct {
 	drives driveLister
+	nodes  *driveNodes
 	now    func() time.Time
 	phases []job.Phase
 }
@@ -141,18 +143,51 @@ func scopeDrive(scope string) (drive.ID, error) {
 	return drive.ID(n), nil
 }
 
-// nodeOf returns the node serving drive d.
-func (c *collect) nodeOf(ctx context.Context, e Env, d drive.ID) (string, error) {
-	ds, err := c.drives(ctx, e)
+// driveNodes maps the drives in service to their nodes, read through a
+// driveLister at most every driveNodesTTL: drive scans and rebalance need
+// it for every item, and drives change nodes rarely (a moved drive's
+// items fail until the map is read again, then are retried).
+type driveNodes struct {
+	list  driveLister
+	mu    sync.Mutex
+	at    time.Time
+	nodes map[meta.DriveID]string
+}
+
+const driveNodesTTL = 5 * time.Second
+
+func newDriveNodes(list driveLister) *driveNodes { return &driveNodes{list: list} }
+
+// get returns the map (shared: do not modify it).
+func (n *driveNodes) get(ctx context.Context, e Env) (map[meta.DriveID]string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.nodes != nil && time.Since(n.at) < driveNodesTTL {
+		return n.nodes, nil
+	}
+	ds, err := n.list(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[meta.DriveID]string, len(ds))
+	for _, d := range ds {
+		m[meta.DriveID(d.ID)] = d.Node
+	}
+	n.nodes, n.at = m, time.Now()
+	return m, nil
+}
+
+// of returns the node serving drive d; who names the job in the error.
+func (n *driveNodes) of(ctx context.Context, e Env, d drive.ID, who string) (string, error) {
+	m, err := n.get(ctx, e)
 	if err != nil {
 		return "", err
 	}
-	for _, x := range ds {
-		if x.ID == d {
-			return x.Node, nil
-		}
+	node, ok := m[meta.DriveID(d)]
+	if !ok {
+		return "", fmt.Errorf("%s: drive %v is no longer in service", who, d)
 	}
-	return "", fmt.Errorf("collect: drive %v is no longer in service", d)
+	return node, nil
 }
 
 // splitDrives returns the drives to work on; down drives are skipped with
@@ -240,7 +275,7 @@ func (p *sweepPhase) Items(ctx context.Context, env job.Env, scope string, from,
 	if err != nil {
 		return nil, err
 	}
-	node, err := p.c.nodeOf(ctx, e, d)
+	node, err := p.c.nodes.of(ctx, e, d, "collect")
 	if err != nil {
 		return nil, err
 	}
@@ -299,21 +334,28 @@ func driveKeys(ctx context.Context, bc blockLister, d drive.ID, node string, fro
 // (from the bucket's aligned start up to key item), in key order; it stops
 // at fn's first error.
 func eachInBucket(ctx context.Context, bc blockLister, d drive.ID, node string, item uint64, fn func(drive.BlockInfo) error) error {
-	after := cursorBefore(item >> bucketShift << bucketShift)
+	return eachBlock(ctx, bc, d, node, item>>bucketShift<<bucketShift, item, listPage, fn)
+}
+
+// eachBlock calls fn for each block of drive d whose key lies in
+// [first, last], in key order, reading pages of page blocks; it stops at
+// fn's first error.
+func eachBlock(ctx context.Context, bc blockLister, d drive.ID, node string, first, last uint64, page int, fn func(drive.BlockInfo) error) error {
+	after := cursorBefore(first)
 	for {
-		page, next, err := bc.List(ctx, d, after, listPage)
+		blocks, next, err := bc.List(ctx, d, after, page)
 		if err != nil {
 			return fmt.Errorf("list drive %v on %s: %w", d, node, err)
 		}
-		for _, b := range page {
-			if keyOf(b.ID) > item {
+		for _, b := range blocks {
+			if keyOf(b.ID) > last {
 				return nil
 			}
 			if err := fn(b); err != nil {
 				return err
 			}
 		}
-		if next == "" || len(page) == 0 {
+		if next == "" || len(blocks) == 0 {
 			return nil
 		}
 		after = next
@@ -334,7 +376,7 @@ func (p *sweepPhase) Process(ctx context.Context, env job.Env, j *job.Job, scope
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	node, err := p.c.nodeOf(ctx, e, d)
+	node, err := p.c.nodes.of(ctx, e, d, "collect")
 	if err != nil {
 		return job.ItemResult{}, err
 	}
@@ -510,7 +552,7 @@ func (p *queuePhase) Process(ctx context.Context, env job.Env, j *job.Job, scope
 			continue
 		}
 		if bc == nil {
-			node, err := p.c.nodeOf(ctx, e, d)
+			node, err := p.c.nodes.of(ctx, e, d, "collect")
 			if err != nil {
 				return res, err
 			}

@@ -88,13 +88,14 @@ type damagedRepairer func(ctx context.Context, e Env, lin meta.LIN, index uint64
 // them to inject faults).
 type mediaScan struct {
 	drives driveLister
+	nodes  *driveNodes
 	blocks func(ctx context.Context, e Env, node string) (scanBlocks, error)
 	repair damagedRepairer
 	phases []job.Phase
 }
 
 func newMediaScan(drives driveLister) *mediaScan {
-	m := &mediaScan{drives: drives,
+	m := &mediaScan{drives: drives, nodes: newDriveNodes(drives),
 		blocks: func(ctx context.Context, e Env, node string) (scanBlocks, error) { return e.Blocks(ctx, node) },
 		repair: func(ctx context.Context, e Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (client.RepairResult, error) {
 			return e.Client().RepairDamaged(ctx, lin, index, d, block, why)
@@ -145,20 +146,6 @@ func mediaDrives(p map[string]string) (map[meta.DriveID]bool, error) {
 		return nil, fmt.Errorf("%w: mediascan drives=%q: want drive ids like d3,d7 (see weft drive list), or no drives parameter to scan every drive: %v", job.ErrInvalid, v, err)
 	}
 	return ds, nil
-}
-
-// nodeOf returns the node serving drive d.
-func (m *mediaScan) nodeOf(ctx context.Context, e Env, d drive.ID) (string, error) {
-	ds, err := m.drives(ctx, e)
-	if err != nil {
-		return "", err
-	}
-	for _, x := range ds {
-		if x.ID == d {
-			return x.Node, nil
-		}
-	}
-	return "", fmt.Errorf("mediascan: drive %v is no longer in service", d)
 }
 
 type mediaScanPhase struct{ m *mediaScan }
@@ -220,7 +207,7 @@ func (p *mediaScanPhase) local(ctx context.Context, e Env, scope string) (drive.
 	if err != nil {
 		return 0, "", nil, err
 	}
-	node, err := p.m.nodeOf(ctx, e, d)
+	node, err := p.m.nodes.of(ctx, e, d, "mediascan")
 	if err != nil {
 		return 0, "", nil, err
 	}
@@ -260,27 +247,10 @@ func blockItems(ctx context.Context, bc blockLister, d drive.ID, node string, fr
 	return driveKeys(ctx, bc, d, node, from, to, limit, min(listPage, limit+1), func(k uint64) uint64 { return k })
 }
 
-// eachWithKey calls fn for each block of drive d whose key is k.
+// eachWithKey calls fn for each block of drive d whose key is k (one, but
+// for a 1 in 2^64 collision of the first 8 bytes).
 func eachWithKey(ctx context.Context, bc blockLister, d drive.ID, node string, k uint64, fn func(drive.BlockInfo) error) error {
-	after := cursorBefore(k)
-	for {
-		page, next, err := bc.List(ctx, d, after, 4)
-		if err != nil {
-			return fmt.Errorf("list drive %v on %s: %w", d, node, err)
-		}
-		for _, b := range page {
-			if keyOf(b.ID) != k {
-				return nil
-			}
-			if err := fn(b); err != nil {
-				return err
-			}
-		}
-		if next == "" || len(page) == 0 {
-			return nil
-		}
-		after = next
-	}
+	return eachBlock(ctx, bc, d, node, k, k, 4, fn)
 }
 
 // Process verifies the block(s) of one key. Errors are returned (and
