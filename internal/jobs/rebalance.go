@@ -60,7 +60,7 @@ import (
 func Rebalance() job.Type { return newRebalance(clusterSpace) }
 
 func newRebalance(space spaceLister) *rebalance {
-	r := &rebalance{space: space, nodes: newNodeCache()}
+	r := &rebalance{space: space, nodes: newDriveNodes(clusterDrives)}
 	r.phases = []job.Phase{&balancePass{r: r, name: "rebalance"}}
 	for i := 1; i <= settlePasses; i++ {
 		name := "settle"
@@ -77,7 +77,7 @@ func newRebalance(space spaceLister) *rebalance {
 // usage (nodes' block services; tests pass their own).
 type rebalance struct {
 	space  spaceLister
-	nodes  *nodeCache
+	nodes  *driveNodes
 	phases []job.Phase
 	liveMu sync.Mutex
 	live   map[string]*liveSpace // settle passes' views, by job/phase/pool
@@ -460,36 +460,6 @@ func unitDraw(lin meta.LIN, stripe uint64, b meta.BlockID) uint64 {
 	return h.Sum64() % 1e6
 }
 
-// nodeCache maps drives to nodes, read from the control plane at most
-// every few seconds (every item of a pass needs it).
-type nodeCache struct {
-	mu    sync.Mutex
-	at    time.Time
-	nodes map[meta.DriveID]string
-}
-
-func newNodeCache() *nodeCache { return &nodeCache{} }
-
-const nodeCacheTTL = 5 * time.Second
-
-func (c *nodeCache) get(ctx context.Context, e Env) (map[meta.DriveID]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.nodes != nil && time.Since(c.at) < nodeCacheTTL {
-		return c.nodes, nil
-	}
-	ds, err := e.Cluster().ListDrives(ctx)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[meta.DriveID]string, len(ds))
-	for _, d := range ds {
-		m[meta.DriveID(d.ID)] = d.Node
-	}
-	c.nodes, c.at = m, time.Now()
-	return m, nil
-}
-
 // balancePass is the rebalance and settle phases.
 type balancePass struct {
 	r    *rebalance
@@ -587,59 +557,68 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	}
 	dry := j.Params["dry-run"] == "true"
 	lin := meta.LIN(item)
+	// The first pass draws moves from the plan; the settle passes follow
+	// the pool's usage as it is now (see settle).
+	choose := func(s meta.Stripe) ([]client.UnitMove, func(meta.DriveID) bool, error) {
+		moves, allow := pl.stripeMoves(lin, s, nodeOf)
+		return moves, allow, nil
+	}
+	var ls *liveSpace
 	if p.pass > 0 {
-		return p.settle(ctx, e, j, pl, lin, nodeOf, isBad, dry)
+		ls = p.r.liveFor(fmt.Sprintf("%d/%s/%s", j.ID, p.name, pl.Pool))
+		choose = func(s meta.Stripe) ([]client.UnitMove, func(meta.DriveID) bool, error) {
+			return p.settle(ctx, e, ls, pl, s, nodeOf)
+		}
 	}
 	res := job.ItemResult{Items: 1}
 	var moved, kept int
 	var firstErr error
-	for from := uint64(0); ; {
-		ss, err := e.Meta().GetStripes(ctx, lin, from, scanPage)
-		if errors.Is(err, meta.ErrNotFound) {
-			return job.ItemResult{}, nil // deleted meanwhile
+	err = meta.EachStripe(ctx, e.Meta(), lin, scanPage, func(s meta.Stripe) error {
+		if client.StripeNeedsRepair(s, isBad) {
+			return nil // repair's job, not ours
 		}
+		moves, allow, err := choose(s)
+		if err != nil || len(moves) == 0 {
+			return err
+		}
+		if dry {
+			moved += len(moves)
+			for _, m := range moves {
+				res.Bytes += unitLen(s, m)
+			}
+			return nil
+		}
+		r, err := e.Client().MoveUnits(ctx, lin, s.Index, moves, allow)
+		res.Bytes += r.BytesWritten
+		kept += r.Left
 		if err != nil {
-			return res, err
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrConflict) {
+				res.Errors++ // a finding: the next run moves it
+				if firstErr == nil {
+					firstErr = err
+				}
+				return nil
+			}
+			return err
 		}
-		for _, s := range ss {
-			if client.StripeNeedsRepair(s, isBad) {
-				continue // repair's job, not ours
-			}
-			moves, allow := pl.stripeMoves(lin, s, nodeOf)
-			if len(moves) == 0 {
-				continue
-			}
-			if dry {
-				moved += len(moves)
-				for _, m := range moves {
-					res.Bytes += unitLen(s, m)
+		if r.Committed {
+			moved += r.Moved
+			for _, u := range r.Units {
+				if u.To != 0 && ls != nil {
+					ls.moved(u.From, u.To, int64(s.Units[u.Unit].Length))
 				}
-				continue
-			}
-			r, err := e.Client().MoveUnits(ctx, lin, s.Index, moves, allow)
-			res.Bytes += r.BytesWritten
-			if r.Committed {
-				moved += r.Moved
-			}
-			kept += r.Left
-			if err != nil {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrConflict) {
-					res.Errors++ // a finding: the next run moves it
-					if firstErr == nil {
-						firstErr = err
-					}
-					continue
-				}
-				return res, err
 			}
 		}
-		if len(ss) < scanPage {
-			break
-		}
-		from = ss[len(ss)-1].Index + 1
+		return nil
+	})
+	if errors.Is(err, meta.ErrNotFound) {
+		return job.ItemResult{}, nil // deleted meanwhile
+	}
+	if err != nil {
+		return res, err
 	}
 	if moved > 0 || firstErr != nil {
 		verb := "moved"
@@ -654,73 +633,24 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	return res, nil
 }
 
-// settle is Process of the passes after the first: instead of the plan's
-// odds it follows the pool's usage as it is now (read from the nodes at
-// most once a second, and adjusted for each move this node makes), moving
-// at most one unit per stripe: one on the fullest drive of the stripe that
-// is above the mean by more than the dead band, to a drive below the mean
-// on a node that would not then hold more than its share of the stripe.
-// So it stops when the drives are within about a unit of the mean, and
-// tries units the first pass could not move.
-func (p *balancePass) settle(ctx context.Context, e Env, j *job.Job, pl balancePlan, lin meta.LIN,
-	nodeOf map[meta.DriveID]string, isBad func(meta.DriveID) bool, dry bool) (job.ItemResult, error) {
-	ls := p.r.liveFor(fmt.Sprintf("%d/%s/%s", j.ID, p.name, pl.Pool))
-	res := job.ItemResult{Items: 1}
-	moved := 0
-	for from := uint64(0); ; {
-		ss, err := e.Meta().GetStripes(ctx, lin, from, scanPage)
-		if errors.Is(err, meta.ErrNotFound) {
-			return job.ItemResult{}, nil
-		}
-		if err != nil {
-			return res, err
-		}
-		for _, s := range ss {
-			if client.StripeNeedsRepair(s, isBad) {
-				continue
-			}
-			if err := ls.refresh(ctx, e, p.r.space, pl.Pool); err != nil {
-				return res, err
-			}
-			mv, allow, ok := ls.pick(s, nodeOf, pl.Nodes)
-			if !ok {
-				continue
-			}
-			if dry {
-				moved++
-				res.Bytes += unitLen(s, mv)
-				continue
-			}
-			r, err := e.Client().MoveUnits(ctx, lin, s.Index, []client.UnitMove{mv}, allow)
-			res.Bytes += r.BytesWritten
-			if err != nil {
-				if ctx.Err() != nil {
-					return res, ctx.Err()
-				}
-				if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrConflict) {
-					res.Errors++
-					continue
-				}
-				return res, err
-			}
-			if r.Committed {
-				for _, u := range r.Units {
-					if u.To != 0 {
-						ls.moved(u.From, u.To, unitLen(s, mv))
-						moved++
-					}
-				}
-			}
-		}
-		if len(ss) < scanPage {
-			break
-		}
-		from = ss[len(ss)-1].Index + 1
+// settle chooses the move of stripe s in a pass after the first: instead
+// of the plan's odds it follows the pool's usage as it is now (read from
+// the nodes at most once a second, and adjusted for each move this node
+// makes), moving at most one unit per stripe: one on the fullest drive of
+// the stripe that is above the mean by more than the dead band, to a
+// drive below the mean on a node that would not then hold more than its
+// share of the stripe. So it stops when the drives are within about a
+// unit of the mean, and tries units the first pass could not move.
+func (p *balancePass) settle(ctx context.Context, e Env, ls *liveSpace, pl balancePlan, s meta.Stripe,
+	nodeOf map[meta.DriveID]string) ([]client.UnitMove, func(meta.DriveID) bool, error) {
+	if err := ls.refresh(ctx, e, p.r.space, pl.Pool); err != nil {
+		return nil, nil, err
 	}
-	if moved > 0 {
-		res.Note = fmt.Sprintf("%s: %d units moved", pathOf(ctx, e.Meta(), lin), moved)
+	mv, allow, ok := ls.pick(s, nodeOf, pl.Nodes)
+	if !ok {
+		return nil, nil, nil
 	}
-	return res, nil
+	return []client.UnitMove{mv}, allow, nil
 }
 
 // liveSpace is one node's running view of a pool's drives during a settle
