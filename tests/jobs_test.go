@@ -561,24 +561,9 @@ func TestTreeDeleteLarge(t *testing.T) {
 // usedBytes sums the used bytes of every drive, read from the nodes now.
 func usedBytes(t *testing.T, c *harness.Cluster) int64 {
 	t.Helper()
-	nodes, err := c.Admin.Nodes(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum int64
-	for _, n := range nodes {
-		bc, err := block.Dial(n.GRPCAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		us, err := bc.Usage(context.Background())
-		bc.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range us {
-			sum += u.Usage.UsedBytes
-		}
+	for _, u := range driveUsages(t, c) {
+		sum += u.UsedBytes
 	}
 	return sum
 }

@@ -14,20 +14,31 @@ import (
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/tests/harness"
 )
 
-// driveFractions reads every in-service drive's used fraction from the
-// nodes now.
+// driveFractions reads every drive's used fraction from the nodes now.
 func driveFractions(t *testing.T, c *harness.Cluster) map[cluster.DriveID]float64 {
+	t.Helper()
+	out := map[cluster.DriveID]float64{}
+	for id, u := range driveUsages(t, c) {
+		out[id] = float64(u.UsedBytes) / float64(u.TotalBytes)
+	}
+	return out
+}
+
+// driveUsages reads every drive's usage from the nodes now (the
+// control plane's copy lags by the usage interval).
+func driveUsages(t *testing.T, c *harness.Cluster) map[cluster.DriveID]drive.Usage {
 	t.Helper()
 	ctx := context.Background()
 	nodes, err := c.Admin.Nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[cluster.DriveID]float64{}
+	out := map[cluster.DriveID]drive.Usage{}
 	for _, n := range nodes {
 		bc, err := block.Dial(n.GRPCAddr)
 		if err != nil {
@@ -39,7 +50,7 @@ func driveFractions(t *testing.T, c *harness.Cluster) map[cluster.DriveID]float6
 			t.Fatal(err)
 		}
 		for _, u := range us {
-			out[cluster.DriveID(u.Drive)] = float64(u.Usage.UsedBytes) / float64(u.Usage.TotalBytes)
+			out[cluster.DriveID(u.Drive)] = u.Usage
 		}
 	}
 	return out
