@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -138,6 +140,15 @@ func (l Layout) initialCluster() string {
 }
 
 // freePorts returns n distinct ports that were free on 127.0.0.1.
+//
+// The nodes bind them later, when they start, so a port must stay free in
+// between. Ports the kernel hands out by itself (port 0, and the local
+// end of every outgoing connection — the first node's etcd and gRPC
+// clients make many) come from the ephemeral range; a port picked from it
+// can be taken by a connection before its node binds it ("address already
+// in use" at start-up). So the ports are drawn below that range, where
+// only explicit binds land; the kernel's own choice is the fallback when
+// the range cannot be read or leaves no room.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -146,7 +157,17 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	var ports []int
-	for i := 0; i < n; i++ {
+	lo, hi := belowEphemeral()
+	for tries := 0; len(ports) < n && hi-lo >= n && tries < 50*n; tries++ {
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken; draw another
+		}
+		ls = append(ls, l)
+		ports = append(ports, port)
+	}
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("local: find a free port: %w", err)
@@ -155,6 +176,24 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// belowEphemeral returns the ports [lo, hi) between 10000 and the start of
+// the kernel's ephemeral range (empty if it cannot be read).
+func belowEphemeral() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	start, err := strconv.Atoi(f[0])
+	if err != nil || start <= 10000 {
+		return 0, 0
+	}
+	return 10000, start
 }
 
 // writeFileAtomic writes a file via a temporary file and a rename.
