@@ -88,6 +88,24 @@ type Store struct {
 	changed  chan struct{} // closed at every delivery
 	restart  context.CancelFunc
 
+	// Write-back (writeback.go): deferred transactions in order, the
+	// overlay of their writes, and how far commits have got.
+	overlay    *btree.BTreeG[*ovEntry]
+	queue      []*deferred
+	inFlight   int
+	seq        uint64 // last deferred transaction
+	settled    uint64 // every transaction up to it is committed or dropped
+	settledCh  chan struct{}
+	dropped    []error
+	lastCommit int64 // revision of this Store's newest commit
+	wbClosed   bool
+
+	deferMu                         sync.Mutex // one local run at a time
+	wbWake                          chan struct{}
+	wbCancel                        context.CancelFunc
+	wbDone                          chan struct{}
+	deferredN, committedN, droppedN atomic.Int64
+
 	hits, misses atomic.Int64
 	cancel       context.CancelFunc
 	done         chan struct{}
@@ -135,8 +153,13 @@ func New(cfg Config) (*Store, error) {
 	cfg.Options.Limits = cfg.Inner.Limits()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{cfg: cfg, inner: cfg.Inner, entries: btree.NewG(16, lessEntry), pendings: map[*pending]struct{}{},
-		changed: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+		changed: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		overlay:   btree.NewG(16, func(a, b *ovEntry) bool { return bytes.Compare(a.w.Key, b.w.Key) < 0 }),
+		settledCh: make(chan struct{}), wbWake: make(chan struct{}, 1), wbDone: make(chan struct{})}
+	wctx, wcancel := context.WithCancel(context.Background())
+	s.wbCancel = wcancel
 	go s.run(ctx)
+	go s.flusher(wctx)
 	return s, nil
 }
 
@@ -153,12 +176,27 @@ func (s *Store) View(ctx context.Context, fn func(kv.Tx) error) error {
 // Limits implements kv.Store.
 func (s *Store) Limits() kv.Limits { return s.inner.Limits() }
 
-// Close stops following; the inner store stays open. Idempotent.
+// Close commits what is deferred (waiting at most CloseTimeout), then
+// stops following; the inner store stays open. Idempotent.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	s.wbClosed = true
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+	err := s.Flush(ctx)
+	cancel()
+	s.wbCancel()
+	<-s.wbDone
 	s.cancel()
 	<-s.done
+	if err != nil {
+		return fmt.Errorf("kvcache: close: %w", err)
+	}
 	return nil
 }
+
+// CloseTimeout bounds how long Close waits for deferred transactions.
+const CloseTimeout = 30 * time.Second
 
 // Stats are the cache's counters.
 type Stats struct {
@@ -170,13 +208,19 @@ type Stats struct {
 	Rev  int64
 	// Serving reports whether reads are served from the cache now.
 	Serving bool
+	// Deferred, Committed and Dropped count transactions of the
+	// write-back (Defer) since the start; Waiting is how many wait for
+	// their commit now.
+	Deferred, Committed, Dropped int64
+	Waiting                      int
 }
 
 // Stats returns the counters.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Keys: s.entries.Len(), Rev: s.w, Serving: s.servingLocked()}
+	return Stats{Hits: s.hits.Load(), Misses: s.misses.Load(), Keys: s.entries.Len(), Rev: s.w, Serving: s.servingLocked(),
+		Deferred: s.deferredN.Load(), Committed: s.committedN.Load(), Dropped: s.droppedN.Load(), Waiting: len(s.queue) + s.inFlight}
 }
 
 func (s *Store) servingLocked() bool {
@@ -437,6 +481,7 @@ func (s *Store) committed(t *kv.Txn) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lastCommit = max(s.lastCommit, rev)
 	if !s.running {
 		return
 	}
@@ -465,7 +510,7 @@ func (b backend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{s: s, inner: inner, cached: cached, fill: serving, optimistic: cached && !b.view}, nil
+	return &snapshot{s: s, inner: inner, cached: cached, fill: serving, optimistic: cached && !b.view, overlay: b.view}, nil
 }
 
 func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
@@ -483,6 +528,7 @@ type snapshot struct {
 	cached     bool // answer from the cache what it knows
 	fill       bool // fill the cache with what the inner store answers
 	optimistic bool // an Update's first attempt: presume absent keys
+	overlay    bool // a View: deferred writes are seen (writeback.go)
 }
 
 var _ kv.OptimisticSnapshot = (*snapshot)(nil)
@@ -496,10 +542,16 @@ func (sn *snapshot) Get(ctx context.Context, keys [][]byte) ([]kv.Versioned, err
 	out := make([]kv.Versioned, len(keys))
 	var fetch [][]byte
 	var at []int
-	if sn.cached {
+	if sn.cached || sn.overlay {
 		s.mu.Lock()
-		serving := s.servingLocked()
+		serving := s.servingLocked() && sn.cached
 		for i, k := range keys {
+			if sn.overlay && s.overlay.Len() > 0 {
+				if e, ok := s.overlay.Get(&ovEntry{w: kv.Write{Key: k}}); ok {
+					out[i] = overlaid(e.w)
+					continue
+				}
+			}
 			if serving {
 				if v, ok := s.knownLocked(k); ok {
 					out[i] = v
@@ -549,6 +601,30 @@ func (sn *snapshot) Get(ctx context.Context, keys [][]byte) ([]kv.Versioned, err
 }
 
 func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, int64, error) {
+	if sn.overlay {
+		s := sn.s
+		s.mu.Lock()
+		ov := s.overlayLocked(start, end)
+		s.mu.Unlock()
+		if len(ov) > 0 {
+			fetch := limit
+			for _, w := range ov {
+				if w.Delete && limit > 0 {
+					fetch++
+				}
+			}
+			page, more, rev, err := sn.scan(ctx, start, end, fetch)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			page, more = mergeOverlay(page, more, ov, limit)
+			return page, more, rev, nil
+		}
+	}
+	return sn.scan(ctx, start, end, limit)
+}
+
+func (sn *snapshot) scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, int64, error) {
 	s := sn.s
 	if sn.cached {
 		if kvs, more, rev, ok := s.scanCached(start, end, limit, sn.optimistic); ok {

@@ -1,0 +1,184 @@
+package kvcache_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/kv/kvcache"
+	"github.com/weftfs/weft/internal/kv/memkv"
+)
+
+// scanAll lists the keys of [start, end) in s's View, paging by limit.
+func scanAll(t *testing.T, s kv.Store, start, end string, limit int) []string {
+	t.Helper()
+	var out []string
+	if err := s.View(ctx, func(tx kv.Tx) error {
+		out = nil
+		from := []byte(start)
+		for from != nil {
+			kvs, next, err := tx.Scan(from, []byte(end), limit)
+			if err != nil {
+				return err
+			}
+			for _, p := range kvs {
+				out = append(out, string(p.Key)+"="+string(p.Value))
+			}
+			from = next
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// deferPut defers a transaction that puts key=val if key is absent (as
+// a create does) and fails with errTaken otherwise.
+func deferPut(t *testing.T, s *kvcache.Store, key, val string) bool {
+	t.Helper()
+	ok, err := s.Defer(ctx, func(tx kv.Tx) error {
+		v, err := tx.Get([]byte(key))
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			return fmt.Errorf("%w: %s=%s", errTaken, key, v)
+		}
+		tx.Put([]byte(key), []byte(val))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+
+// TestDeferVisibleThenCommitted: a deferred transaction is decided on the
+// cache alone, seen by its own Views at once (gets and scans, merged with
+// committed keys, across pages), and in the store after Flush, where the
+// other client sees it.
+func TestDeferVisibleThenCommitted(t *testing.T) {
+	for name, p := range pairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			r := kv.Range{Start: []byte("w/"), End: []byte("w0")}
+			a.KnownEmpty(a.Epoch(), r)
+			set(t, a, "w/b", "1")
+			set(t, a, "w/d", "1")
+			before := a.Stats()
+			for _, k := range []string{"w/a", "w/c", "w/e"} {
+				if !deferPut(t, a, k, "2") {
+					t.Fatalf("Defer of %s refused in a known-empty range", k)
+				}
+			}
+			// A deferred delete of a committed key hides it.
+			if ok, err := a.Defer(ctx, func(tx kv.Tx) error {
+				if _, err := tx.Get([]byte("w/d")); err != nil {
+					return err
+				}
+				tx.Delete([]byte("w/d"))
+				return nil
+			}); err != nil || !ok {
+				t.Fatalf("Defer of a delete: %v %v", ok, err)
+			}
+			if got := a.Stats().Misses - before.Misses; got != 0 {
+				t.Fatalf("deferring read the store %d times, want 0", got)
+			}
+			want := "w/a=2 w/b=1 w/c=2 w/e=2"
+			for _, limit := range []int{0, 1, 2, 3} {
+				if got := strings.Join(scanAll(t, a, "w/", "w0", limit), " "); got != want {
+					t.Fatalf("own view with limit %d: %s, want %s", limit, got, want)
+				}
+			}
+			if got := view(t, a, "w/d"); got != "<absent>" {
+				t.Fatalf("own view of the deleted key: %s", got)
+			}
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(scanAll(t, b, "w/", "w0", 0), " "); got != want {
+				t.Fatalf("other client after Flush: %s, want %s", got, want)
+			}
+			st := a.Stats()
+			if st.Waiting != 0 || st.Committed != 4 || st.Dropped != 0 {
+				t.Fatalf("stats after Flush: %+v", st)
+			}
+		})
+	}
+}
+
+// TestDeferRefused: Defer reports false, and defers nothing, for a key the
+// cache does not know and for a transaction that fails or writes nothing.
+func TestDeferRefused(t *testing.T) {
+	a := memCache(t)
+	if deferPut(t, a, "k/unknown", "1") {
+		t.Fatal("Defer accepted a read of a key the cache does not know")
+	}
+	set(t, a, "known", "1")
+	if deferPut(t, a, "known", "2") {
+		t.Fatal("Defer accepted a transaction that fails")
+	}
+	if ok, _ := a.Defer(ctx, func(tx kv.Tx) error { _, err := tx.Get([]byte("known")); return err }); ok {
+		t.Fatal("Defer accepted a transaction without writes")
+	}
+	if st := a.Stats(); st.Deferred != 0 {
+		t.Fatalf("deferred %d", st.Deferred)
+	}
+}
+
+// TestDeferDropped: a deferred transaction whose replay fails (here it
+// fails on purpose from its second run, as one would whose guarantee
+// broke) is dropped alone: its writes vanish from the own view, the
+// transactions around it commit, and Flush reports the error once.
+func TestDeferDropped(t *testing.T) {
+	a := memCache(t)
+	r := kv.Range{Start: []byte("d/"), End: []byte("d0")}
+	a.KnownEmpty(a.Epoch(), r)
+	if !deferPut(t, a, "d/x", "1") {
+		t.Fatal("Defer of d/x refused")
+	}
+	var runs atomic.Int32
+	ok, err := a.Defer(ctx, func(tx kv.Tx) error {
+		if runs.Add(1) > 1 {
+			return fmt.Errorf("%w: d/y on replay", errTaken)
+		}
+		tx.Put([]byte("d/y"), []byte("1"))
+		return nil
+	})
+	if err != nil || !ok {
+		t.Fatalf("Defer: %v %v", ok, err)
+	}
+	if got := view(t, a, "d/y"); got != "1" {
+		t.Fatalf("own view before the commit: d/y = %s", got)
+	}
+	if !deferPut(t, a, "d/z", "1") {
+		t.Fatal("Defer of d/z refused")
+	}
+	if err := a.Flush(ctx); !errors.Is(err, errTaken) {
+		t.Fatalf("Flush: %v, want the dropped transaction's error", err)
+	}
+	if got := strings.Join(scanAll(t, a, "d/", "d0", 0), " "); got != "d/x=1 d/z=1" {
+		t.Fatalf("after the drop: %s, want d/x and d/z only", got)
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("second Flush: %v, want nil (an error is reported once)", err)
+	}
+	if st := a.Stats(); st.Dropped != 1 || st.Committed != 2 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+// memCache returns a caching client of a fresh memkv store.
+func memCache(t *testing.T) *kvcache.Store {
+	mem := memkv.New(kv.Options{})
+	t.Cleanup(func() { mem.Close() })
+	return cached(t, mem, kv.Options{})
+}
