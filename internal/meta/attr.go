@@ -116,7 +116,7 @@ func (m *Meta) Lookup(ctx context.Context, parent LIN, name string) (Attr, error
 			// The entry and the parent in one round trip: a missing name
 			// needs the parent to tell ErrNotFound from ErrNotDir.
 			k := keyEntry(parent, name)
-			vals, err := o.load([]LIN{parent}, k)
+			vals, err := o.loadDirs([]LIN{parent}, nil, k)
 			if err != nil {
 				return err
 			}

@@ -46,19 +46,21 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		return Attr{}, err
 	}
 	caller := CallerFrom(ctx)
-	var res *inode
-	err = m.update(ctx, func(o *op) error {
+	body := func(o *op, mode opMode) (*inode, error) {
 		o.withUsage()
-		vals, err := o.load([]LIN{parent}, keyEntry(parent, name))
+		vals, err := o.loadDirs([]LIN{parent}, nil, keyEntry(parent, name))
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if mode == deferLocal && !o.mine(parent) {
+			return nil, errNotMine
 		}
 		p, err := o.dir(parent)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if vals[0] != nil {
-			return fmt.Errorf("%w: %q in directory LIN %d", ErrExists, name, parent)
+			return nil, fmt.Errorf("%w: %q in directory LIN %d", ErrExists, name, parent)
 		}
 		n := &inode{
 			lin: lin, typ: ni.Type, mode: ni.Mode & 0o7777, uid: caller.UID, gid: caller.GID,
@@ -91,9 +93,29 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		o.put(keyEntry(parent, name), encodeEntry(n.typ, lin))
 		o.touchDir(parent)
 		o.addUsage(n.pool, Usage{Inodes: 1})
-		res = n
-		return nil
-	})
+		if mode == synchronous {
+			o.acquire(parent)
+		}
+		return n, nil
+	}
+	var res *inode
+	deferred := false
+	if ni.Type != TypeDir {
+		deferred = m.deferIn(ctx, parent, func(o *op, mode opMode) error {
+			n, err := body(o, mode)
+			if mode == deferLocal {
+				res = n
+			}
+			return err
+		})
+	}
+	if !deferred {
+		err = m.update(ctx, func(o *op) error {
+			n, err := body(o, synchronous)
+			res = n
+			return err
+		})
+	}
 	if err != nil {
 		return Attr{}, err
 	}
@@ -154,7 +176,7 @@ func (m *Meta) Link(ctx context.Context, lin, parent LIN, name string) (Attr, er
 	}
 	var res *inode
 	err := m.update(ctx, func(o *op) error {
-		vals, err := o.load([]LIN{lin, parent}, keyEntry(parent, name))
+		vals, err := o.loadDirs([]LIN{parent}, []LIN{lin}, keyEntry(parent, name))
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,8 @@ func backends(t *testing.T) []backend {
 		return memkv.New(kv.Options{Limits: etcdDefaultLimits})
 	}}, {"memcache", func(tb testing.TB) kv.Store {
 		return newCached(tb, memkv.New(kv.Options{Limits: etcdDefaultLimits}))
+	}}, {"writeback", func(tb testing.TB) kv.Store {
+		return newWriteBackStore(tb, memkv.New(kv.Options{Limits: etcdDefaultLimits}))
 	}}}
 	if testing.Short() {
 		return bs
@@ -73,16 +75,40 @@ func newCached(tb testing.TB, inner kv.Follower) *kvcache.Store {
 	return c
 }
 
-// newMeta formats store and opens a Meta on it.
+// writeBackStore marks a store for a Meta with write-back (newMeta).
+type writeBackStore struct {
+	*kvcache.Store
+	inner kv.Follower
+}
+
+// newWriteBackStore returns a kvcache over inner for a Meta with write-back.
+func newWriteBackStore(tb testing.TB, inner kv.Follower) writeBackStore {
+	return writeBackStore{Store: newCached(tb, inner), inner: inner}
+}
+
+// testSession is the session of write-back Metas in tests.
+const testSession SessionID = 0x7e57
+
+// newMeta formats store and opens a Meta on it (with write-back and a
+// session for a writeBackStore; Close runs at the test's end).
 func newMeta(tb testing.TB, store kv.Store) *Meta {
 	tb.Helper()
 	if err := Format(bg, store, FormatOptions{Pool: "p0"}); err != nil {
 		tb.Fatal(err)
 	}
-	m, err := Open(bg, Config{Store: store, LINBatch: 64})
+	cfg := Config{Store: store, LINBatch: 64}
+	if w, ok := store.(writeBackStore); ok {
+		cfg.Store, cfg.Session, cfg.WriteBack = w.Store, testSession, true
+	}
+	m, err := Open(bg, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() {
+		if err := m.Close(bg); err != nil {
+			tb.Error(err)
+		}
+	})
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,20 @@ type Config struct {
 	LINBatch uint64
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
+	// Session is this client's session (its etcd lease): it names the
+	// client in directory delegations. Zero: the client never holds one.
+	Session SessionID
+	// WriteBack lets this client acknowledge creates and unlinks in
+	// directories it holds the delegation of before they are committed
+	// (see delegation.go). It needs a Session and a caching Store
+	// (kvcache); otherwise it is ignored.
+	WriteBack bool
+	// SessionAlive reports whether a session still exists, so that the
+	// delegation of a crashed client is taken back at once rather than
+	// after RecallTimeout. Nil: sessions are presumed alive.
+	SessionAlive func(ctx context.Context, s SessionID) (bool, error)
+	// Log receives write-back warnings. Nil means slog.Default().
+	Log *slog.Logger
 }
 
 // Meta is the namespace of one weft cluster, as seen by one client. It is
@@ -41,6 +56,14 @@ type Meta struct {
 	shardBase int
 	shardSeq  atomic.Uint64
 	cached    bool // the store is a cache: read keys, not ranges, where either does
+
+	session SessionID
+	alive   func(ctx context.Context, s SessionID) (bool, error)
+	log     *slog.Logger
+	wb      *writeBack // nil without write-back
+
+	lostMu sync.Mutex
+	lost   []error // write-back errors not yet reported by Flush
 }
 
 // FormatOptions describe a new namespace.
@@ -130,9 +153,16 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, f.version)
 	}
 	_, cached := cfg.Store.(cache)
-	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards), cached: cached}
+	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards), cached: cached,
+		session: cfg.Session, alive: cfg.SessionAlive, log: cfg.Log}
 	if m.now == nil {
 		m.now = time.Now
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if d, ok := cfg.Store.(deferrer); ok && cfg.WriteBack && cfg.Session != 0 {
+		m.wb = newWriteBack(m, d)
 	}
 	if m.batch == 0 {
 		m.batch = 1024
@@ -189,4 +219,36 @@ func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
 // a shard and those of different clients rarely do.
 func (m *Meta) shard() int {
 	return (m.shardBase + int(m.shardSeq.Add(1))) % UsageShards
+}
+
+// Flush waits until every create and unlink this client acknowledged
+// before the call is committed (write-back), and returns the errors of
+// those that could not be (each reported once). Without write-back it
+// returns nil at once. fsync of a file or a directory calls it.
+func (m *Meta) Flush(ctx context.Context) error {
+	if m.wb == nil {
+		return nil
+	}
+	err := m.wb.d.Flush(ctx)
+	m.lostMu.Lock()
+	lost := m.lost
+	m.lost = nil
+	m.lostMu.Unlock()
+	return errors.Join(append(lost, err)...)
+}
+
+func (m *Meta) noteLost(err error) {
+	m.lostMu.Lock()
+	m.lost = append(m.lost, err)
+	m.lostMu.Unlock()
+}
+
+// Close commits what this client deferred and gives back its directory
+// delegations. The Meta must not be used after it. The store stays open.
+func (m *Meta) Close(ctx context.Context) error {
+	if m.wb == nil {
+		return nil
+	}
+	m.wb.close()
+	return m.Flush(ctx)
 }

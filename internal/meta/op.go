@@ -26,6 +26,9 @@ type op struct {
 	touched map[LIN]bool   // directories whose times to set at flush
 	writes  int            // kv writes issued so far, for chunked work
 
+	delegs   map[LIN]*delegation // delegation records read by loadDirs (nil: none)
+	acquired []LIN               // delegations taken by this op
+
 	shard       int
 	wantShard   bool // load the usage shard with the first load
 	shardLoaded bool
@@ -33,20 +36,39 @@ type op struct {
 	usage       usageShard // deltas to add at flush
 }
 
-// update runs fn in a read-write transaction and flushes its changes.
+// update runs fn in a read-write transaction and flushes its changes. With
+// write-back, the changes this client deferred are committed first, so
+// that its operations commit in the order they were acknowledged; a
+// directory delegated to another client is recalled and fn runs again.
 func (m *Meta) update(ctx context.Context, fn func(o *op) error) error {
-	return m.store.Update(ctx, func(tx kv.Tx) error {
-		o := m.newOp(tx, true)
-		if err := fn(o); err != nil {
-			return err
+	if m.wb != nil {
+		if err := m.wb.d.Flush(ctx); err != nil {
+			m.noteLost(err)
 		}
-		return o.flush()
+	}
+	return m.retryDelegated(ctx, func() error {
+		var last *op
+		err := m.store.Update(ctx, func(tx kv.Tx) error {
+			o := m.newOp(tx, true)
+			last = o
+			if err := fn(o); err != nil {
+				return err
+			}
+			return o.flush()
+		})
+		if err == nil && m.wb != nil {
+			m.wb.taken(last.acquired)
+		}
+		return err
 	})
 }
 
-// view runs fn on a snapshot.
+// view runs fn on a snapshot (recalling another client's delegation of a
+// directory it reads entries of).
 func (m *Meta) view(ctx context.Context, fn func(o *op) error) error {
-	return m.store.View(ctx, func(tx kv.Tx) error { return fn(m.newOp(tx, false)) })
+	return m.retryDelegated(ctx, func() error {
+		return m.store.View(ctx, func(tx kv.Tx) error { return fn(m.newOp(tx, false)) })
+	})
 }
 
 func (m *Meta) newOp(tx kv.Tx, write bool) *op {
@@ -210,6 +232,7 @@ func (o *op) dropInode(n *inode) {
 	o.del(keyInode(n.lin))
 	if n.typ == TypeDir {
 		o.del(keyDirTimes(n.lin))
+		o.del(keyDeleg(n.lin))
 	}
 	o.del(keyOrphan(n.lin))
 	d := Usage{Inodes: -1, Allocated: -int64(n.allocated)}

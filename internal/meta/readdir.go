@@ -26,6 +26,9 @@ func (m *Meta) ReadDir(ctx context.Context, dir LIN, after string, limit int) ([
 	var next string
 	err := m.view(ctx, func(o *op) error {
 		out, next = nil, ""
+		if _, err := o.loadDirs([]LIN{dir}, nil); err != nil {
+			return err
+		}
 		if _, err := o.dir(dir); err != nil {
 			return err
 		}

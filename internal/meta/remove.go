@@ -20,47 +20,65 @@ func (m *Meta) Unlink(ctx context.Context, parent LIN, name string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
-	var later LIN
-	err := m.update(ctx, func(o *op) error {
-		later = 0
+	// body unlinks; it reports the LIN to purge after the commit (0: none).
+	body := func(o *op, mode opMode) (LIN, error) {
 		o.withUsage()
 		k := keyEntry(parent, name)
-		vals, err := o.load([]LIN{parent}, k)
+		vals, err := o.loadDirs([]LIN{parent}, nil, k)
 		if err != nil {
-			return err
+			return 0, err
+		}
+		if mode == deferLocal && !o.mine(parent) {
+			return 0, errNotMine
 		}
 		if _, err := o.dir(parent); err != nil {
-			return err
+			return 0, err
 		}
 		typ, child, ok, err := entryOf(k, vals[0])
 		if err != nil {
-			return err
+			return 0, err
 		}
 		switch {
 		case !ok:
-			return fmt.Errorf("%w: %q in directory LIN %d", ErrNotFound, name, parent)
+			return 0, fmt.Errorf("%w: %q in directory LIN %d", ErrNotFound, name, parent)
 		case typ == TypeDir:
-			return fmt.Errorf("%w: %q in directory LIN %d: use rmdir", ErrIsDir, name, parent)
+			return 0, fmt.Errorf("%w: %q in directory LIN %d: use rmdir", ErrIsDir, name, parent)
 		}
 		n, _, err := o.inodeOpen(child)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		o.del(k)
 		o.touchDir(parent)
 		if !n.removeLink(parent, name) {
-			return fmt.Errorf("%w: LIN %d has no back-pointer for %q in LIN %d", ErrCorrupt, child, name, parent)
+			return 0, fmt.Errorf("%w: LIN %d has no back-pointer for %q in LIN %d", ErrCorrupt, child, name, parent)
 		}
 		n.nlink--
 		o.change(n)
+		if mode == synchronous {
+			o.acquire(parent)
+		}
 		if n.nlink > 0 {
-			return nil
+			return 0, nil
 		}
 		if purge, err := o.release(n); err != nil || !purge {
-			return err
+			return 0, err
 		}
-		later = n.lin
+		if mode == deferLocal {
+			return 0, errNotMine // a large file: unlink it synchronously, then purge
+		}
+		return n.lin, nil
+	}
+	// A replay that finds the file grown large leaves it an orphan for
+	// the collect job to purge.
+	if m.deferIn(ctx, parent, func(o *op, mode opMode) error { _, err := body(o, mode); return err }) {
 		return nil
+	}
+	var later LIN
+	err := m.update(ctx, func(o *op) error {
+		var err error
+		later, err = body(o, synchronous)
+		return err
 	})
 	if err == nil && later != 0 {
 		// The unlink is committed; an interrupted cleanup stays an orphan
@@ -84,7 +102,7 @@ func (m *Meta) Rmdir(ctx context.Context, parent LIN, name string) error {
 		later = 0
 		o.withUsage()
 		k := keyEntry(parent, name)
-		vals, err := o.load([]LIN{parent}, k)
+		vals, err := o.loadDirs([]LIN{parent}, nil, k)
 		if err != nil {
 			return err
 		}
@@ -127,8 +145,17 @@ func (m *Meta) Rmdir(ctx context.Context, parent LIN, name string) error {
 	return err
 }
 
-// checkEmpty returns ErrNotEmpty unless directory n has no entries.
+// checkEmpty returns ErrNotEmpty unless directory n has no entries (and
+// fails if another client holds n's delegation: it may have entries there
+// not committed yet).
 func (o *op) checkEmpty(n *inode) error {
+	b, err := o.tx.Get(keyDeleg(n.lin))
+	if err != nil {
+		return err
+	}
+	if err := o.checkDeleg(n.lin, b); err != nil {
+		return err
+	}
 	start, end := entriesRange(n.lin)
 	kvs, _, err := o.tx.Scan(start, end, 1)
 	if err != nil {

@@ -51,7 +51,7 @@ func (m *Meta) Rename(ctx context.Context, srcParent LIN, srcName string, dstPar
 		later = 0
 		o.withUsage()
 		sk, dk := keyEntry(srcParent, srcName), keyEntry(dstParent, dstName)
-		vals, err := o.load([]LIN{srcParent, dstParent}, sk, dk)
+		vals, err := o.loadDirs(uniq(srcParent, dstParent), nil, sk, dk)
 		if err != nil {
 			return err
 		}

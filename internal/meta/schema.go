@@ -15,6 +15,7 @@ package meta
 //	"i" lin "T"                      directory times (mtime, ctime), written blind by entry changes
 //	"i" lin "o" session              inode open by session: opened time
 //	"e" parent name                  directory entry: child type and LIN
+//	"d" lin                          directory delegation: holding session, recalled flag
 //	"x" lin name                     xattr value (raw bytes, no version byte)
 //	"s" lin index                    stripe: generation, protection, data length, units
 //	"r" lin index                    under-protected marker: units missing
@@ -74,6 +75,7 @@ const (
 	pfxOrphan  = 'z'
 	pfxDelete  = 'q'
 	pfxUsage   = 'u'
+	pfxDeleg   = 'd'
 )
 
 // Suffixes of keys that follow an inode's key.
@@ -102,6 +104,8 @@ func entriesRange(parent LIN) (start, end []byte) {
 	start = be64([]byte{pfxEntry}, uint64(parent))
 	return start, kv.PrefixEnd(start)
 }
+
+func keyDeleg(dir LIN) []byte { return be64([]byte{pfxDeleg}, uint64(dir)) }
 
 func keyXattr(lin LIN, name string) []byte {
 	return append(be64([]byte{pfxXattr}, uint64(lin)), name...)
@@ -452,6 +456,33 @@ func decodeEntry(key, b []byte) (FileType, LIN, error) {
 	d.check(typ.valid(), "file type")
 	lin := d.lin()
 	return typ, lin, d.done("entry", key)
+}
+
+// Directory delegation.
+
+// delegation is a directory's delegation record: the session that holds
+// it, and whether another client asked for it back.
+type delegation struct {
+	session  SessionID
+	recalled bool
+}
+
+func encodeDeleg(d delegation) []byte {
+	e := newEnc()
+	e.u(uint64(d.session))
+	var flags uint64
+	if d.recalled {
+		flags |= 1
+	}
+	e.u(flags)
+	return e.bytesOut()
+}
+
+func decodeDeleg(dir LIN, b []byte) (delegation, error) {
+	d := newDec("delegation", b)
+	out := delegation{session: SessionID(d.u())}
+	out.recalled = d.u()&1 != 0
+	return out, d.done("delegation", keyDeleg(dir))
 }
 
 // Stripe.

@@ -1,0 +1,479 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weftfs/weft/internal/kv"
+)
+
+// Directory delegations and namespace write-back.
+//
+// A client with write-back (Config.WriteBack, a kvcache store) takes the
+// delegation of a directory it creates or removes files in: a record
+// ("d" lin) naming its session, written in the same transaction as one of
+// those changes. While it holds it, nobody else reads or changes that
+// directory's entries — every transaction that does reads the record
+// (loadDirs, checkEmpty) and, finding another session's, asks for it back
+// (recall) and waits. So the holder knows the directory's entries
+// exactly, and may acknowledge a create or an unlink there on its own
+// knowledge: the change is decided on the cache, shown to its own reads
+// at once, and committed a moment later with others in one transaction
+// (kvcache.Store.Defer), where it is validated again. fsync, a recall, a
+// synchronous operation of the same client and unmount wait for those
+// commits (Flush). The price, as for a local file system: a change
+// acknowledged and not yet committed is lost if the client dies first —
+// it never half-happens.
+//
+// Recall: the other client sets the record's recalled flag; the holder,
+// watching its cache, commits what it deferred and deletes the record;
+// the other client, polling, proceeds. A record of a session that no
+// longer exists (a crashed client), or one not given back within
+// RecallTimeout, is deleted by the client that needs the directory; the
+// holder's deferred changes there then fail their validation and are
+// reported by its Flush.
+
+// Tunables of delegations.
+const (
+	// RecallTimeout is how long a client waits for a live holder to give
+	// a delegation back before it takes the directory anyway.
+	RecallTimeout = 10 * time.Second
+	// DelegationIdle is how long a holder keeps a delegation it does not
+	// use.
+	DelegationIdle = 5 * time.Second
+	// DelegationCooldown is how long a client does not take a delegation
+	// it gave back, or asked another client for: directories shared by
+	// several clients stay synchronous.
+	DelegationCooldown = 2 * time.Second
+)
+
+// delegatedError means a directory is delegated to another session; the
+// operation recalls it and runs again.
+type delegatedError struct {
+	dir    LIN
+	holder SessionID
+}
+
+func (e *delegatedError) Error() string {
+	return fmt.Sprintf("meta: directory LIN %d is delegated to session %x", e.dir, uint64(e.holder))
+}
+
+// deferrer is what Meta uses of a caching store for write-back (package
+// kvcache).
+type deferrer interface {
+	Defer(ctx context.Context, fn func(kv.Tx) error) (bool, error)
+	Flush(ctx context.Context) error
+	Changed() <-chan struct{}
+	CatchUp(ctx context.Context) error
+}
+
+// loadDirs reads like load (the inodes of dirs and lins, and extra), plus
+// the delegation record of each directory in dirs, and fails with a
+// *delegatedError if another session holds one. It returns extra's values.
+func (o *op) loadDirs(dirs, lins []LIN, extra ...[]byte) ([][]byte, error) {
+	keys := append(extra[:len(extra):len(extra)], nil)[:len(extra)]
+	for _, d := range dirs {
+		keys = append(keys, keyDeleg(d))
+	}
+	vals, err := o.load(append(dirs[:len(dirs):len(dirs)], lins...), keys...)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range dirs {
+		if err := o.checkDeleg(d, vals[len(extra)+i]); err != nil {
+			return nil, err
+		}
+	}
+	return vals[:len(extra)], nil
+}
+
+// checkDeleg records directory dir's delegation record b and fails if
+// another session holds it.
+func (o *op) checkDeleg(dir LIN, b []byte) error {
+	if o.delegs == nil {
+		o.delegs = map[LIN]*delegation{}
+	}
+	if b == nil {
+		o.delegs[dir] = nil
+		return nil
+	}
+	d, err := decodeDeleg(dir, b)
+	if err != nil {
+		return err
+	}
+	o.delegs[dir] = &d
+	if d.session != o.m.session || o.m.session == 0 {
+		return &delegatedError{dir: dir, holder: d.session}
+	}
+	return nil
+}
+
+// mine reports whether this client holds dir's delegation, as read by
+// loadDirs, and nobody asked for it back.
+func (o *op) mine(dir LIN) bool {
+	d := o.delegs[dir]
+	return d != nil && d.session == o.m.session && o.m.session != 0 && !d.recalled
+}
+
+// acquire takes dir's delegation in this transaction if the client does
+// write-back, nobody holds it (as read by loadDirs) and the client has not
+// given it back or recalled it lately.
+func (o *op) acquire(dir LIN) {
+	wb := o.m.wb
+	if wb == nil || o.delegs[dir] != nil || wb.cooling(dir) {
+		return
+	}
+	if _, known := o.delegs[dir]; !known {
+		return
+	}
+	o.put(keyDeleg(dir), encodeDeleg(delegation{session: o.m.session}))
+	o.acquired = append(o.acquired, dir)
+}
+
+// retryDelegated runs fn, and while it fails on another session's
+// delegation, recalls it and runs fn again.
+func (m *Meta) retryDelegated(ctx context.Context, fn func() error) error {
+	for i := 0; ; i++ {
+		err := fn()
+		var de *delegatedError
+		if !errors.As(err, &de) || i >= 100 {
+			return err
+		}
+		if err := m.recall(ctx, de.dir); err != nil {
+			return err
+		}
+	}
+}
+
+// recall gets directory dir's delegation back from its holder: it sets
+// the recalled flag and waits until the holder deletes the record. A
+// record whose session is gone, or that stays past RecallTimeout, is
+// deleted here.
+func (m *Meta) recall(ctx context.Context, dir LIN) error {
+	if m.wb != nil {
+		m.wb.cool(dir)
+	}
+	start := time.Now()
+	var checked time.Time
+	wait := 500 * time.Microsecond
+	for {
+		var cur *delegation
+		err := m.store.Update(ctx, func(tx kv.Tx) error {
+			cur = nil
+			b, err := tx.Get(keyDeleg(dir))
+			if err != nil || b == nil {
+				return err
+			}
+			d, err := decodeDeleg(dir, b)
+			if err != nil {
+				return err
+			}
+			cur = &d
+			if d.session != m.session && !d.recalled {
+				d.recalled = true
+				tx.Put(keyDeleg(dir), encodeDeleg(d))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if cur == nil || (cur.session == m.session && m.session != 0) {
+			return nil
+		}
+		why := ""
+		if time.Since(checked) >= time.Second && m.alive != nil {
+			checked = time.Now()
+			alive, err := m.alive(ctx, cur.session)
+			if err == nil && !alive {
+				why = "its session has ended"
+			}
+		}
+		if why == "" && time.Since(start) > RecallTimeout {
+			why = fmt.Sprintf("it was not given back within %s", RecallTimeout)
+		}
+		if why != "" {
+			m.log.Warn("meta: taking back a directory delegation", "dir", dir, "session", fmt.Sprintf("%x", uint64(cur.session)), "why", why)
+			return m.dropDeleg(ctx, dir, cur.session)
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, 20*time.Millisecond)
+	}
+}
+
+// dropDeleg deletes dir's delegation record if session still holds it.
+func (m *Meta) dropDeleg(ctx context.Context, dir LIN, session SessionID) error {
+	return m.store.Update(ctx, func(tx kv.Tx) error {
+		b, err := tx.Get(keyDeleg(dir))
+		if err != nil || b == nil {
+			return err
+		}
+		d, err := decodeDeleg(dir, b)
+		if err != nil {
+			return err
+		}
+		if d.session == session {
+			tx.Delete(keyDeleg(dir))
+		}
+		return nil
+	})
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writeBack is a client's delegations and its deferred changes.
+//
+// Locking: mu guards held and cooldown.
+type writeBack struct {
+	m   *Meta
+	d   deferrer
+	log *slog.Logger
+
+	// gate: deferIn holds it shared from the ready check to the end of
+	// the Defer; check takes it to stop deferring in a directory, so that
+	// everything deferred there is older than check's Flush.
+	gate sync.RWMutex
+
+	mu       sync.Mutex
+	held     map[LIN]*held
+	cooldown map[LIN]time.Time
+	coolFor  time.Duration // DelegationCooldown; tests shorten it
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// held is one delegation this client holds.
+type held struct {
+	ready bool      // the cache has caught up with its taking
+	used  time.Time // last deferred change
+}
+
+func newWriteBack(m *Meta, d deferrer) *writeBack {
+	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// cooling reports whether dir's delegation is not to be taken now.
+func (w *writeBack) cooling(dir LIN) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.held[dir]; ok {
+		return true // taken already (or being given back)
+	}
+	t, ok := w.cooldown[dir]
+	return ok && time.Since(t) < w.coolFor
+}
+
+func (w *writeBack) cool(dir LIN) {
+	w.mu.Lock()
+	w.cooldown[dir] = time.Now()
+	w.mu.Unlock()
+}
+
+// ready reports whether changes in dir may be deferred, and notes the use.
+func (w *writeBack) ready(dir LIN) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.held[dir]
+	if h == nil || !h.ready {
+		return false
+	}
+	h.used = time.Now()
+	return true
+}
+
+// taken notes delegations committed by this client; they become ready
+// once the cache has caught up with the commit (everything others
+// committed before it is then in the cache).
+func (w *writeBack) taken(dirs []LIN) {
+	if len(dirs) == 0 {
+		return
+	}
+	w.mu.Lock()
+	var hs []*held
+	for _, d := range dirs {
+		h := &held{used: time.Now()}
+		w.held[d] = h
+		hs = append(hs, h)
+	}
+	w.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.d.CatchUp(ctx); err != nil {
+			return
+		}
+		w.mu.Lock()
+		for _, h := range hs {
+			h.ready = true
+		}
+		w.mu.Unlock()
+	}()
+}
+
+// loop gives delegations back when recalled or idle.
+func (w *writeBack) loop() {
+	defer close(w.done)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.d.Changed():
+		case <-tick.C:
+		}
+		w.check(false)
+	}
+}
+
+// check gives back the delegations that were recalled, that this client
+// no longer holds, or (all with everything) that went unused.
+func (w *writeBack) check(everything bool) {
+	w.mu.Lock()
+	dirs := make([]LIN, 0, len(w.held))
+	idle := map[LIN]bool{}
+	for d, h := range w.held {
+		dirs = append(dirs, d)
+		idle[d] = everything || time.Since(h.used) > DelegationIdle
+	}
+	w.mu.Unlock()
+	if len(dirs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var give []LIN
+	err := w.m.store.View(ctx, func(tx kv.Tx) error {
+		give = give[:0]
+		for _, d := range dirs {
+			b, err := tx.Get(keyDeleg(d))
+			if err != nil {
+				return err
+			}
+			var cur delegation
+			if b != nil {
+				if cur, err = decodeDeleg(d, b); err != nil {
+					return err
+				}
+			}
+			if idle[d] || b == nil || cur.session != w.m.session || cur.recalled {
+				give = append(give, d)
+			}
+		}
+		return nil
+	})
+	if err != nil || len(give) == 0 {
+		return
+	}
+	// Commit what was deferred, then give back: whoever recalled sees the
+	// deferred changes before the record goes.
+	w.gate.Lock()
+	w.mu.Lock()
+	for _, d := range give {
+		if h := w.held[d]; h != nil {
+			h.ready = false // no more deferring there
+		}
+	}
+	w.mu.Unlock()
+	w.gate.Unlock()
+	if err := w.d.Flush(ctx); err != nil {
+		w.log.Error("meta: namespace changes were lost", "err", err)
+		w.m.noteLost(err)
+	}
+	for _, d := range give {
+		if err := w.m.dropDeleg(ctx, d, w.m.session); err != nil {
+			w.log.Warn("meta: giving back a directory delegation", "dir", d, "err", err)
+			continue
+		}
+		w.mu.Lock()
+		delete(w.held, d)
+		w.cooldown[d] = time.Now()
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	for d, t := range w.cooldown {
+		if time.Since(t) > w.coolFor {
+			delete(w.cooldown, d)
+		}
+	}
+	w.mu.Unlock()
+}
+
+// close gives back every delegation after committing what was deferred.
+func (w *writeBack) close() {
+	close(w.stop)
+	<-w.done
+	w.check(true)
+}
+
+// opMode says how an operation that may be deferred runs.
+type opMode int
+
+const (
+	synchronous opMode = iota // in Update: decided and committed now; may take the delegation
+	deferLocal                // Defer's run on the cache: must hold the delegation
+	deferReplay               // Defer's replay at the commit
+)
+
+// errNotMine refuses to defer an operation (it then runs synchronously).
+var errNotMine = errors.New("meta: not deferred")
+
+// deferIn tries to defer fn, a change of directory dir's entries: it
+// succeeds if this client does write-back and holds dir's delegation
+// (ready), and fn succeeds on the cache alone. fn runs once as deferLocal
+// (on this goroutine, before deferIn returns) and later as deferReplay;
+// both runs use the same time and usage shard.
+func (m *Meta) deferIn(ctx context.Context, dir LIN, fn func(o *op, mode opMode) error) bool {
+	w := m.wb
+	if w == nil {
+		return false
+	}
+	w.gate.RLock()
+	defer w.gate.RUnlock()
+	if !w.ready(dir) {
+		return false
+	}
+	now := m.now().UnixNano()
+	var runs atomic.Int32
+	ok, err := w.d.Defer(ctx, func(tx kv.Tx) error {
+		mode := deferReplay
+		if runs.Add(1) == 1 {
+			mode = deferLocal
+		}
+		o := m.newOp(tx, true)
+		o.now, o.shard = now, m.shardBase
+		if err := fn(o, mode); err != nil {
+			return err
+		}
+		return o.flush()
+	})
+	return ok && err == nil
+}
+
+// uniq returns a and b, or a alone if they are the same.
+func uniq(a, b LIN) []LIN {
+	if a == b {
+		return []LIN{a}
+	}
+	return []LIN{a, b}
+}

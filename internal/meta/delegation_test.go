@@ -1,0 +1,195 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weftfs/weft/internal/etcdx/etcdtest"
+	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/kv/etcdkv"
+	"github.com/weftfs/weft/internal/kv/kvcache"
+	"github.com/weftfs/weft/internal/kv/memkv"
+)
+
+// writeBackPair returns a Meta with write-back (a mount) and a plain one
+// (a job, or fsck) over one store: memkv, and (unless -short) a 3-member
+// etcd. dead lists sessions the plain client's SessionAlive reports gone.
+func writeBackPair(t *testing.T, dead map[SessionID]bool) map[string][2]*Meta {
+	alive := func(_ context.Context, s SessionID) (bool, error) { return !dead[s], nil }
+	mk := func(inner kv.Follower, plain kv.Store) [2]*Meta {
+		a := newMeta(t, newWriteBackStore(t, inner))
+		b, err := Open(bg, Config{Store: plain, SessionAlive: alive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return [2]*Meta{a, b}
+	}
+	mem := memkv.New(kv.Options{Limits: etcdDefaultLimits})
+	out := map[string][2]*Meta{"mem": mk(mem, mem)}
+	if testing.Short() {
+		return out
+	}
+	c := etcdtest.NewCluster(t, 3)
+	store := func() *etcdkv.Store {
+		s, err := etcdkv.New(etcdkv.Config{Client: c.Client(t), Prefix: "wb/", Options: kv.Options{Limits: etcdkv.EmbeddedLimits}, SessionReads: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	out["etcd"] = mk(store(), store())
+	return out
+}
+
+// waitReady waits until m holds dir's delegation and may defer there.
+func waitReady(t *testing.T, m *Meta, dir LIN) {
+	t.Helper()
+	for i := 0; i < 5000; i++ {
+		m.wb.mu.Lock()
+		h := m.wb.held[dir]
+		ready := h != nil && h.ready
+		m.wb.mu.Unlock()
+		if ready {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no delegation of directory LIN %d", dir)
+}
+
+func (m *Meta) wbStats(t *testing.T) (deferred, dropped int64) {
+	st := m.store.(*kvcache.Store).Stats()
+	return st.Deferred, st.Dropped
+}
+
+// TestWriteBack: a client holding a directory's delegation acknowledges
+// creates and unlinks there before committing them, and sees them at once
+// itself; another client that reads or changes the directory recalls the
+// delegation and then sees every acknowledged change; the namespace stays
+// consistent throughout.
+func TestWriteBack(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
+			must(a.Create(bg, d.LIN, "f000", NewInode{Mode: 0o644})) // takes the delegation
+			waitReady(t, a, d.LIN)
+			before, _ := a.wbStats(t)
+			const n = 200
+			for i := 1; i < n; i++ {
+				must(a.Create(bg, d.LIN, fmt.Sprintf("f%03d", i), NewInode{Mode: 0o644}))
+			}
+			for i := 0; i < n; i += 2 {
+				ok(t, a.Unlink(bg, d.LIN, fmt.Sprintf("f%03d", i)))
+			}
+			deferred, _ := a.wbStats(t)
+			if got := deferred - before; got != n-1+n/2 {
+				t.Fatalf("%d operations deferred, want %d", got, n-1+n/2)
+			}
+			// The holder sees its changes whether committed or not.
+			if _, err := a.Lookup(bg, d.LIN, "f199"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := a.Lookup(bg, d.LIN, "f198")
+			wantErr(t, err, ErrNotFound)
+			// A synchronous change of a new file commits the deferred ones
+			// first (its inode must exist).
+			ok(t, a.SetXattr(bg, must(a.Lookup(bg, d.LIN, "f001")).LIN, "user.k", []byte("v"), 0))
+			// The other client recalls the delegation and sees everything.
+			if _, err := b.Lookup(bg, d.LIN, "f199"); err != nil {
+				t.Fatalf("other client's lookup of an acknowledged create: %v", err)
+			}
+			ents := readAll(t, b, d.LIN)
+			if len(ents) != n/2 {
+				t.Fatalf("other client lists %d entries, want %d", len(ents), n/2)
+			}
+			// The other client changes the directory; the holder, having
+			// given the delegation back, goes on synchronously.
+			must(b.Create(bg, d.LIN, "g", NewInode{Mode: 0o644}))
+			must(a.Create(bg, d.LIN, "h", NewInode{Mode: 0o644}))
+			ok(t, a.Flush(bg))
+			if _, dropped := a.wbStats(t); dropped != 0 {
+				t.Fatalf("%d deferred operations dropped", dropped)
+			}
+			check(t, b)
+		})
+	}
+}
+
+// readAll lists directory dir through m.
+func readAll(t *testing.T, m *Meta, dir LIN) []DirEntry {
+	t.Helper()
+	var out []DirEntry
+	for after := ""; ; {
+		ents, next, err := m.ReadDir(bg, dir, after, 37)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ents...)
+		if next == "" {
+			return out
+		}
+		after = next
+	}
+}
+
+// TestDelegationOfDeadSession: the delegation record of a client that
+// crashed (its session is gone) is taken back by the next client that
+// needs the directory, at once; what the crashed client had not committed
+// is simply not there.
+func TestDelegationOfDeadSession(t *testing.T) {
+	const crashed SessionID = 0xdead
+	for name, p := range writeBackPair(t, map[SessionID]bool{crashed: true}) {
+		t.Run(name, func(t *testing.T) {
+			_, b := p[0], p[1]
+			d := must(b.Mkdir(bg, RootLIN, "d", 0o755))
+			ok(t, b.store.Update(bg, func(tx kv.Tx) error {
+				tx.Put(keyDeleg(d.LIN), encodeDeleg(delegation{session: crashed}))
+				return nil
+			}))
+			start := time.Now()
+			must(b.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
+			if took := time.Since(start); took > RecallTimeout/2 {
+				t.Fatalf("the create waited %s for a dead client's delegation", took)
+			}
+			check(t, b)
+		})
+	}
+}
+
+// TestDeferredUnlinkOfFileOpenElsewhere: a deferred unlink decides at its
+// commit, on current data, whether the file goes or stays as an orphan: a
+// file another client opened meanwhile stays until that client releases
+// it.
+func TestDeferredUnlinkOfFileOpenElsewhere(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
+			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
+			waitReady(t, a, d.LIN)
+			// b opens the file by its LIN (as a client that looked it up
+			// earlier); a, not knowing yet, unlinks it.
+			ok(t, b.Open(bg, 9, f.LIN))
+			ok(t, a.Sync(bg))
+			before, _ := a.wbStats(t)
+			ok(t, a.Unlink(bg, d.LIN, "f"))
+			if after, _ := a.wbStats(t); after != before+1 {
+				t.Fatal("the unlink was not deferred")
+			}
+			ok(t, a.Flush(bg))
+			in, err := b.GetInode(bg, f.LIN)
+			if err != nil || in.Nlink != 0 {
+				t.Fatalf("open file after the unlink: %+v, %v; want it kept with no links", in, err)
+			}
+			ok(t, b.Release(bg, 9, f.LIN))
+			if _, err := b.GetInode(bg, f.LIN); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("after the last release: %v, want ErrNotFound", err)
+			}
+			check(t, b)
+		})
+	}
+}
