@@ -20,6 +20,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		logLevel string
 		pprof    string
 		noCache  bool
+		syncOps  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "mount MOUNTPOINT",
@@ -41,7 +42,18 @@ Metadata is cached in the mount and kept coherent by an etcd watch: a
 change made through another mount (or by a job) is seen once the watch
 has delivered it, normally within a millisecond or two, and the kernel's
 own caches add up to 1 s (attributes and names). --no-meta-cache turns the
-mount's cache off.`,
+mount's cache off.
+
+Creates and unlinks are written back: in a directory this mount holds the
+delegation of (it takes it when it creates or removes files there and
+nobody else uses the directory), they are acknowledged at once and
+committed to etcd within milliseconds, many per transaction. Another
+client that reads or changes the directory first gets the delegation back,
+so it sees every acknowledged change. fsync(2) of the file or of the
+directory waits for the commit, as on a local file system; a change not
+yet committed when the mount's machine crashes is lost whole (never half
+applied). --sync-dirops commits every create and unlink before replying,
+as NFS does.`,
 		Example: `  weft mount /mnt/weft
   weft --admin 10.0.0.1:7080 mount /mnt/weft
   weft mount --private ~/weft        # only the mounting user may use it`,
@@ -60,7 +72,7 @@ mount's cache off.`,
 				go func() { log.Warn("pprof server", "err", http.ListenAndServe(pprof, nil)) }()
 			}
 			return mount.Run(c.Context(), mount.Options{
-				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache,
+				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 			})
 		},
@@ -69,6 +81,7 @@ mount's cache off.`,
 	cmd.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().BoolVar(&noCache, "no-meta-cache", false, "ask etcd for every lookup and getattr instead of the watch-coherent metadata cache")
+	cmd.Flags().BoolVar(&syncOps, "sync-dirops", false, "commit every create and unlink to etcd before replying (no write-back)")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
 	return cmd
 }

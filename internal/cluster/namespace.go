@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/kv/etcdkv"
 	"github.com/weftfs/weft/internal/kv/kvcache"
@@ -27,7 +30,31 @@ func (s *Store) Namespace(ctx context.Context, embedded, sessionReads bool) (*me
 	if err != nil {
 		return nil, err
 	}
-	return openNamespace(ctx, store)
+	return openNamespace(ctx, store, meta.Config{SessionAlive: s.SessionAlive})
+}
+
+// CacheOptions configure CachedNamespace.
+type CacheOptions struct {
+	// Session is the mount's session (its etcd lease).
+	Session meta.SessionID
+	// WriteBack lets the mount acknowledge creates and unlinks in
+	// directories it holds before they are committed (meta.Config).
+	WriteBack bool
+	Log       *slog.Logger
+}
+
+// SessionAlive reports whether session (an etcd lease id) still exists:
+// directory delegations of a client whose lease expired are taken back at
+// once.
+func (s *Store) SessionAlive(ctx context.Context, session meta.SessionID) (bool, error) {
+	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(session))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return resp.TTL > 0, nil
 }
 
 // CachedNamespace is Namespace for a mount: session reads, and a local
@@ -38,17 +65,18 @@ func (s *Store) Namespace(ctx context.Context, embedded, sessionReads bool) (*me
 // millisecond or two); the cache stops serving when the watch has been
 // silent for a second. stop ends the watch; call it after the last use of
 // the Meta.
-func (s *Store) CachedNamespace(ctx context.Context, embedded bool, log *slog.Logger) (m *meta.Meta, stop func(), err error) {
+func (s *Store) CachedNamespace(ctx context.Context, embedded bool, o CacheOptions) (m *meta.Meta, stop func(), err error) {
 	store, err := s.metaStore(embedded, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	preload, presume := meta.CacheRanges()
-	c, err := kvcache.New(kvcache.Config{Inner: store, Preload: preload, Presume: presume, Log: log})
+	c, err := kvcache.New(kvcache.Config{Inner: store, Preload: preload, Presume: presume, Log: o.Log})
 	if err != nil {
 		return nil, nil, err
 	}
-	if m, err = openNamespace(ctx, c); err != nil {
+	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: s.SessionAlive, Log: o.Log}
+	if m, err = openNamespace(ctx, c, cfg); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
@@ -63,10 +91,11 @@ func (s *Store) metaStore(embedded, sessionReads bool) (*etcdkv.Store, error) {
 	return etcdkv.New(etcdkv.Config{Client: s.cli, Prefix: MetaPrefix, Options: kv.Options{Limits: limits}, SessionReads: sessionReads})
 }
 
-func openNamespace(ctx context.Context, store kv.Store) (*meta.Meta, error) {
+func openNamespace(ctx context.Context, store kv.Store, cfg meta.Config) (*meta.Meta, error) {
 	err := meta.Format(ctx, store, meta.FormatOptions{Pool: "default", Mode: 0o755})
 	if err != nil && !errors.Is(err, meta.ErrExists) {
 		return nil, fmt.Errorf("cluster: format the namespace: %w", err)
 	}
-	return meta.Open(ctx, meta.Config{Store: store})
+	cfg.Store = store
+	return meta.Open(ctx, cfg)
 }

@@ -35,8 +35,13 @@ type Options struct {
 	// Ready, if set, is called once the file system is mounted.
 	Ready func(dir string)
 	// NoCache turns the metadata cache off: every lookup and getattr
-	// asks etcd (for comparisons and diagnosis).
+	// asks etcd (for comparisons and diagnosis). It implies SyncDirOps.
 	NoCache bool
+	// SyncDirOps makes every create and unlink durable before it is
+	// acknowledged. By default they are acknowledged in directories this
+	// mount holds the delegation of and committed within milliseconds
+	// (fsync of the file or directory waits for that).
+	SyncDirOps bool
 	Debug   bool
 	Log     *slog.Logger
 }
@@ -72,12 +77,18 @@ func Run(ctx context.Context, o Options) error {
 	if store.ClusterID() != info.ClusterID {
 		return fmt.Errorf("mount: etcd at %v holds cluster %s, but node %s says %s", info.EtcdEndpoints, store.ClusterID(), info.Name, info.ClusterID)
 	}
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(o.SessionTTL/time.Second)))
+	if err != nil {
+		return fmt.Errorf("mount: session lease: %w", err)
+	}
+	defer sess.Close()
 	var m *meta.Meta
 	if o.NoCache {
 		m, err = store.Namespace(ctx, info.EmbeddedEtcd, true)
 	} else {
 		var stopCache func()
-		m, stopCache, err = store.CachedNamespace(ctx, info.EmbeddedEtcd, o.Log)
+		m, stopCache, err = store.CachedNamespace(ctx, info.EmbeddedEtcd, cluster.CacheOptions{
+			Session: meta.SessionID(sess.Lease()), WriteBack: !o.SyncDirOps, Log: o.Log})
 		if stopCache != nil {
 			defer stopCache()
 		}
@@ -85,11 +96,6 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(o.SessionTTL/time.Second)))
-	if err != nil {
-		return fmt.Errorf("mount: session lease: %w", err)
-	}
-	defer sess.Close()
 	topo := client.NewClusterTopology(store, time.Second)
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID()})
 	if err != nil {
@@ -117,6 +123,9 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	if err := fs.Close(cctx); err != nil {
 		o.Log.Warn("closing open files", "err", err)
+	}
+	if err := m.Close(cctx); err != nil {
+		o.Log.Error("committing the last namespace changes", "err", err)
 	}
 	if err := m.CloseSession(cctx, meta.SessionID(sess.Lease())); err != nil {
 		o.Log.Warn("closing the session", "err", err)

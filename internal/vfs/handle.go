@@ -179,8 +179,20 @@ func (h *Handle) Size() int64 { return h.file.Size() }
 // Flush writes buffered data out and commits it (close(2) calls it).
 func (h *Handle) Flush(ctx context.Context) error { return h.file.Flush(ctx) }
 
-// Fsync makes the file's data and metadata durable.
-func (h *Handle) Fsync(ctx context.Context) error { return h.file.Sync(ctx) }
+// Fsync makes the file's data and metadata durable, and the namespace
+// changes this mount acknowledged before it (its create among them); it
+// reports namespace changes that could not be committed (see
+// meta.Meta.Flush).
+func (h *Handle) Fsync(ctx context.Context) error {
+	if err := h.file.Sync(ctx); err != nil {
+		return err
+	}
+	return h.fs.m.Flush(ctx)
+}
+
+// FsyncDir makes the namespace changes this mount acknowledged durable:
+// fsync(2) of a directory.
+func (fs *FS) FsyncDir(ctx context.Context) error { return fs.m.Flush(ctx) }
 
 // Release closes the handle: buffered data is written out, and the file
 // is deleted if it was unlinked and this was its last opener.

@@ -362,6 +362,10 @@ func (r *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status 
 	return status(h.Fsync(ctx))
 }
 
+func (r *rawFS) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
+	return status(r.fs.FsyncDir(callerCtx(&in.InHeader)))
+}
+
 func (r *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
 	ctx := callerCtx(&in.InHeader)
 	if err := r.fs.Release(context.WithoutCancel(ctx), in.Fh); err != nil {
