@@ -41,7 +41,9 @@ func freshRanges(first, limit LIN) []kv.Range {
 // the call, by any client (see kvcache.Store.Sync); without a cache it
 // returns at once. Tests use it for cross-client checks; it is the price
 // of close-to-open coherence with a cache.
-func (m *Meta) Sync(ctx context.Context) error {
+func (m *Meta) Sync(ctx context.Context) error { return m.sync(ctx) }
+
+func (m *Meta) sync(ctx context.Context) error {
 	if c, ok := m.store.(cache); ok {
 		return c.Sync(ctx)
 	}

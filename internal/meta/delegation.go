@@ -153,8 +153,16 @@ func (m *Meta) retryDelegated(ctx context.Context, fn func() error) error {
 // recall gets directory dir's delegation back from its holder: it sets
 // the recalled flag and waits until the holder deletes the record. A
 // record whose session is gone, or that stays past RecallTimeout, is
-// deleted here.
+// deleted here. A cache then catches up with the store, so that it holds
+// everything the holder committed before giving the directory back.
 func (m *Meta) recall(ctx context.Context, dir LIN) error {
+	if err := m.recallWait(ctx, dir); err != nil {
+		return err
+	}
+	return m.sync(ctx)
+}
+
+func (m *Meta) recallWait(ctx context.Context, dir LIN) error {
 	if m.wb != nil {
 		m.wb.cool(dir)
 	}

@@ -14,33 +14,39 @@ import (
 	"github.com/weftfs/weft/internal/kv/memkv"
 )
 
-// writeBackPair returns a Meta with write-back (a mount) and a plain one
-// (a job, or fsck) over one store: memkv, and (unless -short) a 3-member
-// etcd. dead lists sessions the plain client's SessionAlive reports gone.
-func writeBackPair(t *testing.T, dead map[SessionID]bool) map[string][2]*Meta {
+// writeBackPair returns, over one store, a Meta with write-back (a
+// mount), a plain one (a job, or fsck) and a second mount with its own
+// cache and write-back: on memkv, and (unless -short) on a 3-member etcd.
+// dead lists sessions that SessionAlive reports gone.
+func writeBackPair(t *testing.T, dead map[SessionID]bool) map[string][3]*Meta {
 	alive := func(_ context.Context, s SessionID) (bool, error) { return !dead[s], nil }
-	mk := func(inner kv.Follower, plain kv.Store) [2]*Meta {
+	mk := func(inner kv.Follower, plain kv.Store) [3]*Meta {
 		a := newMeta(t, newWriteBackStore(t, inner))
 		b, err := Open(bg, Config{Store: plain, SessionAlive: alive})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return [2]*Meta{a, b}
+		c, err := Open(bg, Config{Store: newCached(t, inner), Session: testSession + 1, WriteBack: true, SessionAlive: alive})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ok(t, c.Close(bg)) })
+		return [3]*Meta{a, b, c}
 	}
 	mem := memkv.New(kv.Options{Limits: etcdDefaultLimits})
-	out := map[string][2]*Meta{"mem": mk(mem, mem)}
+	out := map[string][3]*Meta{"mem": mk(mem, mem)}
 	if testing.Short() {
 		return out
 	}
 	c := etcdtest.NewCluster(t, 3)
-	store := func() *etcdkv.Store {
-		s, err := etcdkv.New(etcdkv.Config{Client: c.Client(t), Prefix: "wb/", Options: kv.Options{Limits: etcdkv.EmbeddedLimits}, SessionReads: true})
+	store := func(sessionReads bool) *etcdkv.Store {
+		s, err := etcdkv.New(etcdkv.Config{Client: c.Client(t), Prefix: "wb/", Options: kv.Options{Limits: etcdkv.EmbeddedLimits}, SessionReads: sessionReads})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	out["etcd"] = mk(store(), store())
+	out["etcd"] = mk(store(true), store(false))
 	return out
 }
 
@@ -73,8 +79,11 @@ func (m *Meta) wbStats(t *testing.T) (deferred, dropped int64) {
 func TestWriteBack(t *testing.T) {
 	for name, p := range writeBackPair(t, nil) {
 		t.Run(name, func(t *testing.T) {
-			a, b := p[0], p[1]
+			a, b, c := p[0], p[1], p[2]
 			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
+			// The second mount caches a name as absent.
+			_, err := c.Lookup(bg, d.LIN, "f199")
+			wantErr(t, err, ErrNotFound)
 			must(a.Create(bg, d.LIN, "f000", NewInode{Mode: 0o644})) // takes the delegation
 			waitReady(t, a, d.LIN)
 			before, _ := a.wbStats(t)
@@ -93,12 +102,24 @@ func TestWriteBack(t *testing.T) {
 			if _, err := a.Lookup(bg, d.LIN, "f199"); err != nil {
 				t.Fatal(err)
 			}
-			_, err := a.Lookup(bg, d.LIN, "f198")
+			_, err = a.Lookup(bg, d.LIN, "f198")
 			wantErr(t, err, ErrNotFound)
 			// A synchronous change of a new file commits the deferred ones
 			// first (its inode must exist).
 			ok(t, a.SetXattr(bg, must(a.Lookup(bg, d.LIN, "f001")).LIN, "user.k", []byte("v"), 0))
-			// The other client recalls the delegation and sees everything.
+			// Another mount recalls the delegation and sees everything,
+			// although its cache held the name as absent: once it has
+			// caught up with what was committed before (Sync, as an open
+			// does), it sees the delegation, which was committed before
+			// any of the changes it covers were acknowledged.
+			ok(t, c.Sync(bg))
+			if _, err := c.Lookup(bg, d.LIN, "f199"); err != nil {
+				t.Fatalf("other mount's lookup of an acknowledged create: %v", err)
+			}
+			if ents := readAll(t, c, d.LIN); len(ents) != n/2 {
+				t.Fatalf("other mount lists %d entries, want %d", len(ents), n/2)
+			}
+			// So does a client without a cache.
 			if _, err := b.Lookup(bg, d.LIN, "f199"); err != nil {
 				t.Fatalf("other client's lookup of an acknowledged create: %v", err)
 			}
@@ -106,11 +127,19 @@ func TestWriteBack(t *testing.T) {
 			if len(ents) != n/2 {
 				t.Fatalf("other client lists %d entries, want %d", len(ents), n/2)
 			}
-			// The other client changes the directory; the holder, having
-			// given the delegation back, goes on synchronously.
-			must(b.Create(bg, d.LIN, "g", NewInode{Mode: 0o644}))
-			must(a.Create(bg, d.LIN, "h", NewInode{Mode: 0o644}))
+			// Both mounts and the plain client change the directory in
+			// turns: each recalls what another took.
+			for i := 0; i < 20; i++ {
+				must(b.Create(bg, d.LIN, fmt.Sprintf("b%02d", i), NewInode{Mode: 0o644}))
+				must(a.Create(bg, d.LIN, fmt.Sprintf("a%02d", i), NewInode{Mode: 0o644}))
+				must(c.Create(bg, d.LIN, fmt.Sprintf("c%02d", i), NewInode{Mode: 0o644}))
+				ok(t, c.Unlink(bg, d.LIN, fmt.Sprintf("a%02d", i)))
+			}
 			ok(t, a.Flush(bg))
+			ok(t, c.Flush(bg))
+			if ents := readAll(t, b, d.LIN); len(ents) != n/2+40 {
+				t.Fatalf("at the end %d entries, want %d", len(ents), n/2+40)
+			}
 			if _, dropped := a.wbStats(t); dropped != 0 {
 				t.Fatalf("%d deferred operations dropped", dropped)
 			}
