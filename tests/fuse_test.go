@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -316,6 +317,44 @@ func TestMount(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(mnt, "across")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("unlinked name still there: %v", err)
+		}
+	})
+
+	// Creates and unlinks are written back (acknowledged before their
+	// commit) in a directory the mount holds: another mount listing the
+	// directory gets the delegation back first and sees every one of them.
+	t.Run("write-back across mounts", func(t *testing.T) {
+		other := filepath.Join(filepath.Dir(mnt), "mnt-wb")
+		c.MountAt(other)
+		dir := filepath.Join(mnt, "wb")
+		must(t, os.Mkdir(dir, 0o755))
+		want := map[string]bool{}
+		for i := 0; i < 300; i++ {
+			name := fmt.Sprintf("f%03d", i)
+			must(t, os.WriteFile(filepath.Join(dir, name), nil, 0o644))
+			want[name] = true
+		}
+		for i := 0; i < 300; i += 3 {
+			name := fmt.Sprintf("f%03d", i)
+			must(t, os.Remove(filepath.Join(dir, name)))
+			delete(want, name)
+		}
+		ents, err := os.ReadDir(filepath.Join(other, "wb"))
+		must(t, err)
+		got := map[string]bool{}
+		for _, e := range ents {
+			got[e.Name()] = true
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("the other mount lists %d names, want %d", len(got), len(want))
+		}
+		// And the other way round, with data.
+		data := randBytes(67, 5000)
+		writeFile(t, filepath.Join(other, "wb", "back"), data)
+		checkFile(t, filepath.Join(dir, "back"), data)
+		// The namespace as the cluster's jobs see it.
+		if info := fileInfo(t, c, filepath.Join(dir, "f001")); info["size"] != float64(0) {
+			t.Fatalf("weft file info of a written-back create: %v", info)
 		}
 	})
 
