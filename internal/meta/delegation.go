@@ -70,7 +70,12 @@ type deferrer interface {
 	Flush(ctx context.Context) error
 	Changed() <-chan struct{}
 	CatchUp(ctx context.Context) error
+	Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 }
+
+// maxCompleteEntries bounds the entries of a delegated directory the cache
+// loads whole (so that creates there are decided locally).
+const maxCompleteEntries = 50000
 
 // loadDirs reads like load (the inodes of dirs and lins, and extra), plus
 // the delegation record of each directory in dirs, and fails with a
@@ -311,7 +316,10 @@ func (w *writeBack) ready(dir LIN) bool {
 
 // taken notes delegations committed by this client; they become ready
 // once the cache has caught up with the commit (everything others
-// committed before it is then in the cache).
+// committed before it is then in the cache). The cache then loads each
+// directory's entries whole (unless it has too many), so that a name
+// there is known taken or free without asking etcd; a directory this
+// client created is known whole already.
 func (w *writeBack) taken(dirs []LIN) {
 	if len(dirs) == 0 {
 		return
@@ -335,6 +343,12 @@ func (w *writeBack) taken(dirs []LIN) {
 			h.ready = true
 		}
 		w.mu.Unlock()
+		for _, d := range dirs {
+			start, end := entriesRange(d)
+			if _, err := w.d.Complete(ctx, kv.Range{Start: start, End: end}, maxCompleteEntries); err != nil {
+				return
+			}
+		}
 	}()
 }
 

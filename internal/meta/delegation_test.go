@@ -222,3 +222,46 @@ func TestDeferredUnlinkOfFileOpenElsewhere(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteBackInExistingDirectory: in a directory another client made
+// (and filled), the mount, once it holds the delegation, has the entries
+// loaded whole and defers creates there too.
+func TestWriteBackInExistingDirectory(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d := must(b.Mkdir(bg, RootLIN, "d", 0o755))
+			for i := 0; i < 50; i++ {
+				must(b.Create(bg, d.LIN, fmt.Sprintf("old%02d", i), NewInode{Mode: 0o644}))
+			}
+			ok(t, a.Sync(bg))
+			must(a.Create(bg, d.LIN, "new00", NewInode{Mode: 0o644})) // takes the delegation
+			waitReady(t, a, d.LIN)
+			// The entries load in the background: create until one
+			// create is deferred; from then on every one must be.
+			for j := 0; ; j++ {
+				before, _ := a.wbStats(t)
+				must(a.Create(bg, d.LIN, fmt.Sprintf("probe%04d", j), NewInode{Mode: 0o644}))
+				if after, _ := a.wbStats(t); after > before {
+					break
+				}
+				if j > 1000 {
+					t.Fatal("no create deferred in a delegated directory")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			before, _ := a.wbStats(t)
+			for i := 0; i < 50; i++ {
+				must(a.Create(bg, d.LIN, fmt.Sprintf("new%02d", i+1), NewInode{Mode: 0o644}))
+			}
+			var err error
+			_, err = a.Create(bg, d.LIN, "old07", NewInode{Mode: 0o644})
+			wantErr(t, err, ErrExists)
+			if after, _ := a.wbStats(t); after-before != 50 {
+				t.Fatalf("%d creates deferred, want 50", after-before)
+			}
+			ok(t, a.Flush(bg))
+			check(t, b)
+		})
+	}
+}

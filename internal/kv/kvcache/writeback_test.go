@@ -182,3 +182,50 @@ func memCache(t *testing.T) *kvcache.Store {
 	t.Cleanup(func() { mem.Close() })
 	return cached(t, mem, kv.Options{})
 }
+
+// TestComplete: a range read whole is answered from the cache afterwards,
+// absent keys included, stays coherent with other clients' changes, and
+// lets Defer decide there; a range with more keys than allowed is not
+// taken.
+func TestComplete(t *testing.T) {
+	for name, p := range pairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			set(t, b, "c/1", "x")
+			set(t, b, "c/2", "x")
+			if err := a.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			r := kv.Range{Start: []byte("c/"), End: []byte("c0")}
+			if ok, err := a.Complete(ctx, r, 1); ok || err != nil {
+				t.Fatalf("Complete with 2 keys and max 1: %v %v", ok, err)
+			}
+			if ok, err := a.Complete(ctx, r, 10); !ok || err != nil {
+				t.Fatalf("Complete: %v %v", ok, err)
+			}
+			before := a.Stats()
+			if got := view(t, a, "c/3"); got != "<absent>" {
+				t.Fatalf("c/3 = %s", got)
+			}
+			if got := strings.Join(scanAll(t, a, "c/", "c0", 0), " "); got != "c/1=x c/2=x" {
+				t.Fatalf("scan: %s", got)
+			}
+			if got := a.Stats().Misses - before.Misses; got != 0 {
+				t.Fatalf("%d reads of the store in a complete range", got)
+			}
+			if !deferPut(t, a, "c/3", "y") {
+				t.Fatal("Defer refused in a complete range")
+			}
+			set(t, b, "c/4", "z")
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(scanAll(t, a, "c/", "c0", 0), " "); got != "c/1=x c/2=x c/3=y c/4=z" {
+				t.Fatalf("scan after another client's change: %s", got)
+			}
+		})
+	}
+}
