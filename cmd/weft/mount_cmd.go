@@ -21,6 +21,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		pprof    string
 		noCache  bool
 		syncOps  bool
+		metrics  string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount MOUNTPOINT",
@@ -72,7 +73,7 @@ as NFS does.`,
 				go func() { log.Warn("pprof server", "err", http.ListenAndServe(pprof, nil)) }()
 			}
 			return mount.Run(c.Context(), mount.Options{
-				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps,
+				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, Metrics: metrics,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 			})
 		},
@@ -82,6 +83,7 @@ as NFS does.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().BoolVar(&noCache, "no-meta-cache", false, "ask etcd for every lookup and getattr instead of the watch-coherent metadata cache")
 	cmd.Flags().BoolVar(&syncOps, "sync-dirops", false, "commit every create and unlink to etcd before replying (no write-back)")
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount's metadata cache and write-back at http://ADDR/metrics")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
 	return cmd
 }

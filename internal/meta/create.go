@@ -93,8 +93,8 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		o.put(keyEntry(parent, name), encodeEntry(n.typ, lin))
 		o.touchDir(parent)
 		o.addUsage(n.pool, Usage{Inodes: 1})
-		if mode == synchronous {
-			o.acquire(parent)
+		if mode == synchronous && n.typ != TypeDir {
+			o.acquire(parent) // for the creates that follow (mkdir is never deferred)
 		}
 		return n, nil
 	}

@@ -499,3 +499,13 @@ func uniq(a, b LIN) []LIN {
 	}
 	return []LIN{a, b}
 }
+
+// Delegations returns how many directory delegations this client holds.
+func (m *Meta) Delegations() int {
+	if m.wb == nil {
+		return 0
+	}
+	m.wb.mu.Lock()
+	defer m.wb.mu.Unlock()
+	return len(m.wb.held)
+}

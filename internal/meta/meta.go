@@ -252,3 +252,6 @@ func (m *Meta) Close(ctx context.Context) error {
 	m.wb.close()
 	return m.Flush(ctx)
 }
+
+// Store returns the store the Meta runs on (for its statistics).
+func (m *Meta) Store() kv.Store { return m.store }

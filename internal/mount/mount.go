@@ -42,6 +42,9 @@ type Options struct {
 	// mount holds the delegation of and committed within milliseconds
 	// (fsync of the file or directory waits for that).
 	SyncDirOps bool
+	// Metrics, if set, is an address (host:port) where the mount serves
+	// Prometheus metrics of its metadata cache and write-back at /metrics.
+	Metrics string
 	Debug   bool
 	Log     *slog.Logger
 }
@@ -95,6 +98,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.Metrics != "" {
+		stop, err := serveMetrics(o.Metrics, m, o.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	topo := client.NewClusterTopology(store, time.Second)
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID()})

@@ -1,0 +1,73 @@
+package mount
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/kv/kvcache"
+	"github.com/weftfs/weft/internal/kv/memkv"
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// TestMetaCollector: the mount's metrics count what its write-back did.
+func TestMetaCollector(t *testing.T) {
+	ctx := context.Background()
+	inner := memkv.New(kv.Options{})
+	preload, presume := meta.CacheRanges()
+	c, err := kvcache.New(kvcache.Config{Inner: inner, Preload: preload, Presume: presume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for c.Epoch() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := meta.Format(ctx, c, meta.FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := meta.Open(ctx, meta.Config{Store: c, Session: 1, WriteBack: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.Mkdir(ctx, meta.RootLIN, "d", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if _, err := m.Create(ctx, d.LIN, fmt.Sprintf("f%03d", i), meta.NewInode{Mode: 0o644}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if err := m.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newMetaCollector(m, c))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range mt.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+		}
+	}
+	if got["weft_mount_writeback_total/deferred"] == 0 || got["weft_mount_writeback_total/deferred"] != got["weft_mount_writeback_total/committed"] ||
+		got["weft_mount_writeback_waiting"] != 0 || got["weft_mount_delegations"] != 1 || got["weft_mount_meta_cache_serving"] != 1 {
+		t.Fatalf("metrics: %v", got)
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
