@@ -23,8 +23,8 @@ const (
 	// MaxDeferred bounds the transactions deferred and not yet committed;
 	// Defer waits while it is reached.
 	MaxDeferred = 4096
-	// maxBatch bounds the transactions replayed in one commit; the store's
-	// limits may split a batch further.
+	// maxBatch bounds the transactions replayed in one commit, and so does
+	// a quarter of the store's MaxOps; a batch still too large is split.
 	maxBatch = 128
 )
 
@@ -190,8 +190,12 @@ func (s *Store) flusher(ctx context.Context) {
 // commitNext commits the oldest batch of deferred transactions; it
 // reports false when there was none.
 func (s *Store) commitNext(ctx context.Context) bool {
+	limit := maxBatch
+	if ops := s.cfg.Options.Limits.MaxOps; ops > 0 {
+		limit = max(1, min(limit, ops/4)) // a create writes and compares a few keys
+	}
 	s.mu.Lock()
-	n := min(len(s.queue), maxBatch)
+	n := min(len(s.queue), limit)
 	batch := append([]*deferred(nil), s.queue[:n]...)
 	s.queue = s.queue[n:]
 	s.inFlight = n
