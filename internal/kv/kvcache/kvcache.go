@@ -101,7 +101,7 @@ type Store struct {
 	wbClosed   bool
 
 	deferMu                         sync.Mutex // one local run at a time
-	wbWake                          chan struct{}
+	wbWake, wbUrgent                chan struct{}
 	wbCancel                        context.CancelFunc
 	wbDone                          chan struct{}
 	deferredN, committedN, droppedN atomic.Int64
@@ -155,7 +155,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, inner: cfg.Inner, entries: btree.NewG(16, lessEntry), pendings: map[*pending]struct{}{},
 		changed: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 		overlay:   btree.NewG(16, func(a, b *ovEntry) bool { return bytes.Compare(a.w.Key, b.w.Key) < 0 }),
-		settledCh: make(chan struct{}), wbWake: make(chan struct{}, 1), wbDone: make(chan struct{})}
+		settledCh: make(chan struct{}), wbWake: make(chan struct{}, 1), wbUrgent: make(chan struct{}, 1), wbDone: make(chan struct{})}
 	wctx, wcancel := context.WithCancel(context.Background())
 	s.wbCancel = wcancel
 	go s.run(ctx)

@@ -95,11 +95,15 @@ func (s *Store) Defer(ctx context.Context, fn func(kv.Tx) error) (bool, error) {
 		s.overlay.ReplaceOrInsert(&ovEntry{w: w, seq: seq})
 	}
 	s.queue = append(s.queue, &deferred{seq: seq, fn: fn})
+	full := len(s.queue) >= maxBatch
 	s.deferredN.Add(1)
 	s.mu.Unlock()
 	select {
 	case s.wbWake <- struct{}{}:
 	default:
+	}
+	if full {
+		s.hurry()
 	}
 	return true, nil
 }
@@ -111,6 +115,7 @@ func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	target := s.seq
 	s.mu.Unlock()
+	s.hurry()
 	for {
 		s.mu.Lock()
 		done, ch := s.settled >= target, s.settledCh
@@ -172,10 +177,17 @@ func (s *Store) CatchUp(ctx context.Context) error {
 	}
 }
 
-// flusher commits deferred transactions until ctx ends; then it commits
-// what is left with a bounded effort (Close).
+// GroupDelay is how long the flusher lets deferred transactions gather
+// before it commits them, unless someone waits for the commit (Flush) or
+// a batch is full: fewer, larger commits leave more of the machine to the
+// operations themselves.
+const GroupDelay = 5 * time.Millisecond
+
+// flusher commits deferred transactions until ctx ends.
 func (s *Store) flusher(ctx context.Context) {
 	defer close(s.wbDone)
+	t := time.NewTimer(GroupDelay)
+	t.Stop()
 	for {
 		for s.commitNext(ctx) {
 		}
@@ -184,6 +196,22 @@ func (s *Store) flusher(ctx context.Context) {
 			return
 		case <-s.wbWake:
 		}
+		t.Reset(GroupDelay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wbUrgent:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// hurry makes the flusher commit now.
+func (s *Store) hurry() {
+	select {
+	case s.wbUrgent <- struct{}{}:
+	default:
 	}
 }
 

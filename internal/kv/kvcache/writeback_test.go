@@ -57,7 +57,6 @@ func deferPut(t *testing.T, s *kvcache.Store, key, val string) bool {
 	return ok
 }
 
-
 // TestDeferVisibleThenCommitted: a deferred transaction is decided on the
 // cache alone, seen by its own Views at once (gets and scans, merged with
 // committed keys, across pages), and in the store after Flush, where the
