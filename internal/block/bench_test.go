@@ -6,7 +6,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/drive"
 )
@@ -26,6 +28,7 @@ func runStreams(b *testing.B, streams int, op func(i int) error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, streams)
 	b.ResetTimer()
+	start := cpuTime()
 	for s := 0; s < streams; s++ {
 		wg.Add(1)
 		go func() {
@@ -44,10 +47,27 @@ func runStreams(b *testing.B, streams int, op func(i int) error) {
 	}
 	wg.Wait()
 	b.StopTimer()
+	reportCPU(b, start)
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// cpuTime returns the CPU time (user and system) of this process so far:
+// client and server both run in it.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the process's CPU time per operation since start, the
+// cost that a machine with spare cores hides from ns/op.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }
 
 const benchBlock = 1 << 20

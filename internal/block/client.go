@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/weftfs/weft/internal/drive"
@@ -24,13 +25,16 @@ type Client struct {
 	conn  *grpc.ClientConn
 	owned bool
 	rpc   pb.BlockServiceClient
+	codec *wireCodec // sends a Put's data without copying it
 }
 
 // DialOptions returns the options Dial uses: no transport security (for
 // now), message size limits matching ServerOptions, large flow-control
-// windows and keepalive pings every 30 s so a dead node is noticed.
+// windows, buffers that are not cleared (bufferPool) and keepalive pings
+// every 30 s so a dead node is noticed.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
+		experimental.WithBufferPool(&bufferPool{}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithInitialWindowSize(streamWindow),
@@ -50,13 +54,13 @@ func Dial(addr string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("block: dial %s: %w", addr, err)
 	}
-	return &Client{conn: conn, owned: true, rpc: pb.NewBlockServiceClient(conn)}, nil
+	return &Client{conn: conn, owned: true, rpc: pb.NewBlockServiceClient(conn), codec: newWireCodec()}, nil
 }
 
 // NewClient returns a Client over an existing connection, which the caller
 // keeps owning (Close does not close it).
 func NewClient(conn *grpc.ClientConn) *Client {
-	return &Client{conn: conn, rpc: pb.NewBlockServiceClient(conn)}
+	return &Client{conn: conn, rpc: pb.NewBlockServiceClient(conn), codec: newWireCodec()}
 }
 
 // Close closes the connection if Dial made it.
@@ -71,6 +75,11 @@ func (c *Client) Close() error {
 // contract: durable on return, idempotent for identical content,
 // drive.ErrExists otherwise). data is sent in ChunkSize messages sliced from
 // it, without copying; the caller must not modify data until Put returns.
+// (After a failed Put gRPC may still read data for a moment while it
+// resets the stream: bytes changed meanwhile reach at most a block whose
+// put was not acknowledged, which the caller does not commit.)
+// hdr may carry data's segment CRCs (drive.AppendSegmentCRCs), which the
+// node then stores instead of computing them (see drive.Drive.Put).
 func (c *Client) Put(ctx context.Context, d drive.ID, hdr drive.BlockHeader, data []byte) error {
 	return c.put(ctx, d, hdr, int64(len(data)), func(off, n int64) ([]byte, error) {
 		return data[off : off+n], nil
@@ -99,7 +108,7 @@ func (c *Client) PutStream(ctx context.Context, d drive.ID, hdr drive.BlockHeade
 func (c *Client) put(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, chunk func(off, n int64) ([]byte, error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // on an early return, cancels the remote Put
-	stream, err := c.rpc.Put(ctx)
+	stream, err := c.rpc.Put(ctx, grpc.ForceCodecV2(c.codec))
 	if err != nil {
 		return fromStatus(err)
 	}

@@ -34,17 +34,21 @@ func (g *server) blockOf(driveID uint32, blockID string) (*drive.Drive, drive.Bl
 }
 
 func (g *server) Put(stream pb.BlockService_PutServer) error {
-	first, err := stream.Recv()
-	if err != nil {
+	// The messages are decoded by wireCodec into putFrames (ServerOptions
+	// installs it): data stays in gRPC's buffers until Read copies it.
+	r := &putReader{stream: stream}
+	defer r.cur.release()
+	if err := stream.RecvMsg(&r.cur); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: put stream closed before its start message", drive.ErrInvalid)
 		}
 		return toStatus(err)
 	}
-	start := first.GetStart()
+	start := r.cur.start
 	if start == nil || start.GetHeader() == nil {
 		return toStatus(fmt.Errorf("%w: the first put message must carry PutStart with a header", drive.ErrInvalid))
 	}
+	r.cur.release()
 	d, err := g.s.Drive(drive.ID(start.GetDriveId()))
 	if err != nil {
 		return toStatus(err)
@@ -53,34 +57,30 @@ func (g *server) Put(stream pb.BlockService_PutServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
-	r := &putReader{stream: stream}
 	if err := d.Put(stream.Context(), hdr, r, start.GetLength()); err != nil {
 		return toStatus(err)
 	}
 	return toStatus(stream.SendAndClose(&pb.PutResponse{}))
 }
 
-// putReader reads the data chunks of a Put stream as one byte stream; it
-// returns io.EOF when the client closes its side.
+// putReader reads the data messages of a Put stream as one byte stream; it
+// returns io.EOF when the client closes its side. Each byte is copied once,
+// from gRPC's receive buffers into p.
 type putReader struct {
 	stream pb.BlockService_PutServer
-	buf    []byte
+	cur    putFrame // the message being read
 }
 
 func (r *putReader) Read(p []byte) (int, error) {
-	for len(r.buf) == 0 {
-		m, err := r.stream.Recv()
-		if err != nil {
+	for r.cur.data == nil || r.cur.data.Remaining() == 0 {
+		if err := r.stream.RecvMsg(&r.cur); err != nil {
 			return 0, err
 		}
-		if m.GetStart() != nil {
+		if r.cur.start != nil {
 			return 0, fmt.Errorf("%w: a second PutStart in one put stream", drive.ErrInvalid)
 		}
-		r.buf = m.GetData()
 	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
+	return r.cur.data.Read(p)
 }
 
 func (g *server) Get(req *pb.GetRequest, stream pb.BlockService_GetServer) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/weftfs/weft/internal/drive"
@@ -38,12 +39,17 @@ const (
 	connWindow   = 32 << 20
 )
 
-// ServerOptions returns the gRPC server options the block service expects:
-// message size limits matching the Client, flow-control windows for large
-// transfers, and a keepalive policy that admits the Client's pings. The
-// server wiring passes them to grpc.NewServer (with its own additions).
+// ServerOptions returns the gRPC server options the block service needs:
+// its codec (wireCodec: the Put handler requires it), message size limits
+// matching the Client, flow-control windows for large transfers, buffers
+// that are not cleared (bufferPool), and a keepalive policy that admits the
+// Client's pings. The server wiring passes them to grpc.NewServer (with
+// its own additions); the codec serves every other service of that server
+// as gRPC's default protobuf codec would.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newWireCodec()),
+		experimental.BufferPool(&bufferPool{}),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.InitialWindowSize(streamWindow),
@@ -130,7 +136,8 @@ func (s *Service) Drives() []*drive.Drive {
 	return out
 }
 
-// Register registers the block service on g.
+// Register registers the block service on g, which must have been built
+// with ServerOptions (the Put handler needs its codec).
 func (s *Service) Register(g *grpc.Server) {
 	pb.RegisterBlockServiceServer(g, &server{s: s})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -289,5 +290,23 @@ func TestServiceDrives(t *testing.T) {
 	}
 	if got := n.svc.Drives(); len(got) != 1 || got[0].ID() != 2 {
 		t.Fatalf("Drives = %v", got)
+	}
+}
+
+// TestPutCarriedCRCsOverTheWire: segment CRCs sent with a put are the
+// ones stored.
+func TestPutCarriedCRCsOverTheWire(t *testing.T) {
+	n := startNode(t, t.TempDir(), drive.SyncNever)
+	ctx := context.Background()
+	data := payload(3*drive.SegmentSize+5, 4)
+	segs, _ := drive.AppendSegmentCRCs(nil, data)
+	segs[1] ^= 1 // so that a computed CRC would differ
+	h := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 2, SegmentSize: drive.SegmentSize, SegmentCRCs: segs}
+	if err := n.client.Put(ctx, 1, h, data); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, err := n.drives[0].Stat(h.ID)
+	if err != nil || !slices.Equal(got.SegmentCRCs, segs) {
+		t.Fatalf("stored CRCs %x (%v), want the carried %x", got.SegmentCRCs, err, segs)
 	}
 }

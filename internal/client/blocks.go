@@ -114,8 +114,10 @@ func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byt
 	return data, nil
 }
 
-// putUnit writes one unit as block u.unit.Block on drive u.unit.Drive.
-func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte) error {
+// putUnit writes one unit as block u.unit.Block on drive u.unit.Drive,
+// carrying its segment CRCs segs (drive.AppendSegmentCRCs of data; nil:
+// the node computes them).
+func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte, segs []uint32) error {
 	bc, err := c.blocks(ctx, u.node)
 	if err != nil {
 		return err
@@ -124,6 +126,9 @@ func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte
 	defer cancel()
 	hdr := drive.BlockHeader{
 		ID: drive.BlockID(u.unit.Block), Owner: uint64(u.lin), Stripe: u.stripe, Unit: uint32(u.index), Generation: gen,
+	}
+	if segs != nil {
+		hdr.SegmentSize, hdr.SegmentCRCs = drive.SegmentSize, segs
 	}
 	if err := bc.Put(ctx, drive.ID(u.unit.Drive), hdr, data); err != nil {
 		return c.unitErr(err)

@@ -351,7 +351,8 @@ type repairTarget struct {
 	// exist nowhere else first, then units on down drives (they may come
 	// back), then units still readable on a bad drive.
 	rank int
-	data []byte // the unit's bytes, once read or rebuilt
+	data []byte   // the unit's bytes, once read or rebuilt
+	segs []uint32 // data's segment CRCs (drive.AppendSegmentCRCs)
 	// soft: the old drive is up and not bad (a damaged block): avoid it
 	// if the pool allows.
 	soft bool
@@ -507,7 +508,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 		if t.data == nil {
 			t.data = shards[t.unit]
 		}
-		crcs[t.unit] = crc32.Checksum(t.data, castagnoli())
+		t.segs, crcs[t.unit] = drive.AppendSegmentCRCs(nil, t.data)
 		old := s.Units[t.unit]
 		if old.Placed() && rq.damaged[unitID{old.Drive, old.Block}] == "" && crcs[t.unit] != old.CRC {
 			return fmt.Errorf("%w: repairing LIN %d stripe %d: unit %d as rebuilt does not match the CRC its stripe map records; the surviving units disagree: verify the stripe (integrityscan)",
@@ -678,7 +679,7 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[j] = c.putUnit(ctx, ref, s.Gen+1, t.data)
+				errs[j] = c.putUnit(ctx, ref, s.Gen+1, t.data, t.segs)
 			}()
 		}
 		wg.Wait()

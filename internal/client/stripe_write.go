@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"sync"
 	"time"
 
@@ -15,7 +14,9 @@ import (
 	"github.com/weftfs/weft/internal/placement"
 )
 
-// writeStripe writes buffered stripe d copy-on-write and commits it.
+// writeStripe writes buffered stripe d copy-on-write and commits it
+// (through the file's group commit, with its other stripes committing at
+// the same time).
 //
 // Each attempt reads the stripe's current map (generation g); if d does
 // not cover the stripe's data, it reads the stored data (degraded if need
@@ -70,8 +71,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		if err := failpoint.Eval("client/before-commit"); err != nil {
 			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
-		co := meta.CommitOptions{StripeSize: uint64(ino.ss), Size: uint64(d.idx*ino.ss) + uint64(n)}
-		committed, err := c.meta.CommitStripe(ctx, ino.lin, s, gen, co)
+		committed, err := ino.commitStripe(ctx, s, gen, uint64(d.idx*ino.ss)+uint64(n))
 		if err == nil {
 			c.st.stripesWritten.Add(1)
 			return committed, nil
@@ -137,15 +137,19 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 	if err != nil {
 		return meta.Stripe{}, fmt.Errorf("client: encoding LIN %d stripe %d: %w", ino.lin, idx, err)
 	}
+	// One CRC pass per unit: the segment CRCs go to the nodes with the
+	// units (they store them as they are), the whole-unit CRC into the
+	// stripe map.
 	crcs := make([]uint32, len(shards))
+	segs := make([][]uint32, len(shards))
 	for i, sh := range shards {
 		if i > 0 && l.Mirrored {
-			crcs[i] = crcs[0]
+			crcs[i], segs[i] = crcs[0], segs[0]
 			continue
 		}
-		crcs[i] = crc32.Checksum(sh, castagnoli())
+		segs[i], crcs[i] = drive.AppendSegmentCRCs(nil, sh)
 	}
-	units, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs)
+	units, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs, segs)
 	if err != nil {
 		return meta.Stripe{}, err
 	}
@@ -154,13 +158,14 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 
 // placeAndPut chooses drives for the units of a stripe (placement.Place
 // over the up drives of the file's pool, spread over nodes) and puts the
-// units there in parallel. A unit whose put fails (drive full, node down)
+// units there in parallel, with their CRCs (crcs[i] of shards[i] whole,
+// segs[i] per drive.SegmentSize). A unit whose put fails (drive full, node down)
 // is re-placed on another drive, avoiding the failed ones, up to
 // maxPutRounds rounds. Units that cannot be placed stay unplaced; if fewer
 // than the layout's MinPlaced are placed, the blocks written go to the
 // delete queue and the error wraps ErrNoSpace (drives are up but full) or
 // ErrUnavailable.
-func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32) ([]meta.Unit, error) {
+func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32, segs [][]uint32) ([]meta.Unit, error) {
 	c := ino.c
 	view, err := c.view(ctx)
 	if err != nil {
@@ -201,7 +206,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 			go func() {
 				defer wg.Done()
 				u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i]}
-				errs[k] = c.putUnit(ctx, u, gen, shards[i])
+				errs[k] = c.putUnit(ctx, u, gen, shards[i], segs[i])
 			}()
 		}
 		wg.Wait()

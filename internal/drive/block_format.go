@@ -62,7 +62,8 @@ const (
 func castagnoli() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
 
 // BlockHeader is the decoded header of a block file. Callers of Put set ID,
-// Owner, Stripe, Unit and Generation; Put fills in the rest.
+// Owner, Stripe, Unit and Generation, and may carry SegmentSize and
+// SegmentCRCs (see Put); Put fills in the rest.
 type BlockHeader struct {
 	// Version is the block format version the block was written with.
 	Version uint16

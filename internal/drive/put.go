@@ -23,6 +23,14 @@ import (
 // directory which is then hard-linked to its final name, so a torn block is
 // never visible; leftovers are removed by Open.
 //
+// Checksums: if hdr carries SegmentSize (== SegmentSize) and one CRC per
+// segment (see AppendSegmentCRCs), they are stored as the data's checksums
+// without computing them again: the writer computed them from its own copy
+// of the data, so every later read checks the bytes end to end, against
+// what the writer meant to store; a mismatch is corruption found by Get
+// and Verify. Otherwise (SegmentSize zero, or CRCs that do not fit the
+// length) Put computes them from the bytes it receives.
+//
 // Idempotency: if the block exists with the same length and segment CRCs,
 // Put returns nil (a retried Put); if it exists with other content, it
 // returns ErrExists. Other errors: ErrInvalid (zero id, bad length),
@@ -78,8 +86,14 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 		os.Remove(tmp) // a no-op error once linked and removed
 	}()
 
-	hdr.SegmentCRCs = make([]uint32, 0, nseg)
-	if err := d.copyData(ctx, f, hlen, hdr.ID, data, length, &hdr.SegmentCRCs, &moved); err != nil {
+	crcs := &hdr.SegmentCRCs
+	if hdr.SegmentSize == SegmentSize && len(hdr.SegmentCRCs) == nseg {
+		hdr.SegmentCRCs = slices.Clone(hdr.SegmentCRCs)
+		crcs = nil // carried: see the Checksums paragraph above
+	} else {
+		hdr.SegmentCRCs = make([]uint32, 0, nseg)
+	}
+	if err := d.copyData(ctx, f, hlen, hdr.ID, data, length, crcs, &moved); err != nil {
 		return err
 	}
 	hdr.Version = BlockFormatVersion
@@ -126,8 +140,9 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 }
 
 // copyData copies length bytes from data to f at offset off, appending one
-// CRC32C per segment to *crcs and adding the bytes written to *moved. It
-// fails with ErrInvalid if data is shorter or longer than length.
+// CRC32C per segment to *crcs (unless crcs is nil) and adding the bytes
+// written to *moved. It fails with ErrInvalid if data is shorter or longer
+// than length.
 func (d *Drive) copyData(ctx context.Context, f *os.File, off int64, id BlockID, data io.Reader, length int64, crcs *[]uint32, moved *int64) error {
 	bp := d.bufs.Get().(*[]byte)
 	defer d.bufs.Put(bp)
@@ -141,7 +156,7 @@ func (d *Drive) copyData(ctx context.Context, f *os.File, off int64, id BlockID,
 		if err := readData(data, chunk, done, length); err != nil {
 			return fmt.Errorf("drive %v: put block %v: %w", d.ID(), id, err)
 		}
-		for s := 0; s < len(chunk); s += SegmentSize {
+		for s := 0; crcs != nil && s < len(chunk); s += SegmentSize {
 			*crcs = append(*crcs, crc32.Checksum(chunk[s:min(s+SegmentSize, len(chunk))], tab))
 		}
 		if f != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -118,6 +119,56 @@ func TestPutExisting(t *testing.T) {
 	got, _, err := d.Get(ctx, h.ID, 0, -1)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("stored block changed: %v", err)
+	}
+}
+
+// TestPutCarriedCRCs: segment CRCs carried in the header are stored as
+// given (not computed again); carried CRCs that do not match the data make
+// a block that reads as corrupt, and CRCs that do not fit the length or
+// segment size are ignored.
+func TestPutCarriedCRCs(t *testing.T) {
+	d := openTest(t)
+	ctx := context.Background()
+	data := payload(3*SegmentSize+100, 4)
+	segs, _ := AppendSegmentCRCs(nil, data)
+	put := func(h BlockHeader) BlockHeader {
+		t.Helper()
+		h.ID = NewBlockID()
+		if err := d.Put(ctx, h, bytes.NewReader(data), int64(len(data))); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+
+	h := put(BlockHeader{SegmentSize: SegmentSize, SegmentCRCs: segs})
+	got, hdr, err := d.Get(ctx, h.ID, 0, -1)
+	if err != nil || !bytes.Equal(got, data) || !slices.Equal(hdr.SegmentCRCs, segs) {
+		t.Fatalf("carried CRCs: Get = %v, CRCs %x, want %x", err, hdr.SegmentCRCs, segs)
+	}
+	if err := d.Verify(ctx, h.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	wrong := slices.Clone(segs)
+	wrong[2] ^= 1
+	h = put(BlockHeader{SegmentSize: SegmentSize, SegmentCRCs: wrong})
+	var ce *CorruptError
+	if _, _, err := d.Get(ctx, h.ID, 0, -1); !errors.As(err, &ce) || ce.Segment != 2 {
+		t.Fatalf("Get of a block put with a wrong carried CRC = %v, want corrupt segment 2", err)
+	}
+	if err := d.Verify(ctx, h.ID); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Verify = %v, want ErrCorrupt", err)
+	}
+
+	for _, h := range []BlockHeader{
+		{SegmentSize: SegmentSize, SegmentCRCs: wrong[:3]}, // too few
+		{SegmentSize: 2 * SegmentSize, SegmentCRCs: wrong}, // another segment size
+		{SegmentCRCs: wrong}, // no segment size
+	} {
+		h = put(h)
+		if _, hdr, err := d.Get(ctx, h.ID, 0, -1); err != nil || !slices.Equal(hdr.SegmentCRCs, segs) {
+			t.Fatalf("ignored CRCs: Get = %v, CRCs %x, want %x", err, hdr.SegmentCRCs, segs)
+		}
 	}
 }
 

@@ -100,9 +100,15 @@ type BlockHeader struct {
 	Stripe     uint64 `protobuf:"varint,3,opt,name=stripe,proto3" json:"stripe,omitempty"`
 	Unit       uint32 `protobuf:"varint,4,opt,name=unit,proto3" json:"unit,omitempty"`
 	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
-	// Filled in by the server; ignored in PutStart.
-	FormatVersion    uint32   `protobuf:"varint,6,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
-	Length           int64    `protobuf:"varint,7,opt,name=length,proto3" json:"length,omitempty"`
+	// format_version, length and created_unix_nanos are filled in by the
+	// server and ignored in PutStart.
+	FormatVersion uint32 `protobuf:"varint,6,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	Length        int64  `protobuf:"varint,7,opt,name=length,proto3" json:"length,omitempty"`
+	// In PutStart, segment_size and segment_crcs may carry the CRC32C of each
+	// segment of the data, computed by the writer: the server stores them as
+	// they are (a mismatch shows as corruption when the block is read).
+	// Without them (segment_size 0), or if they do not fit the length, the
+	// server computes them.
 	SegmentSize      uint32   `protobuf:"varint,8,opt,name=segment_size,json=segmentSize,proto3" json:"segment_size,omitempty"`
 	CreatedUnixNanos int64    `protobuf:"varint,9,opt,name=created_unix_nanos,json=createdUnixNanos,proto3" json:"created_unix_nanos,omitempty"`
 	SegmentCrcs      []uint32 `protobuf:"varint,10,rep,packed,name=segment_crcs,json=segmentCrcs,proto3" json:"segment_crcs,omitempty"`
