@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,11 +82,11 @@ const maxCompleteEntries = 50000
 // the delegation record of each directory in dirs, and fails with a
 // *delegatedError if another session holds one. It returns extra's values.
 func (o *op) loadDirs(dirs, lins []LIN, extra ...[]byte) ([][]byte, error) {
-	keys := append(extra[:len(extra):len(extra)], nil)[:len(extra)]
+	keys := slices.Clone(extra)
 	for _, d := range dirs {
 		keys = append(keys, keyDeleg(d))
 	}
-	vals, err := o.load(append(dirs[:len(dirs):len(dirs)], lins...), keys...)
+	vals, err := o.load(append(slices.Clone(dirs), lins...), keys...)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +131,7 @@ func (o *op) mine(dir LIN) bool {
 // given it back or recalled it lately.
 func (o *op) acquire(dir LIN) {
 	wb := o.m.wb
-	if wb == nil || o.delegs[dir] != nil || wb.cooling(dir) {
-		return
-	}
-	if _, known := o.delegs[dir]; !known {
+	if d, read := o.delegs[dir]; wb == nil || !read || d != nil || wb.cooling(dir) {
 		return
 	}
 	o.put(keyDeleg(dir), encodeDeleg(delegation{session: o.m.session}))

@@ -276,7 +276,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*deferred) {
 			s.commitBatch(ctx, batch[:len(batch)/2])
 			s.commitBatch(ctx, batch[len(batch)/2:])
 			return
-		case failed >= 0 && !kv.Retryable(err) || errors.Is(err, kv.ErrTooLarge):
+		case (failed >= 0 && !kv.Retryable(err)) || errors.Is(err, kv.ErrTooLarge):
 			if failed < 0 {
 				failed = 0
 			}
