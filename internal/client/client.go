@@ -102,6 +102,7 @@ type metaStore interface {
 	GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error)
 	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
 	CommitStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, expectGen uint64, co meta.CommitOptions) (meta.Stripe, error)
+	CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, co meta.CommitOptions) ([]meta.Stripe, error)
 	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
 	EnqueueDeletes(ctx context.Context, entries []meta.DeleteEntry) error
 	// Sync waits until a metadata cache has seen every change committed

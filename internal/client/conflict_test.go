@@ -9,8 +9,9 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// hookMeta is a metaStore whose CommitStripe runs a hook first: a fault
-// injection point for races with other writers.
+// hookMeta is a metaStore whose CommitStripe and CommitStripes run a hook
+// first (once per stripe): a fault injection point for races with other
+// writers.
 type hookMeta struct {
 	*meta.Meta
 	mu     sync.Mutex
@@ -25,6 +26,18 @@ func (h *hookMeta) CommitStripe(ctx context.Context, lin meta.LIN, s meta.Stripe
 		fn(lin, s)
 	}
 	return h.Meta.CommitStripe(ctx, lin, s, gen, co)
+}
+
+func (h *hookMeta) CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, co meta.CommitOptions) ([]meta.Stripe, error) {
+	h.mu.Lock()
+	fn := h.before
+	h.mu.Unlock()
+	if fn != nil {
+		for _, up := range ups {
+			fn(lin, up.Stripe)
+		}
+	}
+	return h.Meta.CommitStripes(ctx, lin, ups, co)
 }
 
 func (h *hookMeta) setBefore(fn func(meta.LIN, meta.Stripe)) {

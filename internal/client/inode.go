@@ -43,6 +43,8 @@ type inode struct {
 	maps       map[int64]mapEntry
 	mapEpoch   uint64 // bumped by every local change of maps
 	cache      stripeCache
+
+	commits groupCommit // has its own lock
 }
 
 // dstripe is a buffered stripe: the bytes written to it and where.

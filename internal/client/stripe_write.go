@@ -14,7 +14,9 @@ import (
 	"github.com/weftfs/weft/internal/placement"
 )
 
-// writeStripe writes buffered stripe d copy-on-write and commits it.
+// writeStripe writes buffered stripe d copy-on-write and commits it
+// (through the file's group commit, with its other stripes committing at
+// the same time).
 //
 // Each attempt reads the stripe's current map (generation g); if d does
 // not cover the stripe's data, it reads the stored data (degraded if need
@@ -69,8 +71,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		if err := failpoint.Eval("client/before-commit"); err != nil {
 			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
-		co := meta.CommitOptions{StripeSize: uint64(ino.ss), Size: uint64(d.idx*ino.ss) + uint64(n)}
-		committed, err := c.meta.CommitStripe(ctx, ino.lin, s, gen, co)
+		committed, err := ino.commitStripe(ctx, s, gen, uint64(d.idx*ino.ss)+uint64(n))
 		if err == nil {
 			c.st.stripesWritten.Add(1)
 			return committed, nil
