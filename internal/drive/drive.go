@@ -86,8 +86,9 @@ type Drive struct {
 	// move into used, so that concurrent Puts never overshoot Capacity.
 	capMu    sync.Mutex
 	pending  int64
-	bufs     sync.Pool // *[]byte of ioBufferSize
-	readOnly bool      // OpenReadOnly: no lock, no writes
+	bufs     sync.Pool   // *[]byte of ioBufferSize, directAlign-aligned
+	direct   atomic.Bool // Put writes with O_DIRECT (see direct_io.go)
+	readOnly bool        // OpenReadOnly: no lock, no writes
 }
 
 // Open opens the drive in directory path, creating the directory and the
@@ -121,7 +122,7 @@ func Open(path string, opts Options) (*Drive, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	d := &Drive{path: abs, log: log.With("drive_path", abs), sync: opts.Sync, reserve: opts.Reserve, capacity: opts.Capacity}
-	d.bufs.New = func() any { b := make([]byte, ioBufferSize); return &b }
+	d.bufs.New = func() any { b := alignedBuf(ioBufferSize); return &b }
 
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("drive: creating directory %s: %w", abs, err)
@@ -150,6 +151,7 @@ func Open(path string, opts Options) (*Drive, error) {
 		d.lock.Close()
 		return nil, err
 	}
+	d.initDirect()
 	d.log.Info("drive open", "cluster", d.ident.ClusterID, "class", d.ident.Class,
 		"blocks", d.blocks.Load(), "used_bytes", d.used.Load(), "capacity", d.capacity)
 	if d.capacity > 0 && d.used.Load() > d.capacity {

@@ -19,9 +19,10 @@ import (
 // it is streamed through a bounded buffer, never held whole in memory.
 //
 // Durability: with SyncAlways the block is on stable storage before Put
-// returns nil. Crash safety: data and header go to a temp file in the block's
-// directory which is then hard-linked to its final name, so a torn block is
-// never visible; leftovers are removed by Open.
+// returns nil (and its data is written with O_DIRECT where the file system
+// allows, see direct_io.go). Crash safety: data and header go to a temp
+// file in the block's directory which is then hard-linked to its final
+// name, so a torn block is never visible; leftovers are removed by Open.
 //
 // Checksums: if hdr carries SegmentSize (== SegmentSize) and one CRC per
 // segment (see AppendSegmentCRCs), they are stored as the data's checksums
@@ -74,9 +75,17 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	if err := d.checkSpace(hlen + length); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, tempPrefix+hdr.ID.String()+"-")
+	direct := d.useDirect(length)
+	f, err := createTemp(dir, tempPrefix+hdr.ID.String()+"-", direct)
 	if err != nil {
 		return d.writeErr(hdr.ID, hlen+length, err)
+	}
+	if direct {
+		defer func() {
+			if err != nil {
+				d.directFailed(err)
+			}
+		}()
 	}
 	tmp := f.Name()
 	defer func() {
@@ -100,7 +109,11 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	hdr.Length = length
 	hdr.SegmentSize = SegmentSize
 	hdr.Created = time.Now()
-	if _, err := f.WriteAt(hdr.encode(), 0); err != nil {
+	hb := hdr.encode()
+	if direct {
+		hb = append(alignedBuf(len(hb))[:0], hb...)
+	}
+	if _, err := f.WriteAt(hb, 0); err != nil {
 		return d.writeErr(hdr.ID, hlen+length, err)
 	}
 	moved += hlen
