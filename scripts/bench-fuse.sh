@@ -8,14 +8,32 @@
 #   SIZE       bytes of the sequential tests per job count (default 2g)
 #   RUNTIME    seconds of each random test (default 15)
 #   FILES      files of the metadata test (default 10000)
+#   TESTS      which tests to run, from: seqwrite seqread randread randwrite
+#              meta (default: all). The fio tests read the files seqwrite
+#              leaves, so any fio test also runs (and reports) seqwrite.
+#   WEFT_BIN   a weft binary to measure instead of building this checkout
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${BENCH_DIR:-$(mktemp -d /var/tmp/weft-fuse-bench.XXXXXX)}
 size=${SIZE:-2g}
 runtime=${RUNTIME:-15}
 files=${FILES:-10000}
+tests=" ${TESTS:-seqwrite seqread randread randwrite meta} "
+fio_tests=false
+for t in $tests; do
+  case $t in
+    seqwrite|seqread|randread|randwrite) fio_tests=true ;;
+    meta) ;;
+    *) echo "bench-fuse: TESTS: unknown test '$t'; choose from seqwrite seqread randread randwrite meta" >&2; exit 2 ;;
+  esac
+done
+$fio_tests && tests="$tests seqwrite "
+if [ -n "${WEFT_BIN:-}" ] && [ ! -x "$WEFT_BIN" ]; then
+  echo "bench-fuse: WEFT_BIN=$WEFT_BIN is not an executable file; build one with 'go build -o weft ./cmd/weft' or unset WEFT_BIN" >&2
+  exit 2
+fi
 mkdir -p "$work"
-go build -o "$work/weft-bin" ./cmd/weft
+if [ -n "${WEFT_BIN:-}" ]; then cp "$WEFT_BIN" "$work/weft-bin"; else go build -o "$work/weft-bin" ./cmd/weft; fi
 weft="$work/weft-bin"
 
 "$weft" local up --dir "$work/cluster" --mount "$work/weft" >"$work/up.log" 2>&1 &
@@ -42,30 +60,33 @@ PY
 }
 
 declare -A res
-for target in raw loop weft; do
+$fio_tests && for target in raw loop weft; do
   dir="$work/$target"
   for jobs in 1 4; do
     per=$(python3 -c "import re;s='$size';m=re.match(r'(\d+)([kmg]?)',s.lower());n=int(m[1])*{'':1,'k':1<<10,'m':1<<20,'g':1<<30}[m[2]];print(n//$jobs)")
+    # The sequential write leaves the files the other tests read.
     res[$target,seqwrite,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=write --bs=1m --size="$per" --numjobs=$jobs --end_fsync=1)
     dropcaches
-    res[$target,seqread,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=read --bs=1m --size="$per" --numjobs=$jobs)
+    [[ $tests == *" seqread "* ]] && res[$target,seqread,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=read --bs=1m --size="$per" --numjobs=$jobs)
     dropcaches
-    res[$target,randread,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=randread --bs=4k --size="$per" --numjobs=$jobs --time_based --runtime="$runtime")
-    res[$target,randwrite,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=randwrite --bs=4k --size="$per" --numjobs=$jobs --time_based --runtime="$runtime" --end_fsync=1)
+    [[ $tests == *" randread "* ]] && res[$target,randread,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=randread --bs=4k --size="$per" --numjobs=$jobs --time_based --runtime="$runtime")
+    [[ $tests == *" randwrite "* ]] && res[$target,randwrite,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=randwrite --bs=4k --size="$per" --numjobs=$jobs --time_based --runtime="$runtime" --end_fsync=1)
     rm -f "$dir"/sw-*
     dropcaches
   done
 done
 
-echo "| test | jobs | raw dir MB/s | loopback MB/s | weft MB/s | weft ÷ loopback | weft ÷ raw | weft IOPS |"
-echo "|---|---|---|---|---|---|---|---|"
+$fio_tests && echo "| test | jobs | raw dir MB/s | loopback MB/s | weft MB/s | weft ÷ loopback | weft ÷ raw | weft IOPS |"
+$fio_tests && echo "|---|---|---|---|---|---|---|---|"
 for t in seqwrite seqread randread randwrite; do
+  [[ $tests == *" $t "* ]] || continue
   for jobs in 1 4; do
     read -r r _ <<<"${res[raw,$t,$jobs]}"; read -r l _ <<<"${res[loop,$t,$jobs]}"; read -r w wi <<<"${res[weft,$t,$jobs]}"
     printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n" "$t" "$jobs" "$r" "$l" "$w" "$(echo "$w/$l" | bc -l)" "$(echo "$w/$r" | bc -l)" "$wi"
   done
 done
 
+[[ $tests == *" meta "* ]] || exit 0
 echo
 echo "| metadata, one thread, $files files | raw dir ops/s | weft ops/s | weft ÷ raw |"
 echo "|---|---|---|---|"
