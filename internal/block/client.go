@@ -86,6 +86,16 @@ func (c *Client) Put(ctx context.Context, d drive.ID, hdr drive.BlockHeader, dat
 	})
 }
 
+// Adopt asks the node to take in block hdr.ID of length bytes, which this
+// machine staged in drive d's directory under the name staged (see
+// drive.Drive.Stage and drive.Drive.Adopt). The node removes the staged
+// file whatever the outcome; on a transport error it may remain, and the
+// caller removes it (drive.Drive.Unstage).
+func (c *Client) Adopt(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, staged string) error {
+	_, err := c.rpc.Adopt(ctx, &pb.AdoptRequest{DriveId: uint32(d), Header: headerToPB(hdr), Length: length, StagedName: staged})
+	return fromStatus(err)
+}
+
 // PutStream is Put for data read from r, which must yield length bytes
 // (drive.ErrInvalid otherwise). It reads ChunkSize at a time into fresh
 // buffers (gRPC may hold a sent message). If r fails or ends early, the

@@ -112,6 +112,21 @@ func (g *server) Get(req *pb.GetRequest, stream pb.BlockService_GetServer) error
 	}
 }
 
+func (g *server) Adopt(ctx context.Context, req *pb.AdoptRequest) (*pb.AdoptResponse, error) {
+	d, err := g.s.Drive(drive.ID(req.GetDriveId()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	hdr, err := headerFromPB(req.GetHeader())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := d.Adopt(ctx, hdr, req.GetStagedName(), req.GetLength()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.AdoptResponse{}, nil
+}
+
 func (g *server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
 	d, id, err := g.blockOf(req.GetDriveId(), req.GetBlockId())
 	if err != nil {

@@ -310,3 +310,39 @@ func TestPutCarriedCRCsOverTheWire(t *testing.T) {
 		t.Fatalf("stored CRCs %x (%v), want the carried %x", got.SegmentCRCs, err, segs)
 	}
 }
+
+func TestAdopt(t *testing.T) {
+	n := startNode(t, t.TempDir(), drive.SyncAlways)
+	ctx := context.Background()
+	d := n.drives[0]
+	local, err := drive.OpenReadOnly(d.Path(), "c-test", d.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	data := payload(2<<20, 7)
+	hdr := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 9, Stripe: 1, Unit: 2, Generation: 3, SegmentSize: drive.SegmentSize}
+	hdr.SegmentCRCs, _ = drive.AppendSegmentCRCs(nil, data)
+	name, err := local.Stage(ctx, hdr, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.client.Adopt(ctx, d.ID(), hdr, int64(len(data)), name); err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	got, h, err := n.client.Get(ctx, d.ID(), hdr.ID, 0, -1)
+	if err != nil || !bytes.Equal(got, data) || h.Generation != 3 {
+		t.Fatalf("Get after Adopt: %v (header %+v)", err, h)
+	}
+	// Refusals keep their kind across the wire.
+	name, err = local.Stage(ctx, drive.BlockHeader{ID: drive.NewBlockID(), Owner: 1}, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.client.Adopt(ctx, d.ID(), drive.BlockHeader{ID: hdr.ID, Owner: 9}, int64(len(data)), name); !errors.Is(err, drive.ErrInvalid) {
+		t.Fatalf("Adopt of another block's staged file = %v, want ErrInvalid", err)
+	}
+	if err := n.client.Adopt(ctx, 99, hdr, int64(len(data)), name); !errors.Is(err, ErrUnknownDrive) {
+		t.Fatalf("Adopt on an unknown drive = %v", err)
+	}
+}

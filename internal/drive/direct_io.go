@@ -96,3 +96,11 @@ func (d *Drive) initDirect() {
 	}
 	d.direct.Store(true)
 }
+
+// isAligned reports whether b starts at a directAlign boundary in memory,
+// so that a direct write can take it as it is. (Go's allocator puts large
+// objects at page boundaries, so whole stripe buffers, and units cut from
+// them at multiples of the unit size, are.)
+func isAligned(b []byte) bool {
+	return len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directAlign == 0
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -70,15 +71,34 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	if err := d.reserveCapacity(hlen + length); err != nil {
 		return err
 	}
-	stored := false
+	var stored bool
 	defer func() { d.releaseCapacity(hlen+length, stored) }()
 	if err := d.checkSpace(hlen + length); err != nil {
 		return err
 	}
-	direct := d.useDirect(length)
+	tmp, err := d.writeTemp(ctx, dir, &hdr, data, nil, length, d.useDirect(length), d.sync == SyncAlways, &moved)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // a no-op error once linked and removed
+	// A linked block is counted in used by the deferred releaseCapacity.
+	stored, err = d.link(tmp, final, hdr)
+	return err
+}
+
+// writeTemp writes block hdr.ID — the header, completed here, and length
+// bytes of data — to a new temp file in dir, with O_DIRECT if direct and
+// synced to stable storage if sync, and returns the temp file's path.
+// whole, if not nil, is the data in memory (data then reads it). It
+// adds the bytes written to *moved. The data's segment CRCs are the ones
+// hdr carries if they fit (see Put's Checksums paragraph), else computed
+// here. On error nothing is left behind.
+func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, data io.Reader, whole []byte, length int64, direct, sync bool, moved *int64) (tmp string, err error) {
+	nseg := segmentCount(length, SegmentSize)
+	hlen := int64(headerLength(nseg))
 	f, err := createTemp(dir, tempPrefix+hdr.ID.String()+"-", direct)
 	if err != nil {
-		return d.writeErr(hdr.ID, hlen+length, err)
+		return "", d.writeErr(hdr.ID, hlen+length, err)
 	}
 	if direct {
 		defer func() {
@@ -87,23 +107,33 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 			}
 		}()
 	}
-	tmp := f.Name()
+	name := f.Name()
 	defer func() {
 		if f != nil {
 			f.Close()
 		}
-		os.Remove(tmp) // a no-op error once linked and removed
+		if err != nil {
+			os.Remove(name)
+		}
 	}()
 
 	crcs := &hdr.SegmentCRCs
 	if hdr.SegmentSize == SegmentSize && len(hdr.SegmentCRCs) == nseg {
 		hdr.SegmentCRCs = slices.Clone(hdr.SegmentCRCs)
-		crcs = nil // carried: see the Checksums paragraph above
+		crcs = nil // carried: see Put's Checksums paragraph
 	} else {
 		hdr.SegmentCRCs = make([]uint32, 0, nseg)
 	}
-	if err := d.copyData(ctx, f, hlen, hdr.ID, data, length, crcs, &moved); err != nil {
-		return err
+	if whole != nil && crcs == nil && (!direct || isAligned(whole)) {
+		// The bytes are in memory, their CRCs known and, for a direct
+		// write, their buffer aligned: write them as they are, without
+		// the copy through the drive's buffer.
+		if _, err := f.WriteAt(whole, hlen); err != nil {
+			return "", d.writeErr(hdr.ID, hlen+length, err)
+		}
+		*moved += length
+	} else if err := d.copyData(ctx, f, hlen, hdr.ID, data, length, crcs, moved); err != nil {
+		return "", err
 	}
 	hdr.Version = BlockFormatVersion
 	hdr.Length = length
@@ -114,42 +144,50 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 		hb = append(alignedBuf(len(hb))[:0], hb...)
 	}
 	if _, err := f.WriteAt(hb, 0); err != nil {
-		return d.writeErr(hdr.ID, hlen+length, err)
+		return "", d.writeErr(hdr.ID, hlen+length, err)
 	}
-	moved += hlen
-	if d.sync == SyncAlways {
+	*moved += hlen
+	if sync {
 		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
-			return d.writeErr(hdr.ID, hlen+length, err)
+			return "", d.writeErr(hdr.ID, hlen+length, err)
 		}
 	}
 	cerr := f.Close()
 	f = nil
 	if cerr != nil {
-		return d.writeErr(hdr.ID, hlen+length, cerr)
+		return "", d.writeErr(hdr.ID, hlen+length, cerr)
 	}
+	return name, nil
+}
+
+// link puts the written temp file tmp into place as block hdr.ID at final
+// and counts the block; linked says it did (even if syncing the directory
+// then failed). The caller removes tmp afterwards. A block stored
+// meanwhile with the same content is success without linking (a retried
+// write); with other content it is ErrExists.
+func (d *Drive) link(tmp, final string, hdr BlockHeader) (linked bool, err error) {
 	// Link, not rename: it fails instead of replacing a block that a
 	// concurrent Put of the same id stored meanwhile.
 	if err := os.Link(tmp, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			stored, _, serr := d.readHeaderFile(final, hdr.ID)
 			if serr == nil && sameContent(stored, hdr.Length, hdr.SegmentCRCs) {
-				return nil
+				return false, nil
 			}
-			return fmt.Errorf("%w: drive %v block %v was stored concurrently with other content", ErrExists, d.ID(), hdr.ID)
+			return false, fmt.Errorf("%w: drive %v block %v was stored concurrently with other content", ErrExists, d.ID(), hdr.ID)
 		}
-		return d.writeErr(hdr.ID, hlen+length, err)
+		return false, d.writeErr(hdr.ID, int64(headerLength(len(hdr.SegmentCRCs)))+hdr.Length, err)
 	}
-	stored = true // counted in used by the deferred releaseCapacity
 	d.blocks.Add(1)
 	os.Remove(tmp)
 	if d.sync == SyncAlways {
 		// On failure the block may or may not survive a crash; the caller
-		// retries, and a retried Put of the same content succeeds.
-		if err := syncDir(dir); err != nil {
-			return d.writeErr(hdr.ID, hlen+length, err)
+		// retries, and a retried write of the same content succeeds.
+		if err := syncDir(filepath.Dir(final)); err != nil {
+			return true, d.writeErr(hdr.ID, int64(headerLength(len(hdr.SegmentCRCs)))+hdr.Length, err)
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // copyData copies length bytes from data to f at offset off, appending one

@@ -17,7 +17,8 @@ var ErrReadOnly = errors.New("drive: opened read-only")
 // blocks straight from the file system (a short-circuit read) instead of
 // through the node's block service. It takes no lock, removes nothing and
 // does not scan; Get, Stat, Verify and List work, Put and Delete fail with
-// ErrReadOnly, and Usage counts nothing. The identity must name cluster
+// ErrReadOnly, and Usage counts nothing. Stage writes a block for the owner
+// to Adopt (a staged write, see staged.go). The identity must name cluster
 // and drive id want (ErrOtherCluster, ErrBadIdentity otherwise), so that a
 // path that now holds another drive is never read as this one.
 //
@@ -42,6 +43,6 @@ func OpenReadOnly(path, clusterID string, want ID) (*Drive, error) {
 		return nil, fmt.Errorf("%w: %s is drive %v, not %v", ErrBadIdentity, abs, ident.DriveID, want)
 	}
 	d := &Drive{path: abs, ident: ident, readOnly: true, log: slog.New(slog.DiscardHandler)}
-	d.bufs.New = func() any { b := make([]byte, ioBufferSize); return &b }
+	d.bufs.New = func() any { b := alignedBuf(ioBufferSize); return &b }
 	return d, nil
 }

@@ -88,7 +88,7 @@ func (x ErrorDetail_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Kind.Descriptor instead.
 func (ErrorDetail_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{22, 0}
+	return file_block_proto_rawDescGZIP(), []int{24, 0}
 }
 
 // BlockHeader mirrors drive.BlockHeader.
@@ -395,6 +395,115 @@ func (*PutResponse) Descriptor() ([]byte, []int) {
 	return file_block_proto_rawDescGZIP(), []int{3}
 }
 
+type AdoptRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	DriveId uint32                 `protobuf:"varint,1,opt,name=drive_id,json=driveId,proto3" json:"drive_id,omitempty"`
+	// header names the block (id, owner, stripe, unit, generation) and may
+	// carry the segment CRCs, which the staged file must then hold.
+	Header *BlockHeader `protobuf:"bytes,2,opt,name=header,proto3" json:"header,omitempty"`
+	// length is the number of data bytes of the block.
+	Length int64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	// staged_name is the base name of the staged file in the block's
+	// directory, as returned by the client's stage.
+	StagedName    string `protobuf:"bytes,4,opt,name=staged_name,json=stagedName,proto3" json:"staged_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptRequest) Reset() {
+	*x = AdoptRequest{}
+	mi := &file_block_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptRequest) ProtoMessage() {}
+
+func (x *AdoptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_block_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptRequest.ProtoReflect.Descriptor instead.
+func (*AdoptRequest) Descriptor() ([]byte, []int) {
+	return file_block_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AdoptRequest) GetDriveId() uint32 {
+	if x != nil {
+		return x.DriveId
+	}
+	return 0
+}
+
+func (x *AdoptRequest) GetHeader() *BlockHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *AdoptRequest) GetLength() int64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *AdoptRequest) GetStagedName() string {
+	if x != nil {
+		return x.StagedName
+	}
+	return ""
+}
+
+type AdoptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptResponse) Reset() {
+	*x = AdoptResponse{}
+	mi := &file_block_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptResponse) ProtoMessage() {}
+
+func (x *AdoptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_block_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptResponse.ProtoReflect.Descriptor instead.
+func (*AdoptResponse) Descriptor() ([]byte, []int) {
+	return file_block_proto_rawDescGZIP(), []int{5}
+}
+
 type GetRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	DriveId uint32                 `protobuf:"varint,1,opt,name=drive_id,json=driveId,proto3" json:"drive_id,omitempty"`
@@ -408,7 +517,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_block_proto_msgTypes[4]
+	mi := &file_block_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +529,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[4]
+	mi := &file_block_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +542,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{4}
+	return file_block_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRequest) GetDriveId() uint32 {
@@ -476,7 +585,7 @@ type GetChunk struct {
 
 func (x *GetChunk) Reset() {
 	*x = GetChunk{}
-	mi := &file_block_proto_msgTypes[5]
+	mi := &file_block_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +597,7 @@ func (x *GetChunk) String() string {
 func (*GetChunk) ProtoMessage() {}
 
 func (x *GetChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[5]
+	mi := &file_block_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +610,7 @@ func (x *GetChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChunk.ProtoReflect.Descriptor instead.
 func (*GetChunk) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{5}
+	return file_block_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetChunk) GetHeader() *BlockHeader {
@@ -535,7 +644,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_block_proto_msgTypes[6]
+	mi := &file_block_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +656,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[6]
+	mi := &file_block_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +669,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{6}
+	return file_block_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteRequest) GetDriveId() uint32 {
@@ -585,7 +694,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_block_proto_msgTypes[7]
+	mi := &file_block_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +706,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[7]
+	mi := &file_block_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +719,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{7}
+	return file_block_proto_rawDescGZIP(), []int{9}
 }
 
 type StatRequest struct {
@@ -623,7 +732,7 @@ type StatRequest struct {
 
 func (x *StatRequest) Reset() {
 	*x = StatRequest{}
-	mi := &file_block_proto_msgTypes[8]
+	mi := &file_block_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +744,7 @@ func (x *StatRequest) String() string {
 func (*StatRequest) ProtoMessage() {}
 
 func (x *StatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[8]
+	mi := &file_block_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +757,7 @@ func (x *StatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatRequest.ProtoReflect.Descriptor instead.
 func (*StatRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{8}
+	return file_block_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatRequest) GetDriveId() uint32 {
@@ -676,7 +785,7 @@ type StatResponse struct {
 
 func (x *StatResponse) Reset() {
 	*x = StatResponse{}
-	mi := &file_block_proto_msgTypes[9]
+	mi := &file_block_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +797,7 @@ func (x *StatResponse) String() string {
 func (*StatResponse) ProtoMessage() {}
 
 func (x *StatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[9]
+	mi := &file_block_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +810,7 @@ func (x *StatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatResponse.ProtoReflect.Descriptor instead.
 func (*StatResponse) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{9}
+	return file_block_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatResponse) GetHeader() *BlockHeader {
@@ -738,7 +847,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_block_proto_msgTypes[10]
+	mi := &file_block_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +859,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[10]
+	mi := &file_block_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +872,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{10}
+	return file_block_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetDriveId() uint32 {
@@ -798,7 +907,7 @@ type BlockInfo struct {
 
 func (x *BlockInfo) Reset() {
 	*x = BlockInfo{}
-	mi := &file_block_proto_msgTypes[11]
+	mi := &file_block_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +919,7 @@ func (x *BlockInfo) String() string {
 func (*BlockInfo) ProtoMessage() {}
 
 func (x *BlockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[11]
+	mi := &file_block_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +932,7 @@ func (x *BlockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockInfo.ProtoReflect.Descriptor instead.
 func (*BlockInfo) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{11}
+	return file_block_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BlockInfo) GetId() string {
@@ -858,7 +967,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_block_proto_msgTypes[12]
+	mi := &file_block_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +979,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[12]
+	mi := &file_block_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +992,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{12}
+	return file_block_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetBlocks() []*BlockInfo {
@@ -910,7 +1019,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_block_proto_msgTypes[13]
+	mi := &file_block_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1031,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[13]
+	mi := &file_block_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1044,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{13}
+	return file_block_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VerifyRequest) GetDriveId() uint32 {
@@ -960,7 +1069,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_block_proto_msgTypes[14]
+	mi := &file_block_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1081,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[14]
+	mi := &file_block_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1094,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{14}
+	return file_block_proto_rawDescGZIP(), []int{16}
 }
 
 type DriveUsageRequest struct {
@@ -996,7 +1105,7 @@ type DriveUsageRequest struct {
 
 func (x *DriveUsageRequest) Reset() {
 	*x = DriveUsageRequest{}
-	mi := &file_block_proto_msgTypes[15]
+	mi := &file_block_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1117,7 @@ func (x *DriveUsageRequest) String() string {
 func (*DriveUsageRequest) ProtoMessage() {}
 
 func (x *DriveUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[15]
+	mi := &file_block_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1130,7 @@ func (x *DriveUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveUsageRequest.ProtoReflect.Descriptor instead.
 func (*DriveUsageRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{15}
+	return file_block_proto_rawDescGZIP(), []int{17}
 }
 
 type DriveUsage struct {
@@ -1042,7 +1151,7 @@ type DriveUsage struct {
 
 func (x *DriveUsage) Reset() {
 	*x = DriveUsage{}
-	mi := &file_block_proto_msgTypes[16]
+	mi := &file_block_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1163,7 @@ func (x *DriveUsage) String() string {
 func (*DriveUsage) ProtoMessage() {}
 
 func (x *DriveUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[16]
+	mi := &file_block_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1176,7 @@ func (x *DriveUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveUsage.ProtoReflect.Descriptor instead.
 func (*DriveUsage) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{16}
+	return file_block_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DriveUsage) GetDriveId() uint32 {
@@ -1142,7 +1251,7 @@ type DriveUsageResponse struct {
 
 func (x *DriveUsageResponse) Reset() {
 	*x = DriveUsageResponse{}
-	mi := &file_block_proto_msgTypes[17]
+	mi := &file_block_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1263,7 @@ func (x *DriveUsageResponse) String() string {
 func (*DriveUsageResponse) ProtoMessage() {}
 
 func (x *DriveUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[17]
+	mi := &file_block_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1276,7 @@ func (x *DriveUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveUsageResponse.ProtoReflect.Descriptor instead.
 func (*DriveUsageResponse) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{17}
+	return file_block_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DriveUsageResponse) GetDrives() []*DriveUsage {
@@ -1185,7 +1294,7 @@ type DriveCountersRequest struct {
 
 func (x *DriveCountersRequest) Reset() {
 	*x = DriveCountersRequest{}
-	mi := &file_block_proto_msgTypes[18]
+	mi := &file_block_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1306,7 @@ func (x *DriveCountersRequest) String() string {
 func (*DriveCountersRequest) ProtoMessage() {}
 
 func (x *DriveCountersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[18]
+	mi := &file_block_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1319,7 @@ func (x *DriveCountersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveCountersRequest.ProtoReflect.Descriptor instead.
 func (*DriveCountersRequest) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{18}
+	return file_block_proto_rawDescGZIP(), []int{20}
 }
 
 type OpStats struct {
@@ -1230,7 +1339,7 @@ type OpStats struct {
 
 func (x *OpStats) Reset() {
 	*x = OpStats{}
-	mi := &file_block_proto_msgTypes[19]
+	mi := &file_block_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1351,7 @@ func (x *OpStats) String() string {
 func (*OpStats) ProtoMessage() {}
 
 func (x *OpStats) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[19]
+	mi := &file_block_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1364,7 @@ func (x *OpStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpStats.ProtoReflect.Descriptor instead.
 func (*OpStats) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{19}
+	return file_block_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OpStats) GetOps() uint64 {
@@ -1312,7 +1421,7 @@ type DriveCounters struct {
 
 func (x *DriveCounters) Reset() {
 	*x = DriveCounters{}
-	mi := &file_block_proto_msgTypes[20]
+	mi := &file_block_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1433,7 @@ func (x *DriveCounters) String() string {
 func (*DriveCounters) ProtoMessage() {}
 
 func (x *DriveCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[20]
+	mi := &file_block_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1446,7 @@ func (x *DriveCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveCounters.ProtoReflect.Descriptor instead.
 func (*DriveCounters) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{20}
+	return file_block_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DriveCounters) GetDriveId() uint32 {
@@ -1378,7 +1487,7 @@ type DriveCountersResponse struct {
 
 func (x *DriveCountersResponse) Reset() {
 	*x = DriveCountersResponse{}
-	mi := &file_block_proto_msgTypes[21]
+	mi := &file_block_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1499,7 @@ func (x *DriveCountersResponse) String() string {
 func (*DriveCountersResponse) ProtoMessage() {}
 
 func (x *DriveCountersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[21]
+	mi := &file_block_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1512,7 @@ func (x *DriveCountersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriveCountersResponse.ProtoReflect.Descriptor instead.
 func (*DriveCountersResponse) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{21}
+	return file_block_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DriveCountersResponse) GetDrives() []*DriveCounters {
@@ -1436,7 +1545,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_block_proto_msgTypes[22]
+	mi := &file_block_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1557,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_block_proto_msgTypes[22]
+	mi := &file_block_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1570,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_block_proto_rawDescGZIP(), []int{22}
+	return file_block_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ErrorDetail) GetKind() ErrorDetail_Kind {
@@ -1527,7 +1636,14 @@ const file_block_proto_rawDesc = "" +
 	"\bdrive_id\x18\x01 \x01(\rR\adriveId\x122\n" +
 	"\x06header\x18\x02 \x01(\v2\x1a.weft.block.v1.BlockHeaderR\x06header\x12\x16\n" +
 	"\x06length\x18\x03 \x01(\x03R\x06length\"\r\n" +
-	"\vPutResponse\"r\n" +
+	"\vPutResponse\"\x96\x01\n" +
+	"\fAdoptRequest\x12\x19\n" +
+	"\bdrive_id\x18\x01 \x01(\rR\adriveId\x122\n" +
+	"\x06header\x18\x02 \x01(\v2\x1a.weft.block.v1.BlockHeaderR\x06header\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\x03R\x06length\x12\x1f\n" +
+	"\vstaged_name\x18\x04 \x01(\tR\n" +
+	"stagedName\"\x0f\n" +
+	"\rAdoptResponse\"r\n" +
 	"\n" +
 	"GetRequest\x12\x19\n" +
 	"\bdrive_id\x18\x01 \x01(\rR\adriveId\x12\x19\n" +
@@ -1614,7 +1730,7 @@ const file_block_proto_rawDesc = "" +
 	"\fNEWER_FORMAT\x10\x06\x12\x11\n" +
 	"\rUNKNOWN_DRIVE\x10\a\x12\n" +
 	"\n" +
-	"\x06CLOSED\x10\b2\xca\x04\n" +
+	"\x06CLOSED\x10\b2\x8e\x05\n" +
 	"\fBlockService\x12>\n" +
 	"\x03Put\x12\x19.weft.block.v1.PutRequest\x1a\x1a.weft.block.v1.PutResponse(\x01\x12;\n" +
 	"\x03Get\x12\x19.weft.block.v1.GetRequest\x1a\x17.weft.block.v1.GetChunk0\x01\x12E\n" +
@@ -1624,7 +1740,8 @@ const file_block_proto_rawDesc = "" +
 	"\x06Verify\x12\x1c.weft.block.v1.VerifyRequest\x1a\x1d.weft.block.v1.VerifyResponse\x12Q\n" +
 	"\n" +
 	"DriveUsage\x12 .weft.block.v1.DriveUsageRequest\x1a!.weft.block.v1.DriveUsageResponse\x12Z\n" +
-	"\rDriveCounters\x12#.weft.block.v1.DriveCountersRequest\x1a$.weft.block.v1.DriveCountersResponseB(Z&github.com/weftfs/weft/internal/rpc/pbb\x06proto3"
+	"\rDriveCounters\x12#.weft.block.v1.DriveCountersRequest\x1a$.weft.block.v1.DriveCountersResponse\x12B\n" +
+	"\x05Adopt\x12\x1b.weft.block.v1.AdoptRequest\x1a\x1c.weft.block.v1.AdoptResponseB(Z&github.com/weftfs/weft/internal/rpc/pbb\x06proto3"
 
 var (
 	file_block_proto_rawDescOnce sync.Once
@@ -1639,65 +1756,70 @@ func file_block_proto_rawDescGZIP() []byte {
 }
 
 var file_block_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_block_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_block_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_block_proto_goTypes = []any{
 	(ErrorDetail_Kind)(0),         // 0: weft.block.v1.ErrorDetail.Kind
 	(*BlockHeader)(nil),           // 1: weft.block.v1.BlockHeader
 	(*PutRequest)(nil),            // 2: weft.block.v1.PutRequest
 	(*PutStart)(nil),              // 3: weft.block.v1.PutStart
 	(*PutResponse)(nil),           // 4: weft.block.v1.PutResponse
-	(*GetRequest)(nil),            // 5: weft.block.v1.GetRequest
-	(*GetChunk)(nil),              // 6: weft.block.v1.GetChunk
-	(*DeleteRequest)(nil),         // 7: weft.block.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 8: weft.block.v1.DeleteResponse
-	(*StatRequest)(nil),           // 9: weft.block.v1.StatRequest
-	(*StatResponse)(nil),          // 10: weft.block.v1.StatResponse
-	(*ListRequest)(nil),           // 11: weft.block.v1.ListRequest
-	(*BlockInfo)(nil),             // 12: weft.block.v1.BlockInfo
-	(*ListResponse)(nil),          // 13: weft.block.v1.ListResponse
-	(*VerifyRequest)(nil),         // 14: weft.block.v1.VerifyRequest
-	(*VerifyResponse)(nil),        // 15: weft.block.v1.VerifyResponse
-	(*DriveUsageRequest)(nil),     // 16: weft.block.v1.DriveUsageRequest
-	(*DriveUsage)(nil),            // 17: weft.block.v1.DriveUsage
-	(*DriveUsageResponse)(nil),    // 18: weft.block.v1.DriveUsageResponse
-	(*DriveCountersRequest)(nil),  // 19: weft.block.v1.DriveCountersRequest
-	(*OpStats)(nil),               // 20: weft.block.v1.OpStats
-	(*DriveCounters)(nil),         // 21: weft.block.v1.DriveCounters
-	(*DriveCountersResponse)(nil), // 22: weft.block.v1.DriveCountersResponse
-	(*ErrorDetail)(nil),           // 23: weft.block.v1.ErrorDetail
+	(*AdoptRequest)(nil),          // 5: weft.block.v1.AdoptRequest
+	(*AdoptResponse)(nil),         // 6: weft.block.v1.AdoptResponse
+	(*GetRequest)(nil),            // 7: weft.block.v1.GetRequest
+	(*GetChunk)(nil),              // 8: weft.block.v1.GetChunk
+	(*DeleteRequest)(nil),         // 9: weft.block.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 10: weft.block.v1.DeleteResponse
+	(*StatRequest)(nil),           // 11: weft.block.v1.StatRequest
+	(*StatResponse)(nil),          // 12: weft.block.v1.StatResponse
+	(*ListRequest)(nil),           // 13: weft.block.v1.ListRequest
+	(*BlockInfo)(nil),             // 14: weft.block.v1.BlockInfo
+	(*ListResponse)(nil),          // 15: weft.block.v1.ListResponse
+	(*VerifyRequest)(nil),         // 16: weft.block.v1.VerifyRequest
+	(*VerifyResponse)(nil),        // 17: weft.block.v1.VerifyResponse
+	(*DriveUsageRequest)(nil),     // 18: weft.block.v1.DriveUsageRequest
+	(*DriveUsage)(nil),            // 19: weft.block.v1.DriveUsage
+	(*DriveUsageResponse)(nil),    // 20: weft.block.v1.DriveUsageResponse
+	(*DriveCountersRequest)(nil),  // 21: weft.block.v1.DriveCountersRequest
+	(*OpStats)(nil),               // 22: weft.block.v1.OpStats
+	(*DriveCounters)(nil),         // 23: weft.block.v1.DriveCounters
+	(*DriveCountersResponse)(nil), // 24: weft.block.v1.DriveCountersResponse
+	(*ErrorDetail)(nil),           // 25: weft.block.v1.ErrorDetail
 }
 var file_block_proto_depIdxs = []int32{
 	3,  // 0: weft.block.v1.PutRequest.start:type_name -> weft.block.v1.PutStart
 	1,  // 1: weft.block.v1.PutStart.header:type_name -> weft.block.v1.BlockHeader
-	1,  // 2: weft.block.v1.GetChunk.header:type_name -> weft.block.v1.BlockHeader
-	1,  // 3: weft.block.v1.StatResponse.header:type_name -> weft.block.v1.BlockHeader
-	12, // 4: weft.block.v1.ListResponse.blocks:type_name -> weft.block.v1.BlockInfo
-	17, // 5: weft.block.v1.DriveUsageResponse.drives:type_name -> weft.block.v1.DriveUsage
-	20, // 6: weft.block.v1.DriveCounters.read:type_name -> weft.block.v1.OpStats
-	20, // 7: weft.block.v1.DriveCounters.write:type_name -> weft.block.v1.OpStats
-	21, // 8: weft.block.v1.DriveCountersResponse.drives:type_name -> weft.block.v1.DriveCounters
-	0,  // 9: weft.block.v1.ErrorDetail.kind:type_name -> weft.block.v1.ErrorDetail.Kind
-	2,  // 10: weft.block.v1.BlockService.Put:input_type -> weft.block.v1.PutRequest
-	5,  // 11: weft.block.v1.BlockService.Get:input_type -> weft.block.v1.GetRequest
-	7,  // 12: weft.block.v1.BlockService.Delete:input_type -> weft.block.v1.DeleteRequest
-	9,  // 13: weft.block.v1.BlockService.Stat:input_type -> weft.block.v1.StatRequest
-	11, // 14: weft.block.v1.BlockService.List:input_type -> weft.block.v1.ListRequest
-	14, // 15: weft.block.v1.BlockService.Verify:input_type -> weft.block.v1.VerifyRequest
-	16, // 16: weft.block.v1.BlockService.DriveUsage:input_type -> weft.block.v1.DriveUsageRequest
-	19, // 17: weft.block.v1.BlockService.DriveCounters:input_type -> weft.block.v1.DriveCountersRequest
-	4,  // 18: weft.block.v1.BlockService.Put:output_type -> weft.block.v1.PutResponse
-	6,  // 19: weft.block.v1.BlockService.Get:output_type -> weft.block.v1.GetChunk
-	8,  // 20: weft.block.v1.BlockService.Delete:output_type -> weft.block.v1.DeleteResponse
-	10, // 21: weft.block.v1.BlockService.Stat:output_type -> weft.block.v1.StatResponse
-	13, // 22: weft.block.v1.BlockService.List:output_type -> weft.block.v1.ListResponse
-	15, // 23: weft.block.v1.BlockService.Verify:output_type -> weft.block.v1.VerifyResponse
-	18, // 24: weft.block.v1.BlockService.DriveUsage:output_type -> weft.block.v1.DriveUsageResponse
-	22, // 25: weft.block.v1.BlockService.DriveCounters:output_type -> weft.block.v1.DriveCountersResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	1,  // 2: weft.block.v1.AdoptRequest.header:type_name -> weft.block.v1.BlockHeader
+	1,  // 3: weft.block.v1.GetChunk.header:type_name -> weft.block.v1.BlockHeader
+	1,  // 4: weft.block.v1.StatResponse.header:type_name -> weft.block.v1.BlockHeader
+	14, // 5: weft.block.v1.ListResponse.blocks:type_name -> weft.block.v1.BlockInfo
+	19, // 6: weft.block.v1.DriveUsageResponse.drives:type_name -> weft.block.v1.DriveUsage
+	22, // 7: weft.block.v1.DriveCounters.read:type_name -> weft.block.v1.OpStats
+	22, // 8: weft.block.v1.DriveCounters.write:type_name -> weft.block.v1.OpStats
+	23, // 9: weft.block.v1.DriveCountersResponse.drives:type_name -> weft.block.v1.DriveCounters
+	0,  // 10: weft.block.v1.ErrorDetail.kind:type_name -> weft.block.v1.ErrorDetail.Kind
+	2,  // 11: weft.block.v1.BlockService.Put:input_type -> weft.block.v1.PutRequest
+	7,  // 12: weft.block.v1.BlockService.Get:input_type -> weft.block.v1.GetRequest
+	9,  // 13: weft.block.v1.BlockService.Delete:input_type -> weft.block.v1.DeleteRequest
+	11, // 14: weft.block.v1.BlockService.Stat:input_type -> weft.block.v1.StatRequest
+	13, // 15: weft.block.v1.BlockService.List:input_type -> weft.block.v1.ListRequest
+	16, // 16: weft.block.v1.BlockService.Verify:input_type -> weft.block.v1.VerifyRequest
+	18, // 17: weft.block.v1.BlockService.DriveUsage:input_type -> weft.block.v1.DriveUsageRequest
+	21, // 18: weft.block.v1.BlockService.DriveCounters:input_type -> weft.block.v1.DriveCountersRequest
+	5,  // 19: weft.block.v1.BlockService.Adopt:input_type -> weft.block.v1.AdoptRequest
+	4,  // 20: weft.block.v1.BlockService.Put:output_type -> weft.block.v1.PutResponse
+	8,  // 21: weft.block.v1.BlockService.Get:output_type -> weft.block.v1.GetChunk
+	10, // 22: weft.block.v1.BlockService.Delete:output_type -> weft.block.v1.DeleteResponse
+	12, // 23: weft.block.v1.BlockService.Stat:output_type -> weft.block.v1.StatResponse
+	15, // 24: weft.block.v1.BlockService.List:output_type -> weft.block.v1.ListResponse
+	17, // 25: weft.block.v1.BlockService.Verify:output_type -> weft.block.v1.VerifyResponse
+	20, // 26: weft.block.v1.BlockService.DriveUsage:output_type -> weft.block.v1.DriveUsageResponse
+	24, // 27: weft.block.v1.BlockService.DriveCounters:output_type -> weft.block.v1.DriveCountersResponse
+	6,  // 28: weft.block.v1.BlockService.Adopt:output_type -> weft.block.v1.AdoptResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_block_proto_init() }
@@ -1715,7 +1837,7 @@ func file_block_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_block_proto_rawDesc), len(file_block_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	BlockService_Verify_FullMethodName        = "/weft.block.v1.BlockService/Verify"
 	BlockService_DriveUsage_FullMethodName    = "/weft.block.v1.BlockService/DriveUsage"
 	BlockService_DriveCounters_FullMethodName = "/weft.block.v1.BlockService/DriveCounters"
+	BlockService_Adopt_FullMethodName         = "/weft.block.v1.BlockService/Adopt"
 )
 
 // BlockServiceClient is the client API for BlockService service.
@@ -63,6 +64,13 @@ type BlockServiceClient interface {
 	DriveUsage(ctx context.Context, in *DriveUsageRequest, opts ...grpc.CallOption) (*DriveUsageResponse, error)
 	// DriveCounters returns I/O counter snapshots of every drive of the node.
 	DriveCounters(ctx context.Context, in *DriveCountersRequest, opts ...grpc.CallOption) (*DriveCountersResponse, error)
+	// Adopt takes in a block that a client on the node's machine wrote into
+	// the drive directory itself (a staged write): the node checks the staged
+	// file against the request, accounts for it and links it into place,
+	// durable before it returns, and removes the staged file whatever the
+	// outcome. Errors are those of Put, and INVALID_ARGUMENT for a staged
+	// file that is missing or does not hold the block announced.
+	Adopt(ctx context.Context, in *AdoptRequest, opts ...grpc.CallOption) (*AdoptResponse, error)
 }
 
 type blockServiceClient struct {
@@ -165,6 +173,16 @@ func (c *blockServiceClient) DriveCounters(ctx context.Context, in *DriveCounter
 	return out, nil
 }
 
+func (c *blockServiceClient) Adopt(ctx context.Context, in *AdoptRequest, opts ...grpc.CallOption) (*AdoptResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdoptResponse)
+	err := c.cc.Invoke(ctx, BlockService_Adopt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BlockServiceServer is the server API for BlockService service.
 // All implementations must embed UnimplementedBlockServiceServer
 // for forward compatibility.
@@ -196,6 +214,13 @@ type BlockServiceServer interface {
 	DriveUsage(context.Context, *DriveUsageRequest) (*DriveUsageResponse, error)
 	// DriveCounters returns I/O counter snapshots of every drive of the node.
 	DriveCounters(context.Context, *DriveCountersRequest) (*DriveCountersResponse, error)
+	// Adopt takes in a block that a client on the node's machine wrote into
+	// the drive directory itself (a staged write): the node checks the staged
+	// file against the request, accounts for it and links it into place,
+	// durable before it returns, and removes the staged file whatever the
+	// outcome. Errors are those of Put, and INVALID_ARGUMENT for a staged
+	// file that is missing or does not hold the block announced.
+	Adopt(context.Context, *AdoptRequest) (*AdoptResponse, error)
 	mustEmbedUnimplementedBlockServiceServer()
 }
 
@@ -229,6 +254,9 @@ func (UnimplementedBlockServiceServer) DriveUsage(context.Context, *DriveUsageRe
 }
 func (UnimplementedBlockServiceServer) DriveCounters(context.Context, *DriveCountersRequest) (*DriveCountersResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DriveCounters not implemented")
+}
+func (UnimplementedBlockServiceServer) Adopt(context.Context, *AdoptRequest) (*AdoptResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Adopt not implemented")
 }
 func (UnimplementedBlockServiceServer) mustEmbedUnimplementedBlockServiceServer() {}
 func (UnimplementedBlockServiceServer) testEmbeddedByValue()                      {}
@@ -377,6 +405,24 @@ func _BlockService_DriveCounters_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BlockService_Adopt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdoptRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BlockServiceServer).Adopt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BlockService_Adopt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BlockServiceServer).Adopt(ctx, req.(*AdoptRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BlockService_ServiceDesc is the grpc.ServiceDesc for BlockService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -407,6 +453,10 @@ var BlockService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DriveCounters",
 			Handler:    _BlockService_DriveCounters_Handler,
+		},
+		{
+			MethodName: "Adopt",
+			Handler:    _BlockService_Adopt_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

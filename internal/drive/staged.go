@@ -1,0 +1,171 @@
+package drive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Staged writes. A client on the machine of the node that owns a drive
+// writes a block's bytes into the drive directory itself (Stage, on a
+// handle from OpenReadOnly) and then asks the owner, by a small RPC, to
+// take the file in (Adopt): the owner checks it, accounts for it and links
+// it into place. The data never crosses a socket, which on a machine that
+// runs both the client and the nodes (a local cluster, a protocol gateway
+// on a storage node) saves the copies in and out of the kernel that a
+// remote put costs on both sides; it is the write-side counterpart of the
+// short-circuit reads. The owner still decides: a staged file it refuses
+// (no space, a header that does not match, a name that is not a temp file
+// of that block) is removed and the put fails, as a refused Put would.
+//
+// A staged file is an ordinary temp file of the drive (tempPrefix), so one
+// left by a client that died between Stage and Adopt is removed by the
+// owner's next Open, like the temp file of an interrupted Put.
+
+// Stage writes block hdr.ID with data to a new temp file in the block's
+// directory — header and data in the block format, with O_DIRECT where the
+// drive's file system takes it, synced — and returns the file's name (a
+// base name) for the owner's Adopt. hdr's segment CRCs are used if it
+// carries them (see Put), else computed. Stage neither reserves capacity
+// nor counts the block: the owner does both at Adopt. It needs write access
+// to the drive directory; the error otherwise wraps fs.ErrPermission.
+func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string, error) {
+	if err := d.checkOpen(); err != nil {
+		return "", err
+	}
+	length := int64(len(data))
+	if hdr.ID.IsZero() {
+		return "", fmt.Errorf("%w: drive %v: stage: zero block id", ErrInvalid, d.ID())
+	}
+	if length > MaxBlockLength {
+		return "", fmt.Errorf("%w: drive %v stage block %v: length %d over %d", ErrInvalid, d.ID(), hdr.ID, length, MaxBlockLength)
+	}
+	need := int64(headerLength(segmentCount(length, SegmentSize))) + length
+	if err := d.checkSpace(need); err != nil {
+		return "", err
+	}
+	d.stageProbe.Do(func() {
+		if d.readOnly && probeDirect(d.path) == nil {
+			d.direct.Store(true)
+		}
+	})
+	dir, _ := d.blockPath(hdr.ID)
+	var moved int64
+	tmp, err := d.writeTemp(ctx, dir, &hdr, bytes.NewReader(data), data, length, d.useDirect(length), true, &moved)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Base(tmp), nil
+}
+
+// Unstage removes a staged file that will not be adopted (the Adopt RPC
+// failed in transit). A missing file is not an error: the owner removes
+// what it refuses.
+func (d *Drive) Unstage(id BlockID, name string) error {
+	tmp, err := d.stagedPath(id, name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("drive %v: removing staged block %v: %w", d.ID(), id, err)
+	}
+	return nil
+}
+
+// stagedPath returns the path of staged file name of block id, which must
+// be a temp file of that block in its directory.
+func (d *Drive) stagedPath(id BlockID, name string) (string, error) {
+	if id.IsZero() {
+		return "", fmt.Errorf("%w: drive %v: staged block: zero block id", ErrInvalid, d.ID())
+	}
+	prefix := tempPrefix + id.String() + "-"
+	if name != filepath.Base(name) || !strings.HasPrefix(name, prefix) || len(name) == len(prefix) {
+		return "", fmt.Errorf("%w: drive %v: %q is not a staged file of block %v (want %s<suffix>)", ErrInvalid, d.ID(), name, id, prefix)
+	}
+	dir, _ := d.blockPath(id)
+	return filepath.Join(dir, name), nil
+}
+
+// Adopt takes in the staged file name of block hdr.ID (see Stage): it
+// checks that the file is a complete block whose header matches hdr
+// (owner, stripe, unit, generation, length; segment CRCs if hdr carries
+// them) and length, that it fits the drive's Capacity and leaves the
+// reserve free, and links it into place with the durability of Put. The
+// staged file is removed whatever the outcome. Adopting a block that is
+// already stored with the same content succeeds (a retried write); with
+// other content it is ErrExists. A file that is missing or not a valid
+// block is ErrInvalid (or ErrCorrupt for a damaged header).
+func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length int64) (err error) {
+	if d.readOnly {
+		return fmt.Errorf("%w: drive %v (%s)", ErrReadOnly, d.ident.DriveID, d.path)
+	}
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	tmp, err := d.stagedPath(hdr.ID, name)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp) // a no-op error once linked and removed
+	if length < 0 || length > MaxBlockLength {
+		return fmt.Errorf("%w: drive %v adopt block %v: length %d outside [0, %d]", ErrInvalid, d.ID(), hdr.ID, length, MaxBlockLength)
+	}
+	start := d.counters.begin(OpWrite)
+	var moved int64
+	defer func() { d.counters.end(OpWrite, start, moved, err != nil) }()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("drive %v: adopt block %v: %w", d.ID(), hdr.ID, err)
+	}
+
+	staged, info, err := d.readHeaderFile(tmp, hdr.ID)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: drive %v: staged file %s of block %v is missing", ErrInvalid, d.ID(), name, hdr.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%w: drive %v: staged file %s of block %v is not a regular file", ErrInvalid, d.ID(), name, hdr.ID)
+	}
+	if staged.Owner != hdr.Owner || staged.Stripe != hdr.Stripe || staged.Unit != hdr.Unit ||
+		staged.Generation != hdr.Generation || staged.Length != length ||
+		(len(hdr.SegmentCRCs) > 0 && !slices.Equal(staged.SegmentCRCs, hdr.SegmentCRCs)) {
+		return fmt.Errorf("%w: drive %v: staged file %s does not hold the block announced: header owner %d stripe %d unit %d generation %d length %d, adopt names owner %d stripe %d unit %d generation %d length %d",
+			ErrInvalid, d.ID(), name, staged.Owner, staged.Stripe, staged.Unit, staged.Generation, staged.Length,
+			hdr.Owner, hdr.Stripe, hdr.Unit, hdr.Generation, length)
+	}
+
+	_, final := d.blockPath(hdr.ID)
+	if stored, _, err := d.readHeaderFile(final, hdr.ID); err == nil {
+		if sameContent(stored, staged.Length, staged.SegmentCRCs) {
+			return nil
+		}
+		return fmt.Errorf("%w: drive %v block %v is stored with other content", ErrExists, d.ID(), hdr.ID)
+	} else if !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: drive %v block %v: the stored copy is unreadable: %v", ErrExists, d.ID(), hdr.ID, err)
+	}
+
+	size := info.Size()
+	if err := d.reserveCapacity(size); err != nil {
+		return err
+	}
+	var stored bool
+	defer func() { d.releaseCapacity(size, stored) }()
+	// The staged bytes are already on the file system: what must hold is
+	// that they left the drive's reserve untouched.
+	if err := d.checkSpace(1); err != nil {
+		return err
+	}
+	// Stage synced the data; link makes the block's name durable.
+	stored, err = d.link(tmp, final, staged)
+	if stored {
+		moved = size
+	}
+	return err
+}
