@@ -116,7 +116,8 @@ func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byt
 
 // putUnit writes one unit as block u.unit.Block on drive u.unit.Drive,
 // carrying its segment CRCs segs (drive.AppendSegmentCRCs of data; nil:
-// the node computes them).
+// the node computes them). A unit for a drive on this machine is staged in
+// the drive directory and adopted by its node (see stageUnit).
 func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte, segs []uint32) error {
 	bc, err := c.blocks(ctx, u.node)
 	if err != nil {
@@ -130,11 +131,65 @@ func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte
 	if segs != nil {
 		hdr.SegmentSize, hdr.SegmentCRCs = drive.SegmentSize, segs
 	}
-	if err := bc.Put(ctx, drive.ID(u.unit.Drive), hdr, data); err != nil {
+	if staged, err := c.stageUnit(ctx, u, bc, hdr, data); staged {
+		if err != nil {
+			return c.unitErr(err)
+		}
+	} else if err := bc.Put(ctx, drive.ID(u.unit.Drive), hdr, data); err != nil {
 		return c.unitErr(err)
 	}
 	c.st.unitBytesWritten.Add(int64(len(data)))
 	return nil
+}
+
+// blockAdopter is implemented by block clients that can ask a node to
+// adopt a staged block (*block.Client does).
+type blockAdopter interface {
+	Adopt(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, staged string) error
+}
+
+// stageUnit writes a unit of a drive on this machine without sending its
+// bytes to the node: it writes the block file into the drive directory
+// itself (drive.Drive.Stage, through the handle of the short-circuit
+// reads) and asks the node to adopt it, which checks and accounts for it
+// as for a Put. staged reports whether it took the unit; if not (no local
+// drive, local writes refused), the caller puts it through the node. A
+// drive whose directory refuses the staging (permissions, a read-only
+// mount) is written through its node for localRetry.
+func (c *Client) stageUnit(ctx context.Context, u unitRef, bc BlockClient, hdr drive.BlockHeader, data []byte) (staged bool, err error) {
+	ad, ok := bc.(blockAdopter)
+	if !ok {
+		return false, nil
+	}
+	ld := c.localDrive(u)
+	if ld == nil {
+		return false, nil
+	}
+	c.mu.Lock()
+	until, off := c.noStage[u.unit.Drive]
+	c.mu.Unlock()
+	if off && time.Now().Before(until) {
+		return false, nil
+	}
+	name, err := ld.Stage(ctx, hdr, data)
+	if err != nil {
+		if errors.Is(err, drive.ErrNoSpace) {
+			return true, err
+		}
+		c.mu.Lock()
+		c.noStage[u.unit.Drive] = time.Now().Add(localRetry)
+		c.mu.Unlock()
+		c.log.Debug("local writes off for a drive", "drive", u.unit.Drive, "path", ld.Path(), "err", err)
+		return false, nil
+	}
+	if err := ad.Adopt(ctx, drive.ID(u.unit.Drive), hdr, int64(len(data)), name); err != nil {
+		// The node removes what it refuses; after a transport error the
+		// file may be left, and goes now (or at the node's next start).
+		ld.Unstage(hdr.ID, name)
+		return true, err
+	}
+	c.st.localWrites.Add(1)
+	return true, nil
 }
 
 // unitErr counts a failed unit RPC and, if it says the node or drive is
@@ -220,7 +275,7 @@ func (b *bufPool) pool(n int) *sync.Pool {
 const localRetry = 30 * time.Second
 
 // localDrive returns the drive of u opened read-only when it is on this
-// machine and local reads are on, or nil (read through the block service).
+// machine and local I/O is on, or nil (through the block service).
 // A drive whose directory cannot be opened as that drive of this cluster
 // (another machine's path, a replaced disk) is not tried again for a while.
 func (c *Client) localDrive(u unitRef) *drive.Drive {

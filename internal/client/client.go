@@ -26,7 +26,7 @@ const (
 	DefaultMaxDirty = 64 << 20
 	// DefaultWriteBehind is the number of stripes one Client writes out at
 	// once (each to K+M drives in parallel).
-	DefaultWriteBehind = 4
+	DefaultWriteBehind = 8
 	// DefaultCacheBytes bounds the stripe data a Client caches for
 	// sequential readers, over all files.
 	DefaultCacheBytes = 256 << 20
@@ -89,11 +89,12 @@ type Config struct {
 	// Dial connects to a node's block service; nil means block.Dial. Tests
 	// use it to inject faults.
 	Dial func(addr string) (BlockClient, error)
-	// ClusterID enables short-circuit reads: units on drives of nodes on
-	// this machine (DriveState.LocalPath) are read straight from the drive
-	// directory, after checking that it holds that drive of this cluster,
-	// with the same checksum checks; "" reads everything through the
-	// block services. Writes always go through the block services.
+	// ClusterID enables short-circuit I/O with drives of nodes on this
+	// machine (DriveState.LocalPath), after checking that the directory
+	// holds that drive of this cluster: units are read straight from the
+	// drive directory, with the same checksum checks, and written into it
+	// and adopted by the node (staged writes, see stageUnit); "" reads
+	// and writes everything through the block services.
 	ClusterID string
 }
 
@@ -160,6 +161,9 @@ type Client struct {
 	clusterID string
 	local     map[meta.DriveID]*drive.Drive
 	noLocal   map[meta.DriveID]time.Time
+	// Staged writes: drives whose directory refused one, with when to
+	// try again.
+	noStage map[meta.DriveID]time.Time
 }
 
 // New returns a Client. It fails with an error wrapping ErrInvalid when
@@ -187,6 +191,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
 		clusterID: cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
+		noStage: map[meta.DriveID]time.Time{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

@@ -675,7 +675,7 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 		var wg sync.WaitGroup
 		for j, t := range placed {
 			units[j] = meta.Unit{Drive: meta.DriveID(drives[j]), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(l.UnitLen), CRC: crcs[t.unit]}
-			ref := unitRef{lin: rq.lin, stripe: s.Index, index: t.unit, unit: units[j], node: dnodes[j]}
+			ref := unitRef{lin: rq.lin, stripe: s.Index, index: t.unit, unit: units[j], node: dnodes[j], local: view.local(units[j].Drive)}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

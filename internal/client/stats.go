@@ -50,6 +50,10 @@ type Stats struct {
 	// LocalReads is the number of unit reads served straight from a drive
 	// on this machine (short-circuit), not through a block service.
 	LocalReads int64
+	// LocalWrites is the number of units written straight into a drive on
+	// this machine and adopted by its node (a staged write), not sent
+	// through a block service.
+	LocalWrites int64
 }
 
 // counters are the live Stats.
@@ -57,7 +61,7 @@ type counters struct {
 	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
 	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
 	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
-	localReads                                                     atomic.Int64
+	localReads, localWrites                                        atomic.Int64
 	seq                                                            atomic.Uint64 // random stream ids
 	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
 }
@@ -72,7 +76,7 @@ func (c *Client) Stats() Stats {
 		DegradedReads: s.degraded.Load(), UnitErrors: s.unitErrors.Load(), CorruptUnits: s.corrupt.Load(),
 		PutRetries: s.putRetries.Load(), Conflicts: s.conflicts.Load(), OrphansEnqueued: s.orphans.Load(),
 		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
-		LocalReads: s.localReads.Load(),
+		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(),
 	}
 }
 

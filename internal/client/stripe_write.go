@@ -202,10 +202,10 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		errs := make([]error, len(pending))
 		var wg sync.WaitGroup
 		for k, i := range pending {
+			u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i], local: view.local(units[i].Drive)}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i]}
 				errs[k] = c.putUnit(ctx, u, gen, shards[i], segs[i])
 			}()
 		}
