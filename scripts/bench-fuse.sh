@@ -12,12 +12,16 @@
 #              meta (default: all). The fio tests read the files seqwrite
 #              leaves, so any fio test also runs (and reports) seqwrite.
 #   WEFT_BIN   a weft binary to measure instead of building this checkout
+#   SETTLE     seconds to wait after a round's files are deleted, once weft
+#              has freed their blocks, before the next round (default 35;
+#              see "Clean slate" in docs/benchmarks.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${BENCH_DIR:-$(mktemp -d /var/tmp/weft-fuse-bench.XXXXXX)}
 size=${SIZE:-2g}
 runtime=${RUNTIME:-15}
 files=${FILES:-10000}
+settle=${SETTLE:-35}
 tests=" ${TESTS:-seqwrite seqread randread randwrite meta} "
 fio_tests=false
 for t in $tests; do
@@ -47,6 +51,20 @@ for i in $(seq 1 120); do grep -q '^ready:' "$work/up.log" && grep -q '^mounted:
 grep -q '^ready:' "$work/up.log" || { cat "$work/up.log"; exit 1; }
 
 dropcaches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+admin=$(sed -n 's/^ready: admin=http:\/\/\([^ ]*\).*/\1/p' "$work/up.log")
+# cleanslate waits until weft has freed the blocks of deleted files (its
+# deletes are queued and done in the background; a raw directory's and the
+# loopback's are done by rm itself), then SETTLE seconds.
+cleanslate() {
+  local used
+  for _ in $(seq 1 300); do
+    used=$("$weft" --admin "$admin" status --json | python3 -c 'import json,sys;print(json.load(sys.stdin)["used_bytes"])')
+    [ "$used" -eq 0 ] && break
+    sleep 1
+  done
+  [ "$used" -eq 0 ] || echo "bench-fuse: weft still holds $used bytes of deleted files after 300 s" >&2
+  sleep "$settle"
+}
 # fio TARGET NAME ARGS… → prints "MB/s IOPS"
 fiorun() {
   local dir=$1 name=$2; shift 2
@@ -72,6 +90,7 @@ $fio_tests && for target in raw loop weft; do
     [[ $tests == *" randread "* ]] && res[$target,randread,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=randread --bs=4k --size="$per" --numjobs=$jobs --time_based --runtime="$runtime")
     [[ $tests == *" randwrite "* ]] && res[$target,randwrite,$jobs]=$(fiorun "$dir" "sw-$target-$jobs" --rw=randwrite --bs=4k --size="$per" --numjobs=$jobs --time_based --runtime="$runtime" --end_fsync=1)
     rm -f "$dir"/sw-*
+    cleanslate
     dropcaches
   done
 done

@@ -25,8 +25,9 @@ const (
 	// WriteAt waits for write-out.
 	DefaultMaxDirty = 64 << 20
 	// DefaultWriteBehind is the number of stripes one Client writes out at
-	// once (each to K+M drives in parallel).
-	DefaultWriteBehind = 8
+	// once (each to K+M drives in parallel), over all its open files: 16
+	// stripes of ec:4+2 with 1 MiB units hold 96 MiB of buffers.
+	DefaultWriteBehind = 16
 	// DefaultCacheBytes bounds the stripe data a Client caches for
 	// sequential readers, over all files.
 	DefaultCacheBytes = 256 << 20
