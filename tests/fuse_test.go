@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,6 +321,42 @@ func TestMount(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(mnt, "across")); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("unlinked name still there: %v", err)
 		}
+	})
+
+	// A mount on the nodes' machine writes their units into the drive
+	// directories itself and has the nodes adopt them (staged writes): the
+	// mount's metrics count them, the data reads back through another
+	// mount, and no staged file stays behind.
+	t.Run("staged writes", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		other := filepath.Join(filepath.Dir(mnt), "mnt-staged")
+		c.MountWith(other, []string{"--metrics", addr})
+		data := randBytes(67, 9*unit+5)
+		writeFile(t, filepath.Join(other, "staged"), data)
+		checkFile(t, filepath.Join(mnt, "staged"), data)
+		resp, err := http.Get("http://" + addr + "/metrics")
+		must(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		must(t, err)
+		var local, written float64
+		for _, line := range strings.Split(string(body), "\n") {
+			fmt.Sscanf(line, `weft_mount_local_units_total{op="write"} %g`, &local)
+			fmt.Sscanf(line, `weft_mount_bytes_total{op="write"} %g`, &written)
+		}
+		// 9 MiB + 5 B: 3 stripes, 2 whole and a short one, all local.
+		if local < 12 || written != float64(len(data)) {
+			t.Fatalf("metrics after a staged write: %g local unit writes, %g bytes written\n%s", local, written, body)
+		}
+		filepath.WalkDir(c.Dir, func(path string, e fs.DirEntry, err error) error {
+			if err == nil && strings.HasPrefix(e.Name(), ".tmp-") {
+				t.Errorf("staged file left behind: %s", path)
+			}
+			return nil
+		})
 	})
 
 	// Creates and unlinks are written back (acknowledged before their

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/kv/kvcache"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -71,12 +72,68 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 	metric("delegations", prometheus.GaugeValue, float64(c.m.Delegations()))
 }
 
+// dataCollector exports a mount's file I/O (client.Stats):
+//
+//	weft_mount_bytes_total{op}                 file bytes read and written
+//	weft_mount_unit_bytes_total{op}            unit (block) bytes read and written, parity included
+//	weft_mount_local_units_total{op}           units read from or written to a drive on this machine directly (short-circuit read, staged write)
+//	weft_mount_stripes_written_total           stripes written
+//	weft_mount_underprotected_writes_total     stripes written with fewer units than their protection wants
+//	weft_mount_degraded_reads_total            stripe reads rebuilt from parity
+//	weft_mount_unit_errors_total               unit reads and writes that failed
+//	weft_mount_corrupt_units_total             units found corrupt
+type dataCollector struct {
+	c    *client.Client
+	desc map[string]*prometheus.Desc
+}
+
+func newDataCollector(c *client.Client) *dataCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &dataCollector{c: c, desc: map[string]*prometheus.Desc{
+		"bytes":          d("weft_mount_bytes_total", "File bytes read and written through the mount.", "op"),
+		"unit_bytes":     d("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
+		"local":          d("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
+		"stripes":        d("weft_mount_stripes_written_total", "Stripes written."),
+		"underprotected": d("weft_mount_underprotected_writes_total", "Stripes written with fewer units than their protection wants (left for repair)."),
+		"degraded":       d("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
+		"unit_errors":    d("weft_mount_unit_errors_total", "Unit reads and writes that failed."),
+		"corrupt":        d("weft_mount_corrupt_units_total", "Units found corrupt (checksum or identity mismatch)."),
+	}}
+}
+
+func (c *dataCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.desc {
+		ch <- d
+	}
+}
+
+func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.c.Stats()
+	counter := func(name string, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.desc[name], prometheus.CounterValue, float64(v), labels...)
+	}
+	counter("bytes", st.BytesRead, "read")
+	counter("bytes", st.BytesWritten, "write")
+	counter("unit_bytes", st.UnitBytesRead, "read")
+	counter("unit_bytes", st.UnitBytesWritten, "write")
+	counter("local", st.LocalReads, "read")
+	counter("local", st.LocalWrites, "write")
+	counter("stripes", st.StripesWritten)
+	counter("underprotected", st.UnderProtectedWrites)
+	counter("degraded", st.DegradedReads)
+	counter("unit_errors", st.UnitErrors)
+	counter("corrupt", st.CorruptUnits)
+}
+
 // serveMetrics serves /metrics at addr until stop is called.
-func serveMetrics(addr string, m *meta.Meta, log *slog.Logger) (stop func(), err error) {
+func serveMetrics(addr string, m *meta.Meta, c *client.Client, log *slog.Logger) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	if c, ok := m.Store().(*kvcache.Store); ok {
 		reg.MustRegister(newMetaCollector(m, c))
 	}
+	reg.MustRegister(newDataCollector(c))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -99,19 +99,19 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if o.Metrics != "" {
-		stop, err := serveMetrics(o.Metrics, m, o.Log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	topo := client.NewClusterTopology(store, time.Second)
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID()})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if o.Metrics != "" {
+		stop, err := serveMetrics(o.Metrics, m, c, o.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fs := vfs.New(vfs.Config{Meta: m, Client: c, Session: meta.SessionID(sess.Lease()), Capacity: capacity(store), Log: o.Log})
 	mnt, err := fuse.New(fs, dir, fuse.Options{FsName: "weft:" + store.ClusterID()[:8], AllowOther: o.AllowOther, Debug: o.Debug, Log: o.Log})
 	if err != nil {

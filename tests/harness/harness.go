@@ -308,12 +308,17 @@ func (c *Cluster) MountAt(dir string) { c.MountAtEnv(dir) }
 
 // MountAtEnv is MountAt with extra environment variables for the mount
 // process (WEFT_FAILPOINTS=..., say).
-func (c *Cluster) MountAtEnv(dir string, env ...string) {
+func (c *Cluster) MountAtEnv(dir string, env ...string) { c.MountWith(dir, nil, env...) }
+
+// MountWith is MountAt with extra flags of `weft mount` and environment
+// variables for the mount process.
+func (c *Cluster) MountWith(dir string, flags []string, env ...string) {
 	c.tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.tb.Fatal(err)
 	}
-	cmd := exec.Command(Binary(c.tb), "--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn", dir)
+	args := append([]string{"--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn"}, flags...)
+	cmd := exec.Command(Binary(c.tb), append(args, dir)...)
 	cmd.Env = append(os.Environ(), env...)
 	out := &lockedBuf{}
 	pr, pw, err := os.Pipe()
