@@ -73,7 +73,8 @@ fiorun() {
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 op = "write" if j["write"]["io_bytes"] > 0 else "read"
-print("%.0f %.0f" % (j[op]["bw_bytes"] / 1e6, j[op]["iops"]))
+mbs = j[op]["bw_bytes"] / 1e6
+print("%s %.0f" % ("%.0f" % mbs if mbs >= 10 else "%.2f" % mbs, j[op]["iops"]))
 PY
 }
 
@@ -101,7 +102,7 @@ for t in seqwrite seqread randread randwrite; do
   [[ $tests == *" $t "* ]] || continue
   for jobs in 1 4; do
     read -r r _ <<<"${res[raw,$t,$jobs]}"; read -r l _ <<<"${res[loop,$t,$jobs]}"; read -r w wi <<<"${res[weft,$t,$jobs]}"
-    printf "| %s | %s | %s | %s | %s | %.2f | %.2f | %s |\n" "$t" "$jobs" "$r" "$l" "$w" "$(echo "$w/$l" | bc -l)" "$(echo "$w/$r" | bc -l)" "$wi"
+    printf "| %s | %s | %s | %s | %s | %.3f | %.3f | %s |\n" "$t" "$jobs" "$r" "$l" "$w" "$(echo "$w/$l" | bc -l)" "$(echo "$w/$r" | bc -l)" "$wi"
   done
 done
 

@@ -90,15 +90,17 @@ type Store struct {
 
 	// Write-back (writeback.go): deferred transactions in order, the
 	// overlay of their writes, and how far commits have got.
-	overlay    *btree.BTreeG[*ovEntry]
-	queue      []*deferred
-	inFlight   int
-	seq        uint64 // last deferred transaction
-	settled    uint64 // every transaction up to it is committed or dropped
-	settledCh  chan struct{}
-	dropped    []error
-	lastCommit int64 // revision of this Store's newest commit
-	wbClosed   bool
+	overlay  *btree.BTreeG[*ovEntry]
+	queue    []*deferred
+	inFlight int
+	seq      uint64 // last deferred transaction
+	settled  uint64 // every transaction up to it is committed or dropped
+	// flushTarget is the latest seq a Flush waits for.
+	flushTarget uint64
+	settledCh   chan struct{}
+	dropped     []error
+	lastCommit  int64 // revision of this Store's newest commit
+	wbClosed    bool
 
 	deferMu                         sync.Mutex // one local run at a time
 	wbWake, wbUrgent                chan struct{}

@@ -95,7 +95,7 @@ func (s *Store) Defer(ctx context.Context, fn func(kv.Tx) error) (bool, error) {
 		s.overlay.ReplaceOrInsert(&ovEntry{w: w, seq: seq})
 	}
 	s.queue = append(s.queue, &deferred{seq: seq, fn: fn})
-	full := len(s.queue) >= maxBatch
+	full := len(s.queue) >= s.batchLimit()
 	s.deferredN.Add(1)
 	s.mu.Unlock()
 	select {
@@ -114,6 +114,7 @@ func (s *Store) Defer(ctx context.Context, fn func(kv.Tx) error) (bool, error) {
 func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	target := s.seq
+	s.flushTarget = max(s.flushTarget, target)
 	s.mu.Unlock()
 	s.hurry()
 	for {
@@ -183,28 +184,58 @@ func (s *Store) CatchUp(ctx context.Context) error {
 // operations themselves.
 const GroupDelay = 5 * time.Millisecond
 
-// flusher commits deferred transactions until ctx ends.
+// flusher commits deferred transactions until ctx ends. Each batch waits
+// GroupDelay from when the flusher turns to it, so that under a steady
+// stream of operations every commit carries GroupDelay's worth of them
+// (not just those that arrived during the previous commit); a Flush
+// waiting, or a full batch, skips the wait.
 func (s *Store) flusher(ctx context.Context) {
 	defer close(s.wbDone)
 	t := time.NewTimer(GroupDelay)
 	t.Stop()
 	for {
-		for s.commitNext(ctx) {
+		queued, hurried := s.flushState()
+		if queued == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.wbWake:
+			case <-s.wbUrgent:
+			}
+			continue
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wbWake:
+		if !hurried {
+			t.Reset(GroupDelay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-s.wbUrgent:
+			case <-t.C:
+			}
+			t.Stop()
 		}
-		t.Reset(GroupDelay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wbUrgent:
-		case <-t.C:
-		}
-		t.Stop()
+		s.commitNext(ctx)
 	}
+}
+
+// flushState returns how many deferred transactions are queued, and
+// whether the next batch must go at once: a Flush waits for one of them,
+// or a whole batch is queued.
+func (s *Store) flushState() (queued int, hurried bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	queued = len(s.queue)
+	return queued, queued >= s.batchLimit() || (queued > 0 && s.flushTarget >= s.queue[0].seq)
+}
+
+// batchLimit is the most deferred transactions committed together.
+func (s *Store) batchLimit() int {
+	limit := maxBatch
+	if ops := s.cfg.Options.Limits.MaxOps; ops > 0 {
+		limit = max(1, min(limit, ops/4)) // a create writes and compares a few keys
+	}
+	return limit
 }
 
 // hurry makes the flusher commit now.
@@ -218,12 +249,8 @@ func (s *Store) hurry() {
 // commitNext commits the oldest batch of deferred transactions; it
 // reports false when there was none.
 func (s *Store) commitNext(ctx context.Context) bool {
-	limit := maxBatch
-	if ops := s.cfg.Options.Limits.MaxOps; ops > 0 {
-		limit = max(1, min(limit, ops/4)) // a create writes and compares a few keys
-	}
 	s.mu.Lock()
-	n := min(len(s.queue), limit)
+	n := min(len(s.queue), s.batchLimit())
 	batch := append([]*deferred(nil), s.queue[:n]...)
 	s.queue = s.queue[n:]
 	s.inFlight = n
