@@ -173,8 +173,8 @@ func (c *Client) stageUnit(ctx context.Context, u unitRef, bc BlockClient, hdr d
 	}
 	name, err := ld.Stage(ctx, hdr, data)
 	if err != nil {
-		if errors.Is(err, drive.ErrNoSpace) {
-			return true, err
+		if errors.Is(err, drive.ErrNoSpace) || ctx.Err() != nil {
+			return true, err // an answer about this put, not about staging
 		}
 		c.mu.Lock()
 		c.noStage[u.unit.Drive] = time.Now().Add(localRetry)

@@ -98,6 +98,20 @@ func (o *op) loadDirs(dirs, lins []LIN, extra ...[]byte) ([][]byte, error) {
 	return vals[:len(extra)], nil
 }
 
+// getDeleg reads directory dir's delegation record in tx; nil if there is
+// none.
+func getDeleg(tx kv.Tx, dir LIN) (*delegation, error) {
+	b, err := tx.Get(keyDeleg(dir))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	d, err := decodeDeleg(dir, b)
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
 // checkDeleg records directory dir's delegation record b and fails if
 // another session holds it.
 func (o *op) checkDeleg(dir LIN, b []byte) error {
@@ -175,19 +189,13 @@ func (m *Meta) recallWait(ctx context.Context, dir LIN) error {
 	for {
 		var cur *delegation
 		err := m.store.Update(ctx, func(tx kv.Tx) error {
-			cur = nil
-			b, err := tx.Get(keyDeleg(dir))
-			if err != nil || b == nil {
+			d, err := getDeleg(tx, dir)
+			if cur = d; err != nil || d == nil {
 				return err
 			}
-			d, err := decodeDeleg(dir, b)
-			if err != nil {
-				return err
-			}
-			cur = &d
 			if d.session != m.session && !d.recalled {
 				d.recalled = true
-				tx.Put(keyDeleg(dir), encodeDeleg(d))
+				tx.Put(keyDeleg(dir), encodeDeleg(*d))
 			}
 			return nil
 		})
@@ -222,12 +230,8 @@ func (m *Meta) recallWait(ctx context.Context, dir LIN) error {
 // dropDeleg deletes dir's delegation record if session still holds it.
 func (m *Meta) dropDeleg(ctx context.Context, dir LIN, session SessionID) error {
 	return m.store.Update(ctx, func(tx kv.Tx) error {
-		b, err := tx.Get(keyDeleg(dir))
-		if err != nil || b == nil {
-			return err
-		}
-		d, err := decodeDeleg(dir, b)
-		if err != nil {
+		d, err := getDeleg(tx, dir)
+		if err != nil || d == nil {
 			return err
 		}
 		if d.session == session {
@@ -386,17 +390,11 @@ func (w *writeBack) check(everything bool) {
 	err := w.m.store.View(ctx, func(tx kv.Tx) error {
 		give = give[:0]
 		for _, d := range dirs {
-			b, err := tx.Get(keyDeleg(d))
+			cur, err := getDeleg(tx, d)
 			if err != nil {
 				return err
 			}
-			var cur delegation
-			if b != nil {
-				if cur, err = decodeDeleg(d, b); err != nil {
-					return err
-				}
-			}
-			if idle[d] || b == nil || cur.session != w.m.session || cur.recalled {
+			if idle[d] || cur == nil || cur.session != w.m.session || cur.recalled {
 				give = append(give, d)
 			}
 		}

@@ -29,28 +29,35 @@ import (
 type metaCollector struct {
 	m    *meta.Meta
 	c    *kvcache.Store
-	desc map[string]*prometheus.Desc
+	desc descs
 }
 
-func newMetaCollector(m *meta.Meta, c *kvcache.Store) *metaCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
-	return &metaCollector{m: m, c: c, desc: map[string]*prometheus.Desc{
-		"reads":       d("weft_mount_meta_cache_reads_total", "Metadata keys and ranges read from the mount's cache (hit) or from etcd (miss).", "result"),
-		"keys":        d("weft_mount_meta_cache_keys", "Metadata keys the mount's cache holds."),
-		"serving":     d("weft_mount_meta_cache_serving", "1 while the mount's metadata cache answers reads."),
-		"writeback":   d("weft_mount_writeback_total", "Creates and unlinks acknowledged before their commit, by outcome.", "outcome"),
-		"waiting":     d("weft_mount_writeback_waiting", "Creates and unlinks acknowledged and not committed yet."),
-		"delegations": d("weft_mount_delegations", "Directory delegations the mount holds."),
-	}}
-}
+// descs are a collector's metric descriptions by short name.
+type descs map[string]*prometheus.Desc
 
-func (c *metaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.desc {
+func (ds descs) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range ds {
 		ch <- d
 	}
 }
+
+// newDesc returns the description of metric name with labels.
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+func newMetaCollector(m *meta.Meta, c *kvcache.Store) *metaCollector {
+	return &metaCollector{m: m, c: c, desc: descs{
+		"reads":       newDesc("weft_mount_meta_cache_reads_total", "Metadata keys and ranges read from the mount's cache (hit) or from etcd (miss).", "result"),
+		"keys":        newDesc("weft_mount_meta_cache_keys", "Metadata keys the mount's cache holds."),
+		"serving":     newDesc("weft_mount_meta_cache_serving", "1 while the mount's metadata cache answers reads."),
+		"writeback":   newDesc("weft_mount_writeback_total", "Creates and unlinks acknowledged before their commit, by outcome.", "outcome"),
+		"waiting":     newDesc("weft_mount_writeback_waiting", "Creates and unlinks acknowledged and not committed yet."),
+		"delegations": newDesc("weft_mount_delegations", "Directory delegations the mount holds."),
+	}}
+}
+
+func (c *metaCollector) Describe(ch chan<- *prometheus.Desc) { c.desc.Describe(ch) }
 
 func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.c.Stats()
@@ -84,30 +91,23 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 //	weft_mount_corrupt_units_total             units found corrupt
 type dataCollector struct {
 	c    *client.Client
-	desc map[string]*prometheus.Desc
+	desc descs
 }
 
 func newDataCollector(c *client.Client) *dataCollector {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
-	return &dataCollector{c: c, desc: map[string]*prometheus.Desc{
-		"bytes":          d("weft_mount_bytes_total", "File bytes read and written through the mount.", "op"),
-		"unit_bytes":     d("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
-		"local":          d("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
-		"stripes":        d("weft_mount_stripes_written_total", "Stripes written."),
-		"underprotected": d("weft_mount_underprotected_writes_total", "Stripes written with fewer units than their protection wants (left for repair)."),
-		"degraded":       d("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
-		"unit_errors":    d("weft_mount_unit_errors_total", "Unit reads and writes that failed."),
-		"corrupt":        d("weft_mount_corrupt_units_total", "Units found corrupt (checksum or identity mismatch)."),
+	return &dataCollector{c: c, desc: descs{
+		"bytes":          newDesc("weft_mount_bytes_total", "File bytes read and written through the mount.", "op"),
+		"unit_bytes":     newDesc("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
+		"local":          newDesc("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
+		"stripes":        newDesc("weft_mount_stripes_written_total", "Stripes written."),
+		"underprotected": newDesc("weft_mount_underprotected_writes_total", "Stripes written with fewer units than their protection wants (left for repair)."),
+		"degraded":       newDesc("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
+		"unit_errors":    newDesc("weft_mount_unit_errors_total", "Unit reads and writes that failed."),
+		"corrupt":        newDesc("weft_mount_corrupt_units_total", "Units found corrupt (checksum or identity mismatch)."),
 	}}
 }
 
-func (c *dataCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.desc {
-		ch <- d
-	}
-}
+func (c *dataCollector) Describe(ch chan<- *prometheus.Desc) { c.desc.Describe(ch) }
 
 func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.c.Stats()
