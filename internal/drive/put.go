@@ -40,17 +40,8 @@ import (
 // ENOSPC while writing),
 // ctx.Err() wrapped (the temp file is removed), ErrClosed.
 func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length int64) (err error) {
-	if d.readOnly {
-		return fmt.Errorf("%w: drive %v (%s)", ErrReadOnly, d.ident.DriveID, d.path)
-	}
-	if err := d.checkOpen(); err != nil {
+	if err := d.checkWrite("put", hdr.ID, length, true); err != nil {
 		return err
-	}
-	if hdr.ID.IsZero() {
-		return fmt.Errorf("%w: drive %v: put: zero block id", ErrInvalid, d.ID())
-	}
-	if length < 0 || length > MaxBlockLength {
-		return fmt.Errorf("%w: drive %v: put block %v: length %d outside [0, %d]", ErrInvalid, d.ID(), hdr.ID, length, MaxBlockLength)
 	}
 	start := d.counters.begin(OpWrite)
 	var moved int64
@@ -60,10 +51,10 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	}
 
 	dir, final := d.blockPath(hdr.ID)
-	if stored, _, err := d.readHeaderFile(final, hdr.ID); err == nil {
+	if stored, ok, err := d.storedHeader(final, hdr.ID); err != nil {
+		return err
+	} else if ok {
 		return d.putExisting(ctx, stored, data, length)
-	} else if !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("%w: drive %v block %v: the stored copy is unreadable: %v", ErrExists, d.ID(), hdr.ID, err)
 	}
 
 	nseg := segmentCount(length, SegmentSize)
@@ -84,6 +75,41 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	// A linked block is counted in used by the deferred releaseCapacity.
 	stored, err = d.link(tmp, final, hdr)
 	return err
+}
+
+// checkWrite checks the arguments of a write (op: "put", "stage",
+// "adopt") of block id with length bytes: the drive is open — and
+// writable if owner, that is, the write stores a block rather than staging
+// one — the id is set and the length within [0, MaxBlockLength].
+func (d *Drive) checkWrite(op string, id BlockID, length int64, owner bool) error {
+	if owner && d.readOnly {
+		return fmt.Errorf("%w: drive %v (%s)", ErrReadOnly, d.ident.DriveID, d.path)
+	}
+	if err := d.checkOpen(); err != nil {
+		return err
+	}
+	if id.IsZero() {
+		return fmt.Errorf("%w: drive %v: %s: zero block id", ErrInvalid, d.ID(), op)
+	}
+	if length < 0 || length > MaxBlockLength {
+		return fmt.Errorf("%w: drive %v: %s block %v: length %d outside [0, %d]", ErrInvalid, d.ID(), op, id, length, MaxBlockLength)
+	}
+	return nil
+}
+
+// storedHeader returns the header of block id stored at final and true,
+// or false if it is not stored; a stored copy that cannot be read is
+// ErrExists (a write must not replace it).
+func (d *Drive) storedHeader(final string, id BlockID) (BlockHeader, bool, error) {
+	stored, _, err := d.readHeaderFile(final, id)
+	switch {
+	case err == nil:
+		return stored, true, nil
+	case errors.Is(err, ErrNotFound):
+		return BlockHeader{}, false, nil
+	default:
+		return BlockHeader{}, false, fmt.Errorf("%w: drive %v block %v: the stored copy is unreadable: %v", ErrExists, d.ID(), id, err)
+	}
 }
 
 // writeTemp writes block hdr.ID — the header, completed here, and length

@@ -36,15 +36,9 @@ import (
 // nor counts the block: the owner does both at Adopt. It needs write access
 // to the drive directory; the error otherwise wraps fs.ErrPermission.
 func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string, error) {
-	if err := d.checkOpen(); err != nil {
-		return "", err
-	}
 	length := int64(len(data))
-	if hdr.ID.IsZero() {
-		return "", fmt.Errorf("%w: drive %v: stage: zero block id", ErrInvalid, d.ID())
-	}
-	if length > MaxBlockLength {
-		return "", fmt.Errorf("%w: drive %v stage block %v: length %d over %d", ErrInvalid, d.ID(), hdr.ID, length, MaxBlockLength)
+	if err := d.checkWrite("stage", hdr.ID, length, false); err != nil {
+		return "", err
 	}
 	need := int64(headerLength(segmentCount(length, SegmentSize))) + length
 	if err := d.checkSpace(need); err != nil {
@@ -102,10 +96,7 @@ func (d *Drive) stagedPath(id BlockID, name string) (string, error) {
 // other content it is ErrExists. A file that is missing or not a valid
 // block is ErrInvalid (or ErrCorrupt for a damaged header).
 func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length int64) (err error) {
-	if d.readOnly {
-		return fmt.Errorf("%w: drive %v (%s)", ErrReadOnly, d.ident.DriveID, d.path)
-	}
-	if err := d.checkOpen(); err != nil {
+	if err := d.checkWrite("adopt", hdr.ID, length, true); err != nil {
 		return err
 	}
 	tmp, err := d.stagedPath(hdr.ID, name)
@@ -113,9 +104,6 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 		return err
 	}
 	defer os.Remove(tmp) // a no-op error once linked and removed
-	if length < 0 || length > MaxBlockLength {
-		return fmt.Errorf("%w: drive %v adopt block %v: length %d outside [0, %d]", ErrInvalid, d.ID(), hdr.ID, length, MaxBlockLength)
-	}
 	start := d.counters.begin(OpWrite)
 	var moved int64
 	defer func() { d.counters.end(OpWrite, start, moved, err != nil) }()
@@ -142,13 +130,13 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 	}
 
 	_, final := d.blockPath(hdr.ID)
-	if stored, _, err := d.readHeaderFile(final, hdr.ID); err == nil {
+	if stored, ok, err := d.storedHeader(final, hdr.ID); err != nil {
+		return err
+	} else if ok {
 		if sameContent(stored, staged.Length, staged.SegmentCRCs) {
 			return nil
 		}
 		return fmt.Errorf("%w: drive %v block %v is stored with other content", ErrExists, d.ID(), hdr.ID)
-	} else if !errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("%w: drive %v block %v: the stored copy is unreadable: %v", ErrExists, d.ID(), hdr.ID, err)
 	}
 
 	size := info.Size()

@@ -15,18 +15,25 @@ import (
 // staged file's name.
 func stageTest(t *testing.T, d *Drive, data []byte) (BlockHeader, string) {
 	t.Helper()
+	h := BlockHeader{ID: NewBlockID(), Owner: 100, Stripe: 2, Unit: 1, Generation: 5, SegmentSize: SegmentSize}
+	h.SegmentCRCs, _ = AppendSegmentCRCs(nil, data)
+	return h, stageAs(t, d, h, data)
+}
+
+// stageAs stages data as block h through a read-only handle of d's
+// directory and returns the staged file's name.
+func stageAs(t *testing.T, d *Drive, h BlockHeader, data []byte) string {
+	t.Helper()
 	r, err := OpenReadOnly(d.Path(), testCluster, d.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
-	h := BlockHeader{ID: NewBlockID(), Owner: 100, Stripe: 2, Unit: 1, Generation: 5, SegmentSize: SegmentSize}
-	h.SegmentCRCs, _ = AppendSegmentCRCs(nil, data)
+	defer r.Close()
 	name, err := r.Stage(context.Background(), h, data)
 	if err != nil {
 		t.Fatalf("Stage %d bytes: %v", len(data), err)
 	}
-	return h, name
+	return name
 }
 
 func TestStageAdopt(t *testing.T) {
@@ -67,19 +74,13 @@ func TestStageAdopt(t *testing.T) {
 		assertNoTemps(t, d)
 		// A retried Adopt of the same content (staged again) succeeds and
 		// leaves nothing behind.
-		r, _ := OpenReadOnly(d.Path(), testCluster, d.ID())
-		again, err := r.Stage(ctx, h, data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Adopt(ctx, h, again, int64(n)); err != nil {
+		if err := d.Adopt(ctx, h, stageAs(t, d, h, data), int64(n)); err != nil {
 			t.Fatalf("%d bytes: retried Adopt: %v", n, err)
 		}
 		assertNoTemps(t, d)
 		if u, _ := d.Usage(); u.Blocks != 1 {
 			t.Fatalf("%d bytes: %d blocks after a retried Adopt", n, u.Blocks)
 		}
-		r.Close()
 	}
 }
 
@@ -134,12 +135,7 @@ func TestAdoptRefuses(t *testing.T) {
 	h2 := h
 	other2 := payload(len(data), 99)
 	h2.SegmentCRCs, _ = AppendSegmentCRCs(nil, other2)
-	r, _ := OpenReadOnly(d.Path(), testCluster, d.ID())
-	defer r.Close()
-	name2, err := r.Stage(ctx, h2, other2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	name2 := stageAs(t, d, h2, other2)
 	if err := d.Adopt(ctx, h2, name2, int64(len(other2))); !errors.Is(err, ErrExists) {
 		t.Fatalf("Adopt over other content = %v, want ErrExists", err)
 	}
@@ -148,6 +144,11 @@ func TestAdoptRefuses(t *testing.T) {
 		t.Fatalf("the stored block changed: %v", err)
 	}
 	// Only the owner adopts.
+	r, err := OpenReadOnly(d.Path(), testCluster, d.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
 	if err := r.Adopt(ctx, h2, name2, int64(len(other2))); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("Adopt on a read-only handle = %v", err)
 	}
@@ -174,13 +175,8 @@ func TestAdoptCapacity(t *testing.T) {
 	d.Close()
 	u, _ := openTest(t).Usage()
 	d = openAt(t, d.Path(), func(o *Options) { o.Reserve = u.FreeBytes + 1<<40 })
-	r, _ := OpenReadOnly(d.Path(), testCluster, d.ID())
-	defer r.Close()
 	h.ID = NewBlockID()
-	name, err := r.Stage(ctx, h, data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	name = stageAs(t, d, h, data)
 	if err := d.Adopt(ctx, h, name, int64(len(data))); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Adopt into the reserve = %v, want ErrNoSpace", err)
 	}
