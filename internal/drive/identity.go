@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/weftfs/weft/internal/durable"
 )
 
 // Identity file format, version 1.
@@ -81,5 +83,5 @@ func writeIdentity(dir string, id Identity) error {
 	if err != nil {
 		return err
 	}
-	return writeFileDurable(dir, IdentityFile, append(b, '\n'))
+	return durable.WriteFile(filepath.Join(dir, IdentityFile), append(b, '\n'), 0o644)
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weftfs/weft/internal/durable"
 )
 
 // Layout file format, version 1: DIR/local.json, written once when a
@@ -196,19 +198,10 @@ func belowEphemeral() (lo, hi int) {
 	return 10000, start
 }
 
-// writeFileAtomic writes a file via a temporary file and a rename.
+// writeFileAtomic writes a file atomically and durably (package durable).
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("local: write %s: %w", path, err)
-	}
-	f, err := os.Open(tmp)
-	if err == nil {
-		_ = f.Sync()
-		f.Close()
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("local: write %s: %w", path, err)
+	if err := durable.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("local: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/weftfs/weft/internal/durable"
 )
 
 // Added-drives file, format version 1: DATA_DIR/added-drives.json lists the
@@ -98,47 +100,11 @@ func WriteAddedDrives(dir string, drives []AddedDrive) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileDurable(dir, AddedDrivesFile, append(b, '\n')); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("server: data directory %s: %w", dir, err)
+	}
+	if err := durable.WriteFile(filepath.Join(dir, AddedDrivesFile), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("server: recording the drives added at run time in %s: %w", filepath.Join(dir, AddedDrivesFile), err)
 	}
 	return nil
-}
-
-// writeFileDurable writes dir/name via a temp file in dir: write, fsync,
-// rename over name, fsync dir. A crash leaves the old file or the new one
-// (and, after a crash mid-write, possibly a stray temp file .NAME.tmp-*, which
-// is harmless).
-func writeFileDurable(dir, name string, data []byte) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp-")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
