@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftfs/weft/internal/admin"
-	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/internal/impact"
 )
 
 func jobPoliciesCmd(g *globals) *cobra.Command {
@@ -27,7 +27,7 @@ high, off_hours (low on weekdays 08:00-18:00, high otherwise).`,
 		Short: "List impact policies",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			return query(g, c, (*admin.Client).Policies, func(w io.Writer, ps []job.Policy) error {
+			return query(g, c, (*admin.Client).Policies, func(w io.Writer, ps []impact.Policy) error {
 				t := newTable(w, "NAME", "DEFAULT", "TIME ZONE", "WINDOWS")
 				for _, p := range ps {
 					var ws []string

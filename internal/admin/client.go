@@ -16,6 +16,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -239,14 +240,14 @@ func (c *Client) JobStatus(ctx context.Context) (JobStatus, error) {
 }
 
 // Policies lists the impact policies, built-in then custom.
-func (c *Client) Policies(ctx context.Context) ([]job.Policy, error) {
-	var v []job.Policy
+func (c *Client) Policies(ctx context.Context) ([]impact.Policy, error) {
+	var v []impact.Policy
 	return v, c.do(ctx, http.MethodGet, APIVersion+"/job-policies", nil, &v)
 }
 
 // PutPolicy creates (update false) or modifies a custom impact policy.
-func (c *Client) PutPolicy(ctx context.Context, req PolicyRequest, update bool) (job.Policy, error) {
-	var v job.Policy
+func (c *Client) PutPolicy(ctx context.Context, req PolicyRequest, update bool) (impact.Policy, error) {
+	var v impact.Policy
 	if update {
 		return v, c.do(ctx, http.MethodPut, APIVersion+"/job-policies/"+req.Name, req, &v)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -71,8 +72,8 @@ type Deps struct {
 	Store    *cluster.Store
 	Layouts  Layouts
 	Jobs     *job.Engine
-	Throttle *job.Controller
-	Policies *job.PolicyStore
+	Throttle *impact.Controller
+	Policies *impact.PolicyStore
 	// Drives adds drives to this node at run time; nil refuses drive add.
 	Drives DriveAdder
 	Node   NodeInfo
@@ -83,8 +84,8 @@ type handler struct {
 	store    *cluster.Store
 	layouts  Layouts
 	jobs     *job.Engine
-	throttle *job.Controller
-	policies *job.PolicyStore
+	throttle *impact.Controller
+	policies *impact.PolicyStore
 	adder    DriveAdder
 	node     NodeInfo
 	log      *slog.Logger
@@ -198,7 +199,7 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		writeJSON(w, http.StatusOK, v)
 	case errors.Is(err, cluster.ErrInvalid), errors.Is(err, meta.ErrInvalid), errors.Is(err, job.ErrInvalid),
 		errors.Is(err, job.ErrUnknownType), errors.Is(err, job.ErrBadPriority), errors.Is(err, job.ErrUnknownPolicy),
-		errors.Is(err, job.ErrTypeDisabled):
+		errors.Is(err, job.ErrTypeDisabled), errors.Is(err, impact.ErrInvalid), errors.Is(err, impact.ErrUnknownPolicy):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, drive.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
@@ -212,8 +213,8 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cluster.ErrExists):
 		writeError(w, http.StatusConflict, "exists", err.Error())
-	case errors.Is(err, cluster.ErrBadTransition), errors.Is(err, job.ErrBadTransition), errors.Is(err, job.ErrPolicyExists),
-		errors.Is(err, job.ErrPolicyBuiltin):
+	case errors.Is(err, cluster.ErrBadTransition), errors.Is(err, job.ErrBadTransition), errors.Is(err, impact.ErrPolicyExists),
+		errors.Is(err, impact.ErrPolicyBuiltin):
 		writeError(w, http.StatusConflict, "bad_transition", err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "control plane did not answer in time: "+err.Error())

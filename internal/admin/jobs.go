@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 )
 
@@ -52,7 +53,7 @@ type PolicyRequest struct {
 // throttle.
 type JobStatus struct {
 	job.Status
-	Throttle job.ThrottleStatus `json:"throttle"`
+	Throttle impact.ThrottleStatus `json:"throttle"`
 }
 
 // DefaultEventLimit is how many events GET /v1/job-events returns without
@@ -194,7 +195,7 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("GET "+v+"/job-policies", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
 		custom, err := h.policies.List(ctx)
-		return append(job.BuiltinPolicies(), custom...), err
+		return append(impact.BuiltinPolicies(), custom...), err
 	}))
 	putPolicy := func(update bool) func(ctx context.Context, r *http.Request) (any, error) {
 		return func(ctx context.Context, r *http.Request) (any, error) {
@@ -205,7 +206,7 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 			if update {
 				req.Name = r.PathValue("name")
 			}
-			p, err := job.NewPolicy(req.Name, req.TimeZone, req.Default, req.Windows)
+			p, err := impact.NewPolicy(req.Name, req.TimeZone, req.Default, req.Windows)
 			if err != nil {
 				return nil, err
 			}

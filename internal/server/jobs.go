@@ -11,6 +11,7 @@ import (
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/jobs"
 	"github.com/weftfs/weft/internal/meta"
@@ -87,13 +88,13 @@ type driveLoads struct {
 	prev map[drive.ID]drive.Counters
 }
 
-func (d *driveLoads) DriveLoads() []job.DriveLoad {
+func (d *driveLoads) DriveLoads() []impact.DriveLoad {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.prev == nil {
 		d.prev = map[drive.ID]drive.Counters{}
 	}
-	var out []job.DriveLoad
+	var out []impact.DriveLoad
 	for _, dr := range d.drives() {
 		cur := dr.Counters()
 		prev, ok := d.prev[dr.ID()]
@@ -102,7 +103,7 @@ func (d *driveLoads) DriveLoads() []job.DriveLoad {
 			continue
 		}
 		r := cur.Since(prev)
-		out = append(out, job.DriveLoad{
+		out = append(out, impact.DriveLoad{
 			Drive: dr.ID().String(), Class: string(dr.Identity().Class),
 			IOPS: r.Read.IOPS + r.Write.IOPS, QueueDepth: r.Read.QueueDepth + r.Write.QueueDepth,
 		})
@@ -114,9 +115,9 @@ func (d *driveLoads) DriveLoads() []job.DriveLoad {
 // over the node's CPU and drive load) and its engine member (director, and
 // coordinator when elected), with weft's job types registered.
 func (s *Server) startJobs(ctx context.Context) error {
-	ctl, err := job.NewController(job.ControllerConfig{
-		Sampler:  job.NewSampler(job.ProcStat{}, &driveLoads{drives: s.openDriveList}),
-		Policies: job.NewPolicyStore(s.etcd),
+	ctl, err := impact.NewController(impact.ControllerConfig{
+		Sampler:  impact.NewSampler(impact.ProcStat{}, &driveLoads{drives: s.openDriveList}),
+		Policies: impact.NewPolicyStore(s.etcd),
 		Logger:   s.log,
 	})
 	if err != nil {
@@ -137,7 +138,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(job.DefaultThrottleInterval)
+		t := time.NewTicker(impact.DefaultThrottleInterval)
 		defer t.Stop()
 		tctx, cancel := context.WithCancel(context.Background())
 		go func() { <-s.stop; cancel() }()

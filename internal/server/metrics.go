@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 )
 
@@ -19,11 +20,11 @@ import (
 //	weft_node_cpu_busy                  the node's CPU use at the last throttle tick (0-1)
 type jobCollector struct {
 	eng  *job.Engine
-	ctl  *job.Controller
+	ctl  *impact.Controller
 	desc map[string]*prometheus.Desc
 }
 
-func newJobCollector(eng *job.Engine, ctl *job.Controller) *jobCollector {
+func newJobCollector(eng *job.Engine, ctl *impact.Controller) *jobCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/etcdx"
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -52,7 +53,7 @@ type Server struct {
 	files    *client.Client // file layouts for the admin API, and the jobs' data path
 	jobs     *job.Engine
 	jobEnv   *jobEnv
-	throttle *job.Controller
+	throttle *impact.Controller
 	blocks   *block.Service
 
 	grpcLis  net.Listener
@@ -154,7 +155,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	}
 	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: job.NewPolicyStore(s.etcd), Log: s.log, Drives: s,
+		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},

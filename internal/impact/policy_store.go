@@ -1,4 +1,4 @@
-package job
+package impact
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (s *PolicyStore) Get(ctx context.Context, name string) (Policy, error) {
 	}
 	r, err := s.cli.Get(ctx, policyKey(name))
 	if err != nil {
-		return Policy{}, fmt.Errorf("job: get impact policy %q: %w", name, err)
+		return Policy{}, fmt.Errorf("impact: get impact policy %q: %w", name, err)
 	}
 	if len(r.Kvs) == 0 {
 		return Policy{}, fmt.Errorf("%w: %q: `weft job policy list` shows the policies", ErrUnknownPolicy, name)
@@ -45,7 +45,7 @@ func (s *PolicyStore) Get(ctx context.Context, name string) (Policy, error) {
 func (s *PolicyStore) List(ctx context.Context) ([]Policy, error) {
 	r, err := s.cli.Get(ctx, PolicyPrefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, fmt.Errorf("job: list impact policies: %w", err)
+		return nil, fmt.Errorf("impact: list impact policies: %w", err)
 	}
 	out := BuiltinPolicies()
 	var errs []error
@@ -88,7 +88,7 @@ func (s *PolicyStore) put(ctx context.Context, p Policy, verb string, update boo
 	}
 	b, err := encodePolicy(p)
 	if err != nil {
-		return fmt.Errorf("job: %s impact policy %q: %w", verb, p.Name, err)
+		return fmt.Errorf("impact: %s impact policy %q: %w", verb, p.Name, err)
 	}
 	key := policyKey(p.Name)
 	cmp, errFail := clientv3.Compare(clientv3.CreateRevision(key), "=", 0), ErrPolicyExists
@@ -97,7 +97,7 @@ func (s *PolicyStore) put(ctx context.Context, p Policy, verb string, update boo
 	}
 	r, err := s.cli.Txn(ctx).If(cmp).Then(clientv3.OpPut(key, string(b))).Commit()
 	if err != nil {
-		return fmt.Errorf("job: %s impact policy %q: %w", verb, p.Name, err)
+		return fmt.Errorf("impact: %s impact policy %q: %w", verb, p.Name, err)
 	}
 	if !r.Succeeded {
 		return fmt.Errorf("%w: %q", errFail, p.Name)
@@ -114,7 +114,7 @@ func (s *PolicyStore) Delete(ctx context.Context, name string) error {
 	}
 	r, err := s.cli.Delete(ctx, policyKey(name))
 	if err != nil {
-		return fmt.Errorf("job: delete impact policy %q: %w", name, err)
+		return fmt.Errorf("impact: delete impact policy %q: %w", name, err)
 	}
 	if r.Deleted == 0 {
 		return fmt.Errorf("%w: %q", ErrUnknownPolicy, name)

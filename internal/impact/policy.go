@@ -1,20 +1,8 @@
-package job
+package impact
 
 import (
-	"errors"
 	"fmt"
 	"time"
-)
-
-// Impact policy errors beyond the package's (errors.go): policies also
-// return ErrInvalid (does not validate), ErrUnknownPolicy (no such
-// policy), ErrNewerFormat and ErrCorrupt (stored records). Messages wrap
-// them with the policy, window or record that was wrong.
-var (
-	// ErrPolicyExists: Create of a policy name already taken.
-	ErrPolicyExists = errors.New("job: impact policy already exists")
-	// ErrPolicyBuiltin: an attempt to create, modify or delete a built-in.
-	ErrPolicyBuiltin = errors.New("job: built-in impact policy cannot be changed")
 )
 
 // Built-in impact policy names. They always exist, on every node, and cannot

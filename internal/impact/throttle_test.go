@@ -1,4 +1,4 @@
-package job
+package impact
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weftfs/weft/internal/job"
 )
 
 // TestThrottleDataDriven runs the controller scenarios under
@@ -324,7 +326,7 @@ func TestControllerKnownPolicy(t *testing.T) {
 		t.Fatal("a policy created after the last tick is not known")
 	}
 	// Known now: the job starts at its level, not as low.
-	if a := c.Allowance("j1", "nightly"); a != (Allowance{Workers: 2, Duty: 1}) {
+	if a := c.Allowance("j1", "nightly"); a != (job.Allowance{Workers: 2, Duty: 1}) {
 		t.Fatalf("Allowance = %+v, want high's minimum", a)
 	}
 }

@@ -1,24 +1,26 @@
-package job
+package impact
 
 import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/weftfs/weft/internal/job"
 )
 
 func TestThrottleAllowanceOf(t *testing.T) {
 	for _, tc := range []struct {
 		w    float64
-		want Allowance
+		want job.Allowance
 	}{
-		{0, Allowance{0, 1}},
-		{-1, Allowance{0, 1}},
-		{0.25, Allowance{1, 0.25}},
-		{0.5, Allowance{1, 0.5}},
-		{1, Allowance{1, 1}},
-		{1.0000000001, Allowance{1, 1}},
-		{2.5, Allowance{3, 2.5 / 3}},
-		{16, Allowance{16, 1}},
+		{0, job.Allowance{Workers: 0, Duty: 1}},
+		{-1, job.Allowance{Workers: 0, Duty: 1}},
+		{0.25, job.Allowance{Workers: 1, Duty: 0.25}},
+		{0.5, job.Allowance{Workers: 1, Duty: 0.5}},
+		{1, job.Allowance{Workers: 1, Duty: 1}},
+		{1.0000000001, job.Allowance{Workers: 1, Duty: 1}},
+		{2.5, job.Allowance{Workers: 3, Duty: 2.5 / 3}},
+		{16, job.Allowance{Workers: 16, Duty: 1}},
 	} {
 		if got := allowanceOf(tc.w); got.Workers != tc.want.Workers || math.Abs(got.Duty-tc.want.Duty) > 1e-9 {
 			t.Errorf("allowanceOf(%v) = %+v, want %+v", tc.w, got, tc.want)

@@ -1,4 +1,4 @@
-package job
+package impact
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 // ErrSampleWarmup is returned by the first Sampler.Sample: CPU utilisation is
 // a rate, and there is no earlier reading to measure it from yet.
-var ErrSampleWarmup = errors.New("job: first load sample: no interval to measure yet")
+var ErrSampleWarmup = errors.New("impact: first load sample: no interval to measure yet")
 
 // CPUTimes are the node's cumulative CPU time counters, over all CPUs, in
 // the kernel's clock ticks. Only differences between two readings mean
@@ -87,7 +87,7 @@ func (s *Sampler) Sample() (Load, error) {
 	}
 	cur, err := s.cpu.CPUTimes()
 	if err != nil {
-		return Load{}, fmt.Errorf("job: sample cpu: %w", err)
+		return Load{}, fmt.Errorf("impact: sample cpu: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,4 @@
-package job
+package impact
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weftfs/weft/internal/job"
 )
 
 // DefaultThrottleInterval is the tick the server should drive the
@@ -35,10 +37,10 @@ type PolicyLister interface {
 }
 
 var (
-	_ LoadSampler   = (*Sampler)(nil)
-	_ PolicyLister  = (*PolicyStore)(nil)
-	_ Throttle      = (*Controller)(nil)
-	_ PolicyChecker = (*Controller)(nil)
+	_ LoadSampler       = (*Sampler)(nil)
+	_ PolicyLister      = (*PolicyStore)(nil)
+	_ job.Throttle      = (*Controller)(nil)
+	_ job.PolicyChecker = (*Controller)(nil)
 )
 
 // policyRefreshTimeout bounds the policy listing KnownPolicy does when it
@@ -155,7 +157,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 // quarter worker if that minimum is 0); policy is remembered and, if it
 // differs from the job's current one, applied at the next tick. A policy
 // the controller does not know runs the job at level low until it does.
-func (c *Controller) Allowance(jobID string, policy string) Allowance {
+func (c *Controller) Allowance(jobID string, policy string) job.Allowance {
 	c.mu.Lock()
 	_, seen := c.jobs[jobID]
 	_, known := c.known[policy]

@@ -1,8 +1,10 @@
-package job
+package impact
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/weftfs/weft/internal/job"
 )
 
 // ThrottleLaw is how the controller moves a job's workers at each tick, from
@@ -147,10 +149,10 @@ func clampWorkers(w float64, lv Level) float64 {
 // with the same total work: w ≤ 0 is no worker (Duty 1, unused); otherwise
 // ⌈w⌉ workers each working w/⌈w⌉ of each second (0.5 → 1 at 0.5, 2.5 → 3
 // at 0.833…, 4 → 4 at 1).
-func allowanceOf(w float64) Allowance {
+func allowanceOf(w float64) job.Allowance {
 	if w <= 0 {
-		return Allowance{Workers: 0, Duty: 1}
+		return job.Allowance{Workers: 0, Duty: 1}
 	}
 	n := math.Ceil(w - 1e-9)
-	return Allowance{Workers: int(n), Duty: min(1, w/n)}
+	return job.Allowance{Workers: int(n), Duty: min(1, w/n)}
 }
