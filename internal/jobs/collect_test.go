@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -92,6 +93,16 @@ func (e *collectEnv) put(t *testing.T, d drive.ID, owner, stripe uint64, unit ui
 		t.Fatal(err)
 	}
 	return id
+}
+
+// touch sets the modification time of block b's file, which the sweep
+// reads as the block's age.
+func (e *collectEnv) touch(t *testing.T, b placed, when time.Time) {
+	t.Helper()
+	s := b.id.String()
+	if err := os.Chtimes(filepath.Join(e.drives[b.d-1].Path(), "blocks", s[:2], s), when, when); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (e *collectEnv) exists(t *testing.T, d drive.ID, id drive.BlockID) bool {
@@ -188,13 +199,20 @@ func collectFixture(t *testing.T) (e *collectEnv, c *collect, refd, oldOrphans, 
 		placed{1, e.put(t, 1, uint64(lins[1]), 1, 0)},
 		placed{2, e.put(t, 2, uint64(lins[2]), 0, 0)},
 	)
-	time.Sleep(2 * time.Millisecond) // file times must order the two groups
-	mid := time.Now()
-	time.Sleep(2 * time.Millisecond)
 	young = append(young,
 		placed{1, e.put(t, 1, 999999, 0, 0)},
 		placed{2, e.put(t, 2, uint64(lins[0]), 9, 0)},
 	)
+	// File times order the two groups: the old ones a minute before mid,
+	// the young ones a minute after; the collector's clock stands an hour
+	// after mid, so the 1h grace period falls between them.
+	mid := time.Now()
+	for _, b := range append(append([]placed{}, refd...), oldOrphans...) {
+		e.touch(t, b, mid.Add(-time.Minute))
+	}
+	for _, b := range young {
+		e.touch(t, b, mid.Add(time.Minute))
+	}
 	c.now = func() time.Time { return mid.Add(time.Hour) }
 	return e, c, refd, oldOrphans, young
 }
