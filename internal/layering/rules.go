@@ -16,10 +16,19 @@ const EdgeAPI = "internal/vfs"
 //
 //	{Pkg: "internal/restripe", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 //
-// with "internal/restripe" added to the row of "internal/jobs"; a runner
-// of background workers that everything but the edges may use would be
+// with "internal/restripe" added to the row of "internal/jobs"; the
+// client's cluster-topology adapter, used by the server and the mount,
+//
+//	{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster"}},
+//
+// with "internal/topology" added to their rows; a runner of background
+// workers that everything but the edges may use
 //
 //	{Pkg: "internal/runner", Kind: Shared},
+//
+// a policy evaluator that must stay free of the domain
+//
+//	{Pkg: "internal/policy", Kind: Leaf},
 //
 // and an NFS gateway
 //
