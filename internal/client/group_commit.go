@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -124,7 +123,7 @@ func (ino *inode) commitBatch(ctx context.Context, batch []*commitReq) {
 				return
 			}
 			batch = rest
-		case len(batch) > 1 && (errors.Is(err, kv.ErrTooLarge) || errors.Is(err, meta.ErrInvalid)):
+		case len(batch) > 1 && (errors.Is(err, meta.ErrTooLarge) || errors.Is(err, meta.ErrInvalid)):
 			ino.commitEach(ctx, batch)
 			return
 		default:

@@ -45,7 +45,7 @@ func (m *Meta) Sync(ctx context.Context) error { return m.sync(ctx) }
 
 func (m *Meta) sync(ctx context.Context) error {
 	if c, ok := m.store.(cache); ok {
-		return c.Sync(ctx)
+		return storeErr(c.Sync(ctx))
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package meta
 import (
 	"errors"
 	"fmt"
+
+	"github.com/weftfs/weft/internal/kv"
 )
 
 // Errors returned by Meta, wrapped with %w and detail; check with errors.Is.
@@ -47,7 +49,69 @@ var (
 	// ErrCorrupt: a stored record does not decode. It is never retryable;
 	// fsck reports and repairs it.
 	ErrCorrupt = errors.New("meta: corrupt record")
+
+	// The store's error classes (package kv), as meta returns them: the
+	// error keeps the store's message and chain (errors.Is(err,
+	// kv.ErrTooLarge) holds too), so that callers above meta classify it
+	// without importing kv. See storeErr.
+
+	// ErrTooLarge: one operation would change more than the store takes in
+	// one transaction (kv.ErrTooLarge) — too many stripes committed at once,
+	// for example. Nothing was written; the same call fails the same way:
+	// split the work (EFBIG).
+	ErrTooLarge = errors.New("meta: transaction too large")
+	// ErrUnavailable: the store did not answer (kv.ErrUnavailable). For a
+	// change the outcome is unknown: it may have been applied. Retryable
+	// after re-reading (EIO).
+	ErrUnavailable = errors.New("meta: store unavailable")
+	// ErrConflict: the operation kept conflicting with concurrent ones
+	// until the store gave up (kv.ErrConflict). Nothing was written;
+	// retryable (EIO).
+	ErrConflict = errors.New("meta: transaction conflict")
 )
+
+// storeClasses maps the store's error classes to meta's, checked in order.
+var storeClasses = [...]struct{ kv, meta error }{
+	{kv.ErrTooLarge, ErrTooLarge},
+	{kv.ErrUnavailable, ErrUnavailable},
+	{kv.ErrConflict, ErrConflict},
+}
+
+// storeErr classes an error of the store as one of meta's errors: it
+// returns err with its message and chain unchanged, but answering
+// errors.Is for the meta class too. Other errors (meta's own, context
+// errors, nil) are returned as they are. It is idempotent. Every exported
+// path from the store out of meta goes through it (update, view, Format,
+// Open, allocLIN, sync, Flush).
+func storeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *storeError
+	if errors.As(err, &se) {
+		return err
+	}
+	for _, c := range storeClasses {
+		if errors.Is(err, c.kv) {
+			return &storeError{class: c.meta, err: err}
+		}
+	}
+	return err
+}
+
+// storeError is an error of the store classed as a meta error: its
+// message is the store's (no doubled prefixes), errors.Is reports the
+// class, and Unwrap gives the store's error.
+type storeError struct {
+	class error
+	err   error
+}
+
+func (e *storeError) Error() string { return e.err.Error() }
+
+func (e *storeError) Unwrap() error { return e.err }
+
+func (e *storeError) Is(target error) bool { return target == e.class }
 
 // StripeConflictError reports which stripe failed its compare-and-swap.
 // errors.Is(err, ErrStripeConflict) holds for it.

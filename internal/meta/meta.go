@@ -100,7 +100,7 @@ func Format(ctx context.Context, store kv.Store, o FormatOptions) error {
 		o.Now = time.Now()
 	}
 	now := o.Now.UnixNano()
-	return store.Update(ctx, func(tx kv.Tx) error {
+	return storeErr(store.Update(ctx, func(tx kv.Tx) error {
 		old, err := tx.Get(keyFormat())
 		if err != nil {
 			return err
@@ -120,12 +120,13 @@ func Format(ctx context.Context, store kv.Store, o FormatOptions) error {
 		tx.Put(keyInode(RootLIN), encodeInode(root))
 		tx.Put(keyUsage(0), encodeUsage(usageShard{o.Pool: {Inodes: 1}}))
 		return nil
-	})
+	}))
 }
 
 // Open returns a Meta over a formatted store. It fails with ErrNotFormatted
 // on an empty store, ErrNewerFormat if a newer weft wrote it, ErrCorrupt if
-// the format record is unreadable, or a kv error.
+// the format record is unreadable, or an error of the store (classed as
+// ErrUnavailable, ErrConflict or ErrTooLarge where it is one of those).
 func Open(ctx context.Context, cfg Config) (*Meta, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("meta: Config.Store is nil")
@@ -143,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
 	switch {
 	case f.version > FormatVersion:
@@ -205,7 +206,7 @@ func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, storeErr(err)
 	}
 	m.nextLIN, m.limitLIN = first+1, first+LIN(m.batch)
 	if cached {
@@ -234,7 +235,7 @@ func (m *Meta) Flush(ctx context.Context) error {
 	lost := m.lost
 	m.lost = nil
 	m.lostMu.Unlock()
-	return errors.Join(append(lost, err)...)
+	return storeErr(errors.Join(append(lost, err)...))
 }
 
 func (m *Meta) noteLost(err error) {

@@ -46,7 +46,8 @@ func (m *Meta) update(ctx context.Context, fn func(o *op) error) error {
 			m.noteLost(err)
 		}
 	}
-	return m.retryDelegated(ctx, func() error {
+	// The store's errors leave meta classed (storeErr), as in view.
+	return storeErr(m.retryDelegated(ctx, func() error {
 		var last *op
 		err := m.store.Update(ctx, func(tx kv.Tx) error {
 			o := m.newOp(tx, true)
@@ -60,15 +61,15 @@ func (m *Meta) update(ctx context.Context, fn func(o *op) error) error {
 			m.wb.taken(last.acquired)
 		}
 		return err
-	})
+	}))
 }
 
 // view runs fn on a snapshot (recalling another client's delegation of a
 // directory it reads entries of).
 func (m *Meta) view(ctx context.Context, fn func(o *op) error) error {
-	return m.retryDelegated(ctx, func() error {
+	return storeErr(m.retryDelegated(ctx, func() error {
 		return m.store.View(ctx, func(tx kv.Tx) error { return fn(m.newOp(tx, false)) })
-	})
+	}))
 }
 
 func (m *Meta) newOp(tx kv.Tx, write bool) *op {

@@ -98,7 +98,7 @@ type CommitOptions struct {
 // caller's new blocks are its own to reuse or enqueue for deletion;
 // ErrNotFound; ErrIsDir or ErrInvalid (not a regular file); ErrInvalid for a
 // malformed stripe (protection, unit count, placement, DataLen over
-// StripeSize, duplicate index); kv.ErrTooLarge for too many stripes at once.
+// StripeSize, duplicate index); ErrTooLarge (wrapping kv.ErrTooLarge) for too many stripes at once.
 func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, error) {
 	if err := checkStripes(ups); err != nil {
 		return nil, err

@@ -19,9 +19,9 @@ const (
 // for every bit of want, by POSIX mode bits: owner class if c owns it,
 // else group class if c is in its group, else other. Root may read and
 // write anything, and execute anything with an x bit (or a directory).
-func Allowed(c meta.Caller, a meta.Attr, want uint32) bool {
+func Allowed(c Caller, a Attr, want uint32) bool {
 	if c.UID == 0 {
-		if want&MayExec == 0 || a.Type == meta.TypeDir {
+		if want&MayExec == 0 || a.Type == TypeDir {
 			return true
 		}
 		return a.Mode&0o111 != 0
@@ -38,24 +38,29 @@ func Allowed(c meta.Caller, a meta.Attr, want uint32) bool {
 	return bits&want == want
 }
 
-// Access checks want against lin for the caller in ctx (access(2)).
-func (fs *FS) Access(ctx context.Context, lin meta.LIN, want uint32) error {
+// Access checks want (MayRead, MayWrite, MayExec) against lin for the
+// caller in ctx (access(2)). Errors: ErrAccess, ErrNotFound.
+func (fs *FS) Access(ctx context.Context, lin LIN, want uint32) error {
+	return classify(fs.access(ctx, meta.LIN(lin), want))
+}
+
+func (fs *FS) access(ctx context.Context, lin meta.LIN, want uint32) error {
 	a, err := fs.m.GetAttr(ctx, lin)
 	if err != nil {
 		return err
 	}
-	if !Allowed(meta.CallerFrom(ctx), a, want) {
+	if !Allowed(CallerFrom(ctx), attrFromMeta(a), want) {
 		return fmt.Errorf("%w: LIN %d", ErrAccess, lin)
 	}
 	return nil
 }
 
-// checkLIN applies Access when the FS checks permissions itself.
+// checkLIN applies access when the FS checks permissions itself.
 func (fs *FS) checkLIN(ctx context.Context, lin meta.LIN, want uint32) error {
 	if !fs.cfg.CheckPermissions {
 		return nil
 	}
-	return fs.Access(ctx, lin, want)
+	return fs.access(ctx, lin, want)
 }
 
 // checkRemove checks that the caller may remove name from dir: write and
@@ -65,12 +70,12 @@ func (fs *FS) checkRemove(ctx context.Context, dir meta.LIN, name string) error 
 	if !fs.cfg.CheckPermissions {
 		return nil
 	}
-	c := meta.CallerFrom(ctx)
+	c := CallerFrom(ctx)
 	d, err := fs.m.GetAttr(ctx, dir)
 	if err != nil {
 		return err
 	}
-	if !Allowed(c, d, MayWrite|MayExec) {
+	if !Allowed(c, attrFromMeta(d), MayWrite|MayExec) {
 		return fmt.Errorf("%w: remove %q from LIN %d", ErrAccess, name, dir)
 	}
 	if d.Mode&modeSticky == 0 || c.UID == 0 || c.UID == d.UID {
@@ -88,34 +93,34 @@ func (fs *FS) checkRemove(ctx context.Context, dir meta.LIN, name string) error 
 
 // checkSetAttr applies POSIX's rules for chmod, chown and utimes by a
 // caller, returning the (possibly adjusted) mask and attributes.
-func checkSetAttr(c meta.Caller, cur meta.Attr, mask meta.SetAttrMask, in meta.Attr) (meta.SetAttrMask, meta.Attr, error) {
+func checkSetAttr(c Caller, cur Attr, mask SetAttrMask, in Attr) (SetAttrMask, Attr, error) {
 	owner := c.UID == 0 || c.UID == cur.UID
 	inGroup := func(g uint32) bool { return c.GID == g || slices.Contains(c.Groups, g) }
-	if mask&meta.SetUID != 0 && in.UID != cur.UID && c.UID != 0 {
+	if mask&SetUID != 0 && in.UID != cur.UID && c.UID != 0 {
 		return mask, in, fmt.Errorf("%w: only root changes a file's owner", ErrPerm)
 	}
-	if mask&meta.SetGID != 0 && in.GID != cur.GID && c.UID != 0 && (!owner || !inGroup(in.GID)) {
+	if mask&SetGID != 0 && in.GID != cur.GID && c.UID != 0 && (!owner || !inGroup(in.GID)) {
 		return mask, in, fmt.Errorf("%w: change group to %d: not the owner or not a member", ErrPerm, in.GID)
 	}
-	if mask&meta.SetMode != 0 {
+	if mask&SetMode != 0 {
 		if !owner {
 			return mask, in, fmt.Errorf("%w: only the owner changes the mode", ErrPerm)
 		}
 		gid := cur.GID
-		if mask&meta.SetGID != 0 {
+		if mask&SetGID != 0 {
 			gid = in.GID
 		}
-		if c.UID != 0 && cur.Type != meta.TypeDir && !inGroup(gid) {
+		if c.UID != 0 && cur.Type != TypeDir && !inGroup(gid) {
 			in.Mode &^= modeSetgid
 		}
 	}
-	if mask&(meta.SetAtime|meta.SetMtime) != 0 && !owner {
+	if mask&(SetAtime|SetMtime) != 0 && !owner {
 		return mask, in, fmt.Errorf("%w: only the owner sets explicit times", ErrPerm)
 	}
-	if mask&(meta.SetAtimeNow|meta.SetMtimeNow) != 0 && !owner && !Allowed(c, cur, MayWrite) {
+	if mask&(SetAtimeNow|SetMtimeNow) != 0 && !owner && !Allowed(c, cur, MayWrite) {
 		return mask, in, fmt.Errorf("%w: set times to now needs ownership or write permission", ErrAccess)
 	}
-	if mask&meta.SetSize != 0 && !Allowed(c, cur, MayWrite) {
+	if mask&SetSize != 0 && !Allowed(c, cur, MayWrite) {
 		return mask, in, fmt.Errorf("%w: truncate needs write permission", ErrAccess)
 	}
 	return mask, in, nil

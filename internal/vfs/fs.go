@@ -12,20 +12,11 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// Errors of vfs itself (meta's and client's pass through wrapped).
-var (
-	// ErrAccess: the caller lacks permission (EACCES).
-	ErrAccess = errors.New("vfs: permission denied")
-	// ErrPerm: the operation needs ownership or privilege (EPERM).
-	ErrPerm = errors.New("vfs: operation not permitted")
-	// ErrBadHandle: the handle is closed or not open for this access (EBADF).
-	ErrBadHandle = errors.New("vfs: bad file handle")
-)
-
 // Capacity reports the bytes of the cluster's drives, for statfs.
 type Capacity func(ctx context.Context) (total, free int64, err error)
 
-// Config wires an FS.
+// Config wires an FS. It is the one place that names the layers below;
+// gateways get an *FS and never see them.
 type Config struct {
 	Meta   *meta.Meta
 	Client *client.Client
@@ -38,7 +29,9 @@ type Config struct {
 	CheckPermissions bool
 }
 
-// FS is a mounted namespace. It is safe for concurrent use.
+// FS is a mounted namespace: what a gateway serves. It is safe for
+// concurrent use. Its methods take and return vfs's own types, and every
+// error they return is classified (errors.go).
 type FS struct {
 	cfg Config
 	m   *meta.Meta
@@ -61,66 +54,90 @@ func New(cfg Config) *FS {
 		opens: newOpens(cfg.Meta, cfg.Session, cfg.Log)}
 }
 
-// Meta returns the namespace the FS serves.
-func (fs *FS) Meta() *meta.Meta { return fs.m }
-
-// Client returns the data path the FS uses.
-func (fs *FS) Client() *client.Client { return fs.c }
-
-// Lookup returns the attributes of name in directory parent. The caller
-// needs search (x) permission on parent.
-func (fs *FS) Lookup(ctx context.Context, parent meta.LIN, name string) (meta.Attr, error) {
-	if err := fs.checkLIN(ctx, parent, MayExec); err != nil {
-		return meta.Attr{}, err
+// Lookup returns the attributes of name in directory parent ("." is parent
+// itself, ".." its parent). The caller needs search (x) permission on
+// parent. Errors: ErrNotFound, ErrNotDir, ErrInvalid, ErrNameTooLong,
+// ErrAccess.
+func (fs *FS) Lookup(ctx context.Context, parent LIN, name string) (Attr, error) {
+	if err := fs.checkLIN(ctx, meta.LIN(parent), MayExec); err != nil {
+		return Attr{}, classify(err)
 	}
-	a, err := fs.m.Lookup(ctx, parent, name)
+	a, err := fs.m.Lookup(ctx, meta.LIN(parent), name)
 	if err != nil {
-		return a, err
+		return Attr{}, classify(err)
 	}
 	return fs.withOpenSize(a), nil
 }
 
 // GetAttr returns lin's attributes; the size of a file with buffered writes
-// in this mount includes them.
-func (fs *FS) GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error) {
-	a, err := fs.m.GetAttr(ctx, lin)
+// in this mount includes them. Errors: ErrNotFound.
+func (fs *FS) GetAttr(ctx context.Context, lin LIN) (Attr, error) {
+	a, err := fs.m.GetAttr(ctx, meta.LIN(lin))
 	if err != nil {
-		return a, err
+		return Attr{}, classify(err)
 	}
 	return fs.withOpenSize(a), nil
 }
 
-func (fs *FS) withOpenSize(a meta.Attr) meta.Attr {
+// Parent returns the LIN of directory dir's parent, for a listing's ".."
+// entry (the root's parent is the root). Unlike Lookup(dir, ".."), it
+// checks no permission: a gateway calls it for a directory the caller
+// already opened. Errors: ErrNotFound, ErrNotDir.
+func (fs *FS) Parent(ctx context.Context, dir LIN) (LIN, error) {
+	in, err := fs.m.GetInode(ctx, meta.LIN(dir))
+	if err != nil {
+		return 0, classify(err)
+	}
+	if in.Type != meta.TypeDir {
+		return 0, fmt.Errorf("%w: LIN %d is a %s", ErrNotDir, dir, in.Type)
+	}
+	if len(in.Links) == 0 { // the root
+		return dir, nil
+	}
+	return LIN(in.Links[0].Parent), nil
+}
+
+// withOpenSize converts a, with the size of this mount's buffered writes
+// of a regular file.
+func (fs *FS) withOpenSize(a meta.Attr) Attr {
 	if a.Type == meta.TypeFile {
 		if size, ok := fs.c.Size(a.LIN); ok {
 			a.Size = uint64(size)
 		}
 	}
-	return a
+	return attrFromMeta(a)
 }
 
-// SetAttr changes attributes. A size change goes through the data path
-// (buffered writes are flushed first, so a shrink cuts them too). POSIX
-// rules: only the owner (or root) changes mode and times other than to
-// "now"; only root changes the owner; the owner may change the group to
-// one of its groups; a chown or a write-free mode change by a non-root
-// caller clears setgid when the caller is not in the file's group; chown
-// clears setuid and setgid of a regular file.
-func (fs *FS) SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, in meta.Attr) (meta.Attr, error) {
-	cur, err := fs.m.GetAttr(ctx, lin)
+// SetAttr changes the attributes mask selects to in's and returns the new
+// ones. A size change goes through the data path (buffered writes are
+// flushed first, so a shrink cuts them too). POSIX rules: only the owner
+// (or root) changes mode and times other than to "now"; only root changes
+// the owner; the owner may change the group to one of its groups; a chown
+// or a write-free mode change by a non-root caller clears setgid when the
+// caller is not in the file's group; chown clears setuid and setgid of a
+// regular file. Errors: ErrNotFound, ErrPerm, ErrAccess, ErrIsDir (size of
+// a directory), ErrInvalid, ErrNoSpace.
+func (fs *FS) SetAttr(ctx context.Context, lin LIN, mask SetAttrMask, in Attr) (Attr, error) {
+	a, err := fs.setAttr(ctx, meta.LIN(lin), mask, in)
+	return a, classify(err)
+}
+
+func (fs *FS) setAttr(ctx context.Context, lin meta.LIN, mask SetAttrMask, in Attr) (Attr, error) {
+	mcur, err := fs.m.GetAttr(ctx, lin)
 	if err != nil {
-		return cur, err
+		return Attr{}, err
 	}
+	cur := attrFromMeta(mcur)
 	if fs.cfg.CheckPermissions {
-		if mask, in, err = checkSetAttr(meta.CallerFrom(ctx), cur, mask, in); err != nil {
+		if mask, in, err = checkSetAttr(CallerFrom(ctx), cur, mask, in); err != nil {
 			return cur, err
 		}
 	}
-	if mask&(meta.SetUID|meta.SetGID) != 0 && cur.Type == meta.TypeFile && cur.Mode&(modeSetuid|modeSetgid) != 0 {
+	if mask&(SetUID|SetGID) != 0 && cur.Type == TypeFile && cur.Mode&(modeSetuid|modeSetgid) != 0 {
 		// chown clears setuid/setgid of a regular file (as Linux does),
 		// unless the same call sets the mode explicitly.
-		if mask&meta.SetMode == 0 {
-			mask |= meta.SetMode
+		if mask&SetMode == 0 {
+			mask |= SetMode
 			in.Mode = cur.Mode
 		}
 		in.Mode &^= modeSetuid
@@ -128,9 +145,9 @@ func (fs *FS) SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, 
 			in.Mode &^= modeSetgid
 		}
 	}
-	if mask&meta.SetSize != 0 {
-		if cur.Type == meta.TypeDir {
-			return cur, fmt.Errorf("%w: truncate of a directory", meta.ErrIsDir)
+	if mask&SetSize != 0 {
+		if cur.Type == TypeDir {
+			return cur, fmt.Errorf("%w: truncate of a directory", ErrIsDir)
 		}
 		f, err := fs.c.Open(ctx, lin, true)
 		if err != nil {
@@ -143,14 +160,14 @@ func (fs *FS) SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, 
 		if err != nil {
 			return cur, err
 		}
-		mask &^= meta.SetSize
+		mask &^= SetSize
 		if mask == 0 {
-			return fs.GetAttr(ctx, lin)
+			return fs.GetAttr(ctx, LIN(lin))
 		}
 	}
-	a, err := fs.m.SetAttr(ctx, lin, mask, in)
+	a, err := fs.m.SetAttr(ctx, lin, maskToMeta(mask), attrToMeta(in))
 	if err != nil {
-		return a, err
+		return attrFromMeta(a), err
 	}
 	return fs.withOpenSize(a), nil
 }
@@ -162,69 +179,83 @@ const (
 	modeSticky = 0o1000
 )
 
-// Create makes a file, device, FIFO or socket in parent. With exclusive it
-// fails (meta.ErrExists) if the name is taken; without, an existing
-// regular file is opened instead (as open(O_CREAT) does) when open is set.
-// When open is set it returns a handle opened with flags.
-func (fs *FS) Create(ctx context.Context, parent meta.LIN, name string, ni meta.NewInode, open bool, flags int) (meta.Attr, *Handle, error) {
+// Create makes a file, device, FIFO or socket in parent. With exclusive
+// (OExcl in flags) it fails with ErrExists if the name is taken; without,
+// an existing regular file is opened instead (as open(O_CREAT) does) when
+// open is set. When open is set it returns a handle opened with flags.
+// Errors: those of Lookup and Open, ErrExists, ErrAccess, ErrNoSpace.
+func (fs *FS) Create(ctx context.Context, parent LIN, name string, ca CreateArgs, open bool, flags int) (Attr, *Handle, error) {
+	a, h, err := fs.create(ctx, meta.LIN(parent), name, ca, open, flags)
+	return a, h, classify(err)
+}
+
+func (fs *FS) create(ctx context.Context, parent meta.LIN, name string, ca CreateArgs, open bool, flags int) (Attr, *Handle, error) {
 	if err := fs.checkLIN(ctx, parent, MayWrite|MayExec); err != nil {
-		return meta.Attr{}, nil, err
+		return Attr{}, nil, err
 	}
-	a, err := fs.m.Create(ctx, parent, name, ni)
+	a, err := fs.m.Create(ctx, parent, name, createToMeta(ca))
 	if errors.Is(err, meta.ErrExists) && open && flags&OExcl == 0 {
 		if a, err = fs.m.Lookup(ctx, parent, name); err != nil {
-			return a, nil, err
+			return Attr{}, nil, err
 		}
-		h, err := fs.Open(ctx, a.LIN, flags)
+		h, err := fs.Open(ctx, LIN(a.LIN), flags)
 		return fs.withOpenSize(a), h, err
 	}
 	if err != nil || !open {
-		return a, nil, err
+		return attrFromMeta(a), nil, err
 	}
 	h, err := fs.open(ctx, a, flags, false)
-	return a, h, err
+	return attrFromMeta(a), h, err
 }
 
-// Mkdir makes a directory.
-func (fs *FS) Mkdir(ctx context.Context, parent meta.LIN, name string, mode uint32) (meta.Attr, error) {
-	if err := fs.checkLIN(ctx, parent, MayWrite|MayExec); err != nil {
-		return meta.Attr{}, err
+// Mkdir makes a directory. Errors: ErrExists, ErrNotFound, ErrNotDir,
+// ErrInvalid, ErrNameTooLong, ErrAccess.
+func (fs *FS) Mkdir(ctx context.Context, parent LIN, name string, mode uint32) (Attr, error) {
+	if err := fs.checkLIN(ctx, meta.LIN(parent), MayWrite|MayExec); err != nil {
+		return Attr{}, classify(err)
 	}
-	return fs.m.Mkdir(ctx, parent, name, mode)
+	a, err := fs.m.Mkdir(ctx, meta.LIN(parent), name, mode)
+	return attrFromMeta(a), classify(err)
 }
 
-// Symlink makes a symbolic link.
-func (fs *FS) Symlink(ctx context.Context, parent meta.LIN, name, target string) (meta.Attr, error) {
-	if err := fs.checkLIN(ctx, parent, MayWrite|MayExec); err != nil {
-		return meta.Attr{}, err
+// Symlink makes a symbolic link to target. Errors: those of Mkdir;
+// ErrNameTooLong also for a target over its limit.
+func (fs *FS) Symlink(ctx context.Context, parent LIN, name, target string) (Attr, error) {
+	if err := fs.checkLIN(ctx, meta.LIN(parent), MayWrite|MayExec); err != nil {
+		return Attr{}, classify(err)
 	}
-	return fs.m.Symlink(ctx, parent, name, target)
+	a, err := fs.m.Symlink(ctx, meta.LIN(parent), name, target)
+	return attrFromMeta(a), classify(err)
 }
 
-// Readlink returns a symlink's target.
-func (fs *FS) Readlink(ctx context.Context, lin meta.LIN) (string, error) {
-	return fs.m.Readlink(ctx, lin)
+// Readlink returns a symlink's target. Errors: ErrNotFound, ErrInvalid
+// (not a symlink).
+func (fs *FS) Readlink(ctx context.Context, lin LIN) (string, error) {
+	t, err := fs.m.Readlink(ctx, meta.LIN(lin))
+	return t, classify(err)
 }
 
-// Link makes a hard link to lin named name in parent.
-func (fs *FS) Link(ctx context.Context, lin, parent meta.LIN, name string) (meta.Attr, error) {
-	if err := fs.checkLIN(ctx, parent, MayWrite|MayExec); err != nil {
-		return meta.Attr{}, err
+// Link makes a hard link to lin named name in parent. Errors: those of
+// Mkdir, ErrPerm (a directory), ErrTooManyLinks.
+func (fs *FS) Link(ctx context.Context, lin, parent LIN, name string) (Attr, error) {
+	if err := fs.checkLIN(ctx, meta.LIN(parent), MayWrite|MayExec); err != nil {
+		return Attr{}, classify(err)
 	}
-	a, err := fs.m.Link(ctx, lin, parent, name)
-	return fs.withOpenSize(a), err
+	a, err := fs.m.Link(ctx, meta.LIN(lin), meta.LIN(parent), name)
+	return fs.withOpenSize(a), classify(err)
 }
 
 // Unlink removes a non-directory entry. The file's data is freed when its
-// last link is gone and no mount has it open.
-func (fs *FS) Unlink(ctx context.Context, parent meta.LIN, name string) error {
-	if err := fs.checkRemove(ctx, parent, name); err != nil {
-		return err
+// last link is gone and no mount has it open. Errors: ErrNotFound,
+// ErrNotDir, ErrIsDir, ErrAccess, ErrPerm (sticky directory).
+func (fs *FS) Unlink(ctx context.Context, parent LIN, name string) error {
+	if err := fs.checkRemove(ctx, meta.LIN(parent), name); err != nil {
+		return classify(err)
 	}
-	if err := fs.recordOpenVictim(ctx, parent, name); err != nil {
-		return err
+	if err := fs.recordOpenVictim(ctx, meta.LIN(parent), name); err != nil {
+		return classify(err)
 	}
-	return fs.m.Unlink(ctx, parent, name)
+	return classify(fs.m.Unlink(ctx, meta.LIN(parent), name))
 }
 
 // recordOpenVictim records in meta the open of the file at parent/name
@@ -241,17 +272,26 @@ func (fs *FS) recordOpenVictim(ctx context.Context, parent meta.LIN, name string
 	return fs.opens.ensure(ctx, a.LIN)
 }
 
-// Rmdir removes an empty directory.
-func (fs *FS) Rmdir(ctx context.Context, parent meta.LIN, name string) error {
-	if err := fs.checkRemove(ctx, parent, name); err != nil {
-		return err
+// Rmdir removes an empty directory. Errors: those of Unlink, ErrNotEmpty.
+func (fs *FS) Rmdir(ctx context.Context, parent LIN, name string) error {
+	if err := fs.checkRemove(ctx, meta.LIN(parent), name); err != nil {
+		return classify(err)
 	}
-	return fs.m.Rmdir(ctx, parent, name)
+	return classify(fs.m.Rmdir(ctx, meta.LIN(parent), name))
 }
 
 // Rename renames atomically, with POSIX replace semantics (flags may ask
-// for no-replace or exchange).
-func (fs *FS) Rename(ctx context.Context, sp meta.LIN, sn string, dp meta.LIN, dn string, flags meta.RenameFlags) error {
+// for no-replace or exchange). Errors: ErrNotFound, ErrExists, ErrNotDir,
+// ErrIsDir, ErrNotEmpty, ErrInvalid (unknown flags, a directory moved into
+// itself), ErrAccess, ErrPerm.
+func (fs *FS) Rename(ctx context.Context, sp LIN, sn string, dp LIN, dn string, flags RenameFlags) error {
+	return classify(fs.rename(ctx, meta.LIN(sp), sn, meta.LIN(dp), dn, flags))
+}
+
+func (fs *FS) rename(ctx context.Context, sp meta.LIN, sn string, dp meta.LIN, dn string, flags RenameFlags) error {
+	if flags&^(RenameNoReplace|RenameExchange) != 0 {
+		return fmt.Errorf("%w: rename flags %#x", ErrInvalid, uint8(flags))
+	}
 	if err := fs.checkRemove(ctx, sp, sn); err != nil {
 		return err
 	}
@@ -266,46 +306,51 @@ func (fs *FS) Rename(ctx context.Context, sp meta.LIN, sn string, dp meta.LIN, d
 	if err := fs.recordOpenVictim(ctx, dp, dn); err != nil {
 		return err
 	}
-	return fs.m.Rename(ctx, sp, sn, dp, dn, flags)
+	return fs.m.Rename(ctx, sp, sn, dp, dn, renameToMeta(flags))
 }
 
 // ReadDir lists up to limit entries of dir after the name cursor (""
-// starts at the beginning); next is "" at the end.
-func (fs *FS) ReadDir(ctx context.Context, dir meta.LIN, after string, limit int) ([]meta.DirEntry, string, error) {
-	return fs.m.ReadDir(ctx, dir, after, limit)
+// starts at the beginning), in byte order of name; next is "" at the end.
+// "." and ".." are not listed (see Parent). Errors: ErrNotFound, ErrNotDir.
+func (fs *FS) ReadDir(ctx context.Context, dir LIN, after string, limit int) ([]DirEntry, string, error) {
+	es, next, err := fs.m.ReadDir(ctx, meta.LIN(dir), after, limit)
+	return entriesFromMeta(es), next, classify(err)
 }
 
-// GetXattr, ListXattr, SetXattr and RemoveXattr pass through to meta.
-func (fs *FS) GetXattr(ctx context.Context, lin meta.LIN, name string) ([]byte, error) {
-	return fs.m.GetXattr(ctx, lin, name)
+// GetXattr returns the value of extended attribute name of lin. Errors:
+// ErrNotFound, ErrNoXattr, ErrInvalid, ErrXattrTooLarge (bad name).
+func (fs *FS) GetXattr(ctx context.Context, lin LIN, name string) ([]byte, error) {
+	v, err := fs.m.GetXattr(ctx, meta.LIN(lin), name)
+	return v, classify(err)
 }
 
-// ListXattr lists lin's extended attribute names.
-func (fs *FS) ListXattr(ctx context.Context, lin meta.LIN) ([]string, error) {
-	return fs.m.ListXattr(ctx, lin)
+// ListXattr lists lin's extended attribute names. Errors: ErrNotFound.
+func (fs *FS) ListXattr(ctx context.Context, lin LIN) ([]string, error) {
+	names, err := fs.m.ListXattr(ctx, meta.LIN(lin))
+	return names, classify(err)
 }
 
-// SetXattr sets an extended attribute; the caller must own the file or be
-// root for "trusted."/"security." names, and may write the file otherwise.
-func (fs *FS) SetXattr(ctx context.Context, lin meta.LIN, name string, value []byte, flags meta.XattrFlags) error {
-	if err := fs.checkLIN(ctx, lin, MayWrite); err != nil {
-		return err
+// SetXattr sets an extended attribute; the caller must be allowed to write
+// the file. Errors: ErrNotFound, ErrExists (XattrCreate), ErrNoXattr
+// (XattrReplace), ErrInvalid (bad name, unknown flags), ErrXattrTooLarge,
+// ErrAccess.
+func (fs *FS) SetXattr(ctx context.Context, lin LIN, name string, value []byte, flags XattrFlags) error {
+	if flags&^(XattrCreate|XattrReplace) != 0 {
+		return fmt.Errorf("%w: setxattr flags %#x", ErrInvalid, uint8(flags))
 	}
-	return fs.m.SetXattr(ctx, lin, name, value, flags)
-}
-
-// RemoveXattr removes an extended attribute.
-func (fs *FS) RemoveXattr(ctx context.Context, lin meta.LIN, name string) error {
-	if err := fs.checkLIN(ctx, lin, MayWrite); err != nil {
-		return err
+	if err := fs.checkLIN(ctx, meta.LIN(lin), MayWrite); err != nil {
+		return classify(err)
 	}
-	return fs.m.RemoveXattr(ctx, lin, name)
+	return classify(fs.m.SetXattr(ctx, meta.LIN(lin), name, value, xattrToMeta(flags)))
 }
 
-// StatFS is what statfs reports.
-type StatFS struct {
-	TotalBytes, FreeBytes int64
-	Files                 int64
+// RemoveXattr removes an extended attribute. Errors: ErrNotFound,
+// ErrNoXattr, ErrInvalid, ErrAccess.
+func (fs *FS) RemoveXattr(ctx context.Context, lin LIN, name string) error {
+	if err := fs.checkLIN(ctx, meta.LIN(lin), MayWrite); err != nil {
+		return classify(err)
+	}
+	return classify(fs.m.RemoveXattr(ctx, meta.LIN(lin), name))
 }
 
 // StatFS returns capacity (from the drives) and the inode count.
@@ -313,13 +358,13 @@ func (fs *FS) StatFS(ctx context.Context) (StatFS, error) {
 	var st StatFS
 	u, err := fs.m.StatFS(ctx)
 	if err != nil {
-		return st, err
+		return st, classify(err)
 	}
 	st.Files = u.Total.Inodes
 	if fs.cfg.Capacity != nil {
 		st.TotalBytes, st.FreeBytes, err = fs.cfg.Capacity(ctx)
 	}
-	return st, err
+	return st, classify(err)
 }
 
 // relatime decides whether a read updates atime: when atime is not newer

@@ -23,7 +23,7 @@ const (
 // kernel issues parallel reads and writes on one handle).
 type Handle struct {
 	ID    uint64
-	LIN   meta.LIN
+	LIN   LIN
 	Flags int
 
 	fs   *FS
@@ -45,18 +45,22 @@ type Handle struct {
 // milliseconds (more under load), so Open first waits for it to catch up
 // (meta.Sync: one round trip), then reads the attributes it opens with.
 // The gateway tells the kernel to drop what it cached before (fuse: Open).
-func (fs *FS) Open(ctx context.Context, lin meta.LIN, flags int) (*Handle, error) {
+//
+// Errors: ErrNotFound, ErrIsDir (a directory for writing), ErrInvalid (not
+// a regular file), ErrAccess, ErrNoSpace (O_TRUNC).
+func (fs *FS) Open(ctx context.Context, lin LIN, flags int) (*Handle, error) {
 	if err := fs.m.Sync(ctx); err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
-	a, err := fs.m.GetAttr(ctx, lin)
+	a, err := fs.m.GetAttr(ctx, meta.LIN(lin))
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	if a.Type == meta.TypeDir && flags&OAccMode != os.O_RDONLY {
-		return nil, fmt.Errorf("%w: open a directory for writing", meta.ErrIsDir)
+		return nil, fmt.Errorf("%w: open a directory for writing", ErrIsDir)
 	}
-	return fs.open(ctx, a, flags, true)
+	h, err := fs.open(ctx, a, flags, true)
+	return h, classify(err)
 }
 
 func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Handle, error) {
@@ -73,13 +77,13 @@ func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Ha
 		if flags&OTrunc != 0 {
 			want |= MayWrite
 		}
-		if !Allowed(meta.CallerFrom(ctx), a, want) {
+		if !Allowed(CallerFrom(ctx), attrFromMeta(a), want) {
 			return nil, fmt.Errorf("%w: open LIN %d", ErrAccess, a.LIN)
 		}
 	}
 	writable := flags&OAccMode != os.O_RDONLY || flags&OTrunc != 0
 	if a.Type != meta.TypeFile {
-		return nil, fmt.Errorf("%w: LIN %d is a %s, not a regular file", meta.ErrInvalid, a.LIN, a.Type)
+		return nil, fmt.Errorf("%w: LIN %d is a %s, not a regular file", ErrInvalid, a.LIN, a.Type)
 	}
 	fs.opens.open(a.LIN)
 	f, err := fs.c.OpenAttr(ctx, a, writable)
@@ -87,7 +91,7 @@ func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Ha
 		_ = fs.opens.release(ctx, a.LIN)
 		return nil, err
 	}
-	h := &Handle{LIN: a.LIN, Flags: flags, fs: fs, file: f, attr: a}
+	h := &Handle{LIN: LIN(a.LIN), Flags: flags, fs: fs, file: f, attr: a}
 	if flags&OTrunc != 0 && a.Size > 0 {
 		if err := f.Truncate(ctx, 0); err != nil {
 			_ = fs.release(ctx, h)
@@ -118,24 +122,29 @@ func (fs *FS) Handle(fh uint64) (*Handle, error) {
 	return h, nil
 }
 
-// Read reads at off. The first read of a handle updates atime (relatime).
+// Read reads at off, like io.ReaderAt (io.EOF at the end of the file).
+// The first read of a handle updates atime (relatime). Errors: ErrBadHandle
+// (not open for reading), ErrUnavailable.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.Flags&OAccMode == os.O_WRONLY {
 		return 0, fmt.Errorf("%w: handle not open for reading", ErrBadHandle)
 	}
 	n, err := h.file.ReadAt(ctx, p, off)
 	if h.atimeDone.CompareAndSwap(false, true) {
-		if cur, gerr := h.fs.m.GetAttr(ctx, h.LIN); gerr == nil && relatime(cur, time.Now()) {
-			if _, serr := h.fs.m.SetAttr(ctx, h.LIN, meta.SetAtimeNow|meta.SetCtime, cur); serr != nil {
+		lin := meta.LIN(h.LIN)
+		if cur, gerr := h.fs.m.GetAttr(ctx, lin); gerr == nil && relatime(cur, time.Now()) {
+			if _, serr := h.fs.m.SetAttr(ctx, lin, meta.SetAtimeNow|meta.SetCtime, cur); serr != nil {
 				h.fs.log.Debug("atime update", "lin", h.LIN, "err", serr)
 			}
 		}
 	}
-	return n, err
+	return n, classify(err)
 }
 
 // Write writes p at off (at the end of the file with O_APPEND). The first
-// write by a non-root caller clears setuid and setgid.
+// write by a non-root caller clears setuid and setgid. Errors:
+// ErrBadHandle (not open for writing), ErrNoSpace, ErrFileTooLarge,
+// ErrUnavailable.
 func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.Flags&OAccMode == os.O_RDONLY {
 		return 0, fmt.Errorf("%w: handle not open for writing", ErrBadHandle)
@@ -145,19 +154,20 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	if h.privCleared.CompareAndSwap(false, true) {
 		if err := h.clearPrivileges(ctx); err != nil {
-			return 0, err
+			return 0, classify(err)
 		}
 	}
-	return h.file.WriteAt(ctx, p, off)
+	n, err := h.file.WriteAt(ctx, p, off)
+	return n, classify(err)
 }
 
 // clearPrivileges drops setuid (and setgid with group-exec) after a write
 // by anyone but root, as POSIX requires.
 func (h *Handle) clearPrivileges(ctx context.Context) error {
-	if meta.CallerFrom(ctx).UID == 0 {
+	if CallerFrom(ctx).UID == 0 {
 		return nil
 	}
-	cur, err := h.fs.m.GetAttr(ctx, h.LIN)
+	cur, err := h.fs.m.GetAttr(ctx, meta.LIN(h.LIN))
 	if err != nil {
 		return err
 	}
@@ -169,7 +179,7 @@ func (h *Handle) clearPrivileges(ctx context.Context) error {
 		return nil
 	}
 	cur.Mode = mode
-	_, err = h.fs.m.SetAttr(ctx, h.LIN, meta.SetMode, cur)
+	_, err = h.fs.m.SetAttr(ctx, meta.LIN(h.LIN), meta.SetMode, cur)
 	return err
 }
 
@@ -177,7 +187,8 @@ func (h *Handle) clearPrivileges(ctx context.Context) error {
 func (h *Handle) Size() int64 { return h.file.Size() }
 
 // Flush writes buffered data out and commits it (close(2) calls it).
-func (h *Handle) Flush(ctx context.Context) error { return h.file.Flush(ctx) }
+// Errors: those of Write.
+func (h *Handle) Flush(ctx context.Context) error { return classify(h.file.Flush(ctx)) }
 
 // Fsync makes the file's data and metadata durable, and the namespace
 // changes this mount acknowledged before it (its create among them); it
@@ -185,14 +196,14 @@ func (h *Handle) Flush(ctx context.Context) error { return h.file.Flush(ctx) }
 // meta.Meta.Flush).
 func (h *Handle) Fsync(ctx context.Context) error {
 	if err := h.file.Sync(ctx); err != nil {
-		return err
+		return classify(err)
 	}
-	return h.fs.m.Flush(ctx)
+	return classify(h.fs.m.Flush(ctx))
 }
 
 // FsyncDir makes the namespace changes this mount acknowledged durable:
 // fsync(2) of a directory.
-func (fs *FS) FsyncDir(ctx context.Context) error { return fs.m.Flush(ctx) }
+func (fs *FS) FsyncDir(ctx context.Context) error { return classify(fs.m.Flush(ctx)) }
 
 // Release closes the handle: buffered data is written out, and the file
 // is deleted if it was unlinked and this was its last opener.
@@ -204,12 +215,12 @@ func (fs *FS) Release(ctx context.Context, fh uint64) error {
 	if h == nil {
 		return fmt.Errorf("%w: %d", ErrBadHandle, fh)
 	}
-	return fs.release(ctx, h)
+	return classify(fs.release(ctx, h))
 }
 
 func (fs *FS) release(ctx context.Context, h *Handle) error {
 	err := h.file.Close(ctx)
-	if rerr := fs.opens.release(ctx, h.LIN); err == nil {
+	if rerr := fs.opens.release(ctx, meta.LIN(h.LIN)); err == nil {
 		err = rerr
 	}
 	return err
@@ -228,5 +239,5 @@ func (fs *FS) Close(ctx context.Context) error {
 		}
 	}
 	fs.opens.close()
-	return first
+	return classify(first)
 }

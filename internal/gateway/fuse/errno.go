@@ -7,41 +7,41 @@ import (
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/weftfs/weft/internal/client"
-	"github.com/weftfs/weft/internal/kv"
-	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/vfs"
 )
 
-// errnoTable maps sentinel errors to errno, checked in order.
+// errnoTable maps vfs's error classes to errno, checked in order. A vfs
+// error has one class; context.Canceled (the standard library's) may be in
+// its chain too. Canceled comes after every class but the retryable one,
+// so a classified error keeps its code even if it was cut short, and a
+// retryable one that was cut short is EINTR, as before that class existed.
 var errnoTable = []struct {
 	err   error
 	errno syscall.Errno
 }{
-	{meta.ErrNotFound, syscall.ENOENT},
-	{meta.ErrExists, syscall.EEXIST},
-	{meta.ErrNotDir, syscall.ENOTDIR},
-	{meta.ErrIsDir, syscall.EISDIR},
-	{meta.ErrNotEmpty, syscall.ENOTEMPTY},
-	{meta.ErrNameTooLong, syscall.ENAMETOOLONG},
-	{meta.ErrNotPermitted, syscall.EPERM},
-	{meta.ErrTooManyLinks, syscall.EMLINK},
-	{meta.ErrRenameLoop, syscall.EINVAL},
-	{meta.ErrNoXattr, syscall.ENODATA},
-	{meta.ErrXattrTooLarge, syscall.E2BIG},
-	{meta.ErrBusy, syscall.EBUSY},
-	{meta.ErrInvalid, syscall.EINVAL},
-	{vfs.ErrAccess, syscall.EACCES},
+	{vfs.ErrNotFound, syscall.ENOENT},
+	{vfs.ErrExists, syscall.EEXIST},
+	{vfs.ErrNotDir, syscall.ENOTDIR},
+	{vfs.ErrIsDir, syscall.EISDIR},
+	{vfs.ErrNotEmpty, syscall.ENOTEMPTY},
+	{vfs.ErrNameTooLong, syscall.ENAMETOOLONG},
 	{vfs.ErrPerm, syscall.EPERM},
+	{vfs.ErrTooManyLinks, syscall.EMLINK},
+	{vfs.ErrNoXattr, syscall.ENODATA},
+	{vfs.ErrXattrTooLarge, syscall.E2BIG},
+	{vfs.ErrBusy, syscall.EBUSY},
+	{vfs.ErrInvalid, syscall.EINVAL},
+	{vfs.ErrAccess, syscall.EACCES},
 	{vfs.ErrBadHandle, syscall.EBADF},
-	{client.ErrNoSpace, syscall.ENOSPC},
-	{kv.ErrTooLarge, syscall.EFBIG},
+	{vfs.ErrNoSpace, syscall.ENOSPC},
+	{vfs.ErrFileTooLarge, syscall.EFBIG},
 	{context.Canceled, syscall.EINTR},
+	{vfs.ErrUnavailable, syscall.EIO},
 }
 
-// status turns an error of the layers below into a FUSE status: the one
-// place where weft errors become errno. Anything unknown — an unreachable
-// node, a corrupt record, a timeout — is EIO.
+// status turns an error of vfs into a FUSE status: the one place where
+// weft errors become errno. Anything of no class — an unreachable node, a
+// corrupt record, a timeout — is EIO.
 func status(err error) gofuse.Status {
 	if err == nil {
 		return gofuse.OK

@@ -12,7 +12,6 @@ import (
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/vfs"
 )
 
@@ -57,15 +56,15 @@ func (r *rawFS) String() string { return "weft" }
 // fails with EINTR, which Go does not retry. Requests are bounded by the
 // layers below (RPC and metadata timeouts) instead.
 func callerCtx(h *gofuse.InHeader) context.Context {
-	return meta.WithCaller(context.Background(), meta.Caller{UID: h.Uid, GID: h.Gid})
+	return vfs.WithCaller(context.Background(), vfs.Caller{UID: h.Uid, GID: h.Gid})
 }
 
-// fillAttr converts meta attributes to FUSE's.
-func fillAttr(a meta.Attr, out *gofuse.Attr) {
+// fillAttr converts vfs attributes to FUSE's.
+func fillAttr(a vfs.Attr, out *gofuse.Attr) {
 	out.Ino = uint64(a.LIN)
 	out.Size = a.Size
 	out.Blocks = (a.Allocated + 511) / 512
-	if a.Type != meta.TypeFile {
+	if a.Type != vfs.TypeFile {
 		out.Blocks = (a.Size + 511) / 512
 	}
 	out.Blksize = blockSize
@@ -76,43 +75,43 @@ func fillAttr(a meta.Attr, out *gofuse.Attr) {
 	out.Rdev = a.Rdev
 }
 
-func typeBits(t meta.FileType) uint32 {
+func typeBits(t vfs.FileType) uint32 {
 	switch t {
-	case meta.TypeDir:
+	case vfs.TypeDir:
 		return syscall.S_IFDIR
-	case meta.TypeSymlink:
+	case vfs.TypeSymlink:
 		return syscall.S_IFLNK
-	case meta.TypeFIFO:
+	case vfs.TypeFIFO:
 		return syscall.S_IFIFO
-	case meta.TypeSocket:
+	case vfs.TypeSocket:
 		return syscall.S_IFSOCK
-	case meta.TypeCharDev:
+	case vfs.TypeCharDev:
 		return syscall.S_IFCHR
-	case meta.TypeBlockDev:
+	case vfs.TypeBlockDev:
 		return syscall.S_IFBLK
 	}
 	return syscall.S_IFREG
 }
 
-func typeOf(mode uint32) meta.FileType {
+func typeOf(mode uint32) vfs.FileType {
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
-		return meta.TypeDir
+		return vfs.TypeDir
 	case syscall.S_IFLNK:
-		return meta.TypeSymlink
+		return vfs.TypeSymlink
 	case syscall.S_IFIFO:
-		return meta.TypeFIFO
+		return vfs.TypeFIFO
 	case syscall.S_IFSOCK:
-		return meta.TypeSocket
+		return vfs.TypeSocket
 	case syscall.S_IFCHR:
-		return meta.TypeCharDev
+		return vfs.TypeCharDev
 	case syscall.S_IFBLK:
-		return meta.TypeBlockDev
+		return vfs.TypeBlockDev
 	}
-	return meta.TypeFile
+	return vfs.TypeFile
 }
 
-func fillEntry(a meta.Attr, out *gofuse.EntryOut) {
+func fillEntry(a vfs.Attr, out *gofuse.EntryOut) {
 	out.NodeId = uint64(a.LIN)
 	out.Generation = 1 // LINs are never reused
 	out.SetEntryTimeout(entryTimeout)
@@ -122,7 +121,7 @@ func fillEntry(a meta.Attr, out *gofuse.EntryOut) {
 
 func (r *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := callerCtx(h)
-	a, err := r.fs.Lookup(ctx, meta.LIN(h.NodeId), name)
+	a, err := r.fs.Lookup(ctx, vfs.LIN(h.NodeId), name)
 	if err != nil {
 		if st := status(err); st == gofuse.ENOENT {
 			// A negative entry: cache "no such name" briefly.
@@ -140,7 +139,7 @@ func (r *rawFS) Forget(nodeid, nlookup uint64) {}
 
 func (r *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofuse.AttrOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	a, err := r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
+	a, err := r.fs.GetAttr(ctx, vfs.LIN(in.NodeId))
 	if err != nil {
 		return status(err)
 	}
@@ -151,46 +150,46 @@ func (r *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofus
 
 func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofuse.AttrOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	var mask meta.SetAttrMask
-	var a meta.Attr
+	var mask vfs.SetAttrMask
+	var a vfs.Attr
 	if m, ok := in.GetMode(); ok {
-		mask |= meta.SetMode
+		mask |= vfs.SetMode
 		a.Mode = m & 0o7777
 	}
 	if u, ok := in.GetUID(); ok {
-		mask |= meta.SetUID
+		mask |= vfs.SetUID
 		a.UID = u
 	}
 	if g, ok := in.GetGID(); ok {
-		mask |= meta.SetGID
+		mask |= vfs.SetGID
 		a.GID = g
 	}
 	if s, ok := in.GetSize(); ok {
-		mask |= meta.SetSize
+		mask |= vfs.SetSize
 		a.Size = s
 	}
 	if in.Valid&gofuse.FATTR_ATIME_NOW != 0 {
-		mask |= meta.SetAtimeNow
+		mask |= vfs.SetAtimeNow
 	} else if t, ok := in.GetATime(); ok {
-		mask |= meta.SetAtime
+		mask |= vfs.SetAtime
 		a.Atime = t
 	}
 	if in.Valid&gofuse.FATTR_MTIME_NOW != 0 {
-		mask |= meta.SetMtimeNow
+		mask |= vfs.SetMtimeNow
 	} else if t, ok := in.GetMTime(); ok {
-		mask |= meta.SetMtime
+		mask |= vfs.SetMtime
 		a.Mtime = t
 	}
 	if t, ok := in.GetCTime(); ok {
-		mask |= meta.SetCtime
+		mask |= vfs.SetCtime
 		a.Ctime = t
 	}
-	var res meta.Attr
+	var res vfs.Attr
 	var err error
 	if mask == 0 {
-		res, err = r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
+		res, err = r.fs.GetAttr(ctx, vfs.LIN(in.NodeId))
 	} else {
-		res, err = r.fs.SetAttr(ctx, meta.LIN(in.NodeId), mask, a)
+		res, err = r.fs.SetAttr(ctx, vfs.LIN(in.NodeId), mask, a)
 	}
 	if err != nil {
 		return status(err)
@@ -202,7 +201,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofus
 
 func (r *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	a, _, err := r.fs.Create(ctx, meta.LIN(in.NodeId), name, meta.NewInode{Type: typeOf(in.Mode), Mode: in.Mode & 0o7777, Rdev: in.Rdev}, false, 0)
+	a, _, err := r.fs.Create(ctx, vfs.LIN(in.NodeId), name, vfs.CreateArgs{Type: typeOf(in.Mode), Mode: in.Mode & 0o7777, Rdev: in.Rdev}, false, 0)
 	if err != nil {
 		return status(err)
 	}
@@ -212,7 +211,7 @@ func (r *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, o
 
 func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	a, err := r.fs.Mkdir(ctx, meta.LIN(in.NodeId), name, in.Mode&0o7777)
+	a, err := r.fs.Mkdir(ctx, vfs.LIN(in.NodeId), name, in.Mode&0o7777)
 	if err != nil {
 		return status(err)
 	}
@@ -222,12 +221,12 @@ func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, o
 
 func (r *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	ctx := callerCtx(h)
-	return status(r.fs.Unlink(ctx, meta.LIN(h.NodeId), name))
+	return status(r.fs.Unlink(ctx, vfs.LIN(h.NodeId), name))
 }
 
 func (r *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	ctx := callerCtx(h)
-	return status(r.fs.Rmdir(ctx, meta.LIN(h.NodeId), name))
+	return status(r.fs.Rmdir(ctx, vfs.LIN(h.NodeId), name))
 }
 
 // Linux renameat2 flags.
@@ -238,22 +237,22 @@ const (
 
 func (r *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, newName string) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	var flags meta.RenameFlags
+	var flags vfs.RenameFlags
 	if in.Flags&renameNoReplace != 0 {
-		flags |= meta.RenameNoReplace
+		flags |= vfs.RenameNoReplace
 	}
 	if in.Flags&renameExchange != 0 {
-		flags |= meta.RenameExchange
+		flags |= vfs.RenameExchange
 	}
 	if in.Flags&^(renameNoReplace|renameExchange) != 0 {
 		return gofuse.EINVAL
 	}
-	return status(r.fs.Rename(ctx, meta.LIN(in.NodeId), oldName, meta.LIN(in.Newdir), newName, flags))
+	return status(r.fs.Rename(ctx, vfs.LIN(in.NodeId), oldName, vfs.LIN(in.Newdir), newName, flags))
 }
 
 func (r *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	a, err := r.fs.Link(ctx, meta.LIN(in.Oldnodeid), meta.LIN(in.NodeId), name)
+	a, err := r.fs.Link(ctx, vfs.LIN(in.Oldnodeid), vfs.LIN(in.NodeId), name)
 	if err != nil {
 		return status(err)
 	}
@@ -263,7 +262,7 @@ func (r *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out
 
 func (r *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := callerCtx(h)
-	a, err := r.fs.Symlink(ctx, meta.LIN(h.NodeId), name, target)
+	a, err := r.fs.Symlink(ctx, vfs.LIN(h.NodeId), name, target)
 	if err != nil {
 		return status(err)
 	}
@@ -273,7 +272,7 @@ func (r *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name
 
 func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, gofuse.Status) {
 	ctx := callerCtx(h)
-	t, err := r.fs.Readlink(ctx, meta.LIN(h.NodeId))
+	t, err := r.fs.Readlink(ctx, vfs.LIN(h.NodeId))
 	if err != nil {
 		return nil, status(err)
 	}
@@ -283,12 +282,12 @@ func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, go
 // Access is only called without default_permissions; answer it all the same.
 func (r *rawFS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	return status(r.fs.Access(ctx, meta.LIN(in.NodeId), in.Mask&7))
+	return status(r.fs.Access(ctx, vfs.LIN(in.NodeId), in.Mask&7))
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	a, h, err := r.fs.Create(ctx, meta.LIN(in.NodeId), name, meta.NewInode{Type: meta.TypeFile, Mode: in.Mode & 0o7777}, true, int(in.Flags)|vfs.OExcl)
+	a, h, err := r.fs.Create(ctx, vfs.LIN(in.NodeId), name, vfs.CreateArgs{Type: vfs.TypeFile, Mode: in.Mode & 0o7777}, true, int(in.Flags)|vfs.OExcl)
 	if err != nil {
 		return status(err)
 	}
@@ -299,7 +298,7 @@ func (r *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string,
 
 func (r *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	h, err := r.fs.Open(ctx, meta.LIN(in.NodeId), int(in.Flags))
+	h, err := r.fs.Open(ctx, vfs.LIN(in.NodeId), int(in.Flags))
 	if err != nil {
 		return status(err)
 	}
@@ -386,13 +385,13 @@ func (r *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.S
 	out.Bavail = out.Bfree
 	out.Files = uint64(st.Files)
 	out.Ffree = 1 << 40
-	out.NameLen = meta.MaxNameLen
+	out.NameLen = vfs.MaxNameLen
 	return gofuse.OK
 }
 
 func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string, dest []byte) (uint32, gofuse.Status) {
 	ctx := callerCtx(h)
-	v, err := r.fs.GetXattr(ctx, meta.LIN(h.NodeId), name)
+	v, err := r.fs.GetXattr(ctx, vfs.LIN(h.NodeId), name)
 	if err != nil {
 		return 0, status(err)
 	}
@@ -404,7 +403,7 @@ func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string
 
 func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byte) (uint32, gofuse.Status) {
 	ctx := callerCtx(h)
-	names, err := r.fs.ListXattr(ctx, meta.LIN(h.NodeId))
+	names, err := r.fs.ListXattr(ctx, vfs.LIN(h.NodeId))
 	if err != nil {
 		return 0, status(err)
 	}
@@ -426,19 +425,19 @@ const (
 
 func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name string, data []byte) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	var flags meta.XattrFlags
+	var flags vfs.XattrFlags
 	if in.Flags&xattrCreate != 0 {
-		flags |= meta.XattrCreate
+		flags |= vfs.XattrCreate
 	}
 	if in.Flags&xattrReplace != 0 {
-		flags |= meta.XattrReplace
+		flags |= vfs.XattrReplace
 	}
-	return status(r.fs.SetXattr(ctx, meta.LIN(in.NodeId), name, data, flags))
+	return status(r.fs.SetXattr(ctx, vfs.LIN(in.NodeId), name, data, flags))
 }
 
 func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	ctx := callerCtx(h)
-	return status(r.fs.RemoveXattr(ctx, meta.LIN(h.NodeId), name))
+	return status(r.fs.RemoveXattr(ctx, vfs.LIN(h.NodeId), name))
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }

@@ -6,33 +6,33 @@ import (
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/vfs"
 )
 
-// dirHandle is an open directory. FUSE resumes a listing by offset; meta
+// dirHandle is an open directory. FUSE resumes a listing by offset; vfs
 // resumes by name. Offsets are positions in the stream (1, 2 for "." and
 // ".."; then one per entry), and the handle remembers the name at each
 // offset of the last two pages so that the kernel can resume anywhere in
 // the page it last received. An unknown offset (seekdir to an old
 // position) restarts the listing and skips to that position.
 type dirHandle struct {
-	lin meta.LIN
+	lin vfs.LIN
 
 	mu          sync.Mutex
 	names, prev map[uint64]string // offset → name of the entry ending there
 	done        bool              // the last page reached the end
 }
 
-// pageSize is how many entries one ReadDir asks meta for.
+// pageSize is how many entries one ReadDir asks vfs for.
 const pageSize = 512
 
 func (r *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.OpenOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	a, err := r.fs.GetAttr(ctx, meta.LIN(in.NodeId))
+	a, err := r.fs.GetAttr(ctx, vfs.LIN(in.NodeId))
 	if err != nil {
 		return status(err)
 	}
-	if a.Type != meta.TypeDir {
+	if a.Type != vfs.TypeDir {
 		return gofuse.ENOTDIR
 	}
 	r.mu.Lock()
@@ -66,8 +66,8 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.D
 		if off == 0 && !out.AddDirEntry(gofuse.DirEntry{Name: ".", Ino: uint64(d.lin), Mode: gofuse.S_IFDIR, Off: 1}) {
 			return gofuse.OK
 		}
-		if in, err := r.fs.Meta().GetInode(ctx, d.lin); err == nil && len(in.Links) > 0 {
-			parent = uint64(in.Links[0].Parent)
+		if p, err := r.fs.Parent(ctx, d.lin); err == nil {
+			parent = uint64(p)
 		}
 		if !out.AddDirEntry(gofuse.DirEntry{Name: "..", Ino: parent, Mode: gofuse.S_IFDIR, Off: 2}) {
 			return gofuse.OK
@@ -108,7 +108,7 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.D
 }
 
 // skipTo returns the name of the n-th entry of dir (1-based), "" for 0.
-func (r *rawFS) skipTo(ctx context.Context, dir meta.LIN, n uint64) (string, error) {
+func (r *rawFS) skipTo(ctx context.Context, dir vfs.LIN, n uint64) (string, error) {
 	after := ""
 	for n > 0 {
 		ents, next, err := r.fs.ReadDir(ctx, dir, after, int(min(n, pageSize)))

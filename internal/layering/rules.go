@@ -1,0 +1,103 @@
+package layering
+
+// EdgeAPI is the one weft package a gateway (Kind Edge) may import: the
+// file system's whole API for the data edges.
+const EdgeAPI = "internal/vfs"
+
+// Weft returns weft's import table. It is the one place where the allowed
+// directions are written; docs/architecture.md prints it (regenerate with
+// `go test ./internal/layering -update`).
+//
+// To add a package, add a row: its path below the module, its kind (which
+// brings that kind's rules, see Kind) and the weft packages it may import.
+// A package importing a Shared package needs no entry for it. To let a
+// package import a new one, add the new one to the importer's row. For
+// example, a future restriper package imported by jobs would be
+//
+//	{Pkg: "internal/restripe", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
+//
+// with "internal/restripe" added to the row of "internal/jobs"; the
+// client's cluster-topology adapter, used by the server and the mount,
+//
+//	{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster"}},
+//
+// with "internal/topology" added to their rows; a runner of background
+// workers that everything but the edges may use
+//
+//	{Pkg: "internal/runner", Kind: Shared},
+//
+// a policy evaluator that must stay free of the domain
+//
+//	{Pkg: "internal/policy", Kind: Leaf},
+//
+// and an NFS gateway
+//
+//	{Pkg: "internal/gateway/nfs", Kind: Edge, Imports: []string{EdgeAPI},
+//		Libraries: []string{"github.com/willscott/go-nfs", "github.com/go-git/go-billy/v5"}},
+//
+// Rows are listed from the top of the stack down; the document keeps that
+// order.
+func Weft() Table {
+	return Table{
+		Rules: []Rule{
+			// Processes and their wiring.
+			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster",
+				"internal/drive", "internal/job", "internal/local", "internal/meta", "internal/mount", "internal/server"}},
+			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/server"}},
+			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
+				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/job", "internal/jobs",
+				"internal/meta"}},
+			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster",
+				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/vfs"}},
+
+			// The data edges.
+			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
+				Libraries: []string{"github.com/hanwen/go-fuse/v2"}},
+
+			// The file system.
+			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive",
+				"internal/job", "internal/meta"}},
+			{Pkg: "internal/bench", Kind: Part},
+			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
+				"internal/drive", "internal/job", "internal/meta"}},
+			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
+			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/cluster", "internal/drive",
+				"internal/erasure", "internal/meta", "internal/placement"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/kv",
+				"internal/kv/etcdkv", "internal/kv/kvcache", "internal/meta"}},
+			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
+			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/rpc/pb"}},
+
+			// Self-contained parts.
+			{Pkg: "internal/job", Kind: Leaf},
+			{Pkg: "internal/placement", Kind: Leaf},
+			{Pkg: "internal/erasure", Kind: Leaf},
+			{Pkg: "internal/drive", Kind: Leaf},
+			{Pkg: "internal/kv", Kind: Leaf},
+			{Pkg: "internal/kv/etcdkv", Kind: Leaf, Imports: []string{"internal/kv"}},
+			{Pkg: "internal/kv/kvcache", Kind: Leaf, Imports: []string{"internal/kv"}},
+			{Pkg: "internal/kv/memkv", Kind: Leaf, Imports: []string{"internal/kv"}},
+			{Pkg: "internal/etcdx", Kind: Leaf},
+			{Pkg: "internal/rpc", Kind: Leaf},
+			{Pkg: "internal/rpc/pb", Kind: Leaf},
+
+			// Infrastructure.
+			{Pkg: "internal/failpoint", Kind: Shared},
+
+			// Test support.
+			{Pkg: "internal/datadriven", Kind: Test},
+			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx"}},
+			{Pkg: "internal/kv/kvtest", Kind: Test, Imports: []string{"internal/kv"}},
+			{Pkg: "internal/layering", Kind: Test},
+			{Pkg: "tests", Kind: Test},
+			{Pkg: "tests/harness", Kind: Test, Imports: []string{"internal/admin", "internal/cluster", "internal/etcdx",
+				"internal/job", "internal/local", "internal/meta"}},
+		},
+		Forbidden: []Forbid{
+			{From: "internal/meta", To: "internal/client",
+				Why: "the namespace never touches block data; the data path is written over it"},
+			{From: "internal/meta", To: "internal/cluster",
+				Why: "the control plane opens the namespace it hosts, not the other way round"},
+		},
+	}
+}
