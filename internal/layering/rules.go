@@ -42,11 +42,11 @@ func Weft() Table {
 		Rules: []Rule{
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster",
-				"internal/drive", "internal/job", "internal/local", "internal/meta", "internal/mount", "internal/server"}},
+				"internal/drive", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount", "internal/server"}},
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
-				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/job", "internal/jobs",
-				"internal/meta"}},
+				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/impact", "internal/job",
+				"internal/jobs", "internal/meta"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/vfs"}},
 
@@ -56,7 +56,7 @@ func Weft() Table {
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive",
-				"internal/job", "internal/meta"}},
+				"internal/impact", "internal/job", "internal/meta"}},
 			{Pkg: "internal/bench", Kind: Part},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
 				"internal/drive", "internal/job", "internal/meta"}},
@@ -67,6 +67,8 @@ func Weft() Table {
 				"internal/kv/etcdkv", "internal/kv/kvcache", "internal/meta"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/rpc/pb"}},
+
+			{Pkg: "internal/impact", Kind: Part, Imports: []string{"internal/job"}},
 
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},
@@ -83,6 +85,7 @@ func Weft() Table {
 
 			// Infrastructure.
 			{Pkg: "internal/failpoint", Kind: Shared},
+			{Pkg: "internal/durable", Kind: Shared},
 
 			// Test support.
 			{Pkg: "internal/datadriven", Kind: Test},
