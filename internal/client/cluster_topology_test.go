@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
@@ -51,12 +52,12 @@ func TestClusterTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	topo := NewClusterTopology(store, time.Hour)
+	topo := client.NewClusterTopology(store, time.Hour)
 	ds, err := topo.Drives(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []DriveState{
+	want := []client.DriveState{
 		{ID: meta.DriveID(ids[0]), Node: "n1", Pool: "p0", Up: true, Usable: true, FreeBytes: 60, TotalBytes: 100},
 		{ID: meta.DriveID(ids[1]), Node: "n1", Pool: "p0", Up: true, Usable: false, FreeBytes: 60, TotalBytes: 100},
 	}
@@ -66,7 +67,7 @@ func TestClusterTopology(t *testing.T) {
 	if addr, err := topo.NodeAddr(bg, "n1"); err != nil || addr != "127.0.0.1:7001" {
 		t.Fatalf("NodeAddr = %q, %v", addr, err)
 	}
-	if _, err := topo.NodeAddr(bg, "nope"); !errors.Is(err, ErrUnavailable) {
+	if _, err := topo.NodeAddr(bg, "nope"); !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("unknown node: %v", err)
 	}
 	if p, err := topo.PoolProtection(bg, "p0"); err != nil || p != (erasure.Protection{Data: 4, Parity: 2}) {

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -16,45 +18,45 @@ import (
 // problem VerifyStripe must then report, per unit.
 type damage struct {
 	name string
-	do   func(t *testing.T, f *fixture, lin meta.LIN, s meta.Stripe) map[int]ProblemKind
+	do   func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]client.ProblemKind
 }
 
 var damages = []damage{
-	{"flipped byte", func(t *testing.T, f *fixture, _ meta.LIN, s meta.Stripe) map[int]ProblemKind {
-		flipByte(t, f.blockFile(s.Units[0]), 10)
-		return map[int]ProblemKind{0: ProblemChecksum}
+	{"flipped byte", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+		clienttest.FlipByte(t, f.BlockFile(s.Units[0]), 10)
+		return map[int]client.ProblemKind{0: client.ProblemChecksum}
 	}},
-	{"block deleted", func(t *testing.T, f *fixture, _ meta.LIN, s meta.Stripe) map[int]ProblemKind {
-		if err := f.drive(s.Units[1].Drive).Delete(drive.BlockID(s.Units[1].Block)); err != nil {
+	{"block deleted", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+		if err := f.Drive(s.Units[1].Drive).Delete(drive.BlockID(s.Units[1].Block)); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]ProblemKind{1: ProblemMissing}
+		return map[int]client.ProblemKind{1: client.ProblemMissing}
 	}},
-	{"units swapped in the map", func(t *testing.T, f *fixture, lin meta.LIN, s meta.Stripe) map[int]ProblemKind {
+	{"units swapped in the map", func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
 		ns := s
 		ns.Units = slices.Clone(s.Units)
 		ns.Units[0], ns.Units[1] = ns.Units[1], ns.Units[0]
-		if _, err := f.meta.CommitStripe(bg, lin, ns, s.Gen, meta.CommitOptions{}); err != nil {
+		if _, err := f.Meta.CommitStripe(bg, lin, ns, s.Gen, meta.CommitOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]ProblemKind{0: ProblemIdentity, 1: ProblemIdentity}
+		return map[int]client.ProblemKind{0: client.ProblemIdentity, 1: client.ProblemIdentity}
 	}},
-	{"block file swapped", func(t *testing.T, f *fixture, _ meta.LIN, s meta.Stripe) map[int]ProblemKind {
-		b, err := os.ReadFile(f.blockFile(s.Units[1]))
+	{"block file swapped", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+		b, err := os.ReadFile(f.BlockFile(s.Units[1]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(f.blockFile(s.Units[0]), b, 0o644); err != nil {
+		if err := os.WriteFile(f.BlockFile(s.Units[0]), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]ProblemKind{0: ProblemIdentity}
+		return map[int]client.ProblemKind{0: client.ProblemIdentity}
 	}},
-	{"wrong parity, right checksums", func(t *testing.T, f *fixture, lin meta.LIN, s meta.Stripe) map[int]ProblemKind {
+	{"wrong parity, right checksums", func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
 		// A block with correct segment CRCs, header and map CRC whose
 		// bytes are not the parity (or copy) of the others.
 		last := len(s.Units) - 1
 		u := s.Units[last]
-		d := f.drive(u.Drive)
+		d := f.Drive(u.Drive)
 		b, hdr, err := d.Get(bg, drive.BlockID(u.Block), 0, -1)
 		if err != nil {
 			t.Fatal(err)
@@ -66,11 +68,11 @@ var damages = []damage{
 		}
 		ns := s
 		ns.Units = slices.Clone(s.Units)
-		ns.Units[last] = meta.Unit{Drive: u.Drive, Block: meta.BlockID(id), Length: u.Length, CRC: crc32.Checksum(b, castagnoli())}
-		if _, err := f.meta.CommitStripe(bg, lin, ns, s.Gen, meta.CommitOptions{}); err != nil {
+		ns.Units[last] = meta.Unit{Drive: u.Drive, Block: meta.BlockID(id), Length: u.Length, CRC: crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))}
+		if _, err := f.Meta.CommitStripe(bg, lin, ns, s.Gen, meta.CommitOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]ProblemKind{last: ProblemInconsistent}
+		return map[int]client.ProblemKind{last: client.ProblemInconsistent}
 	}},
 }
 
@@ -83,33 +85,33 @@ func TestVerify(t *testing.T) {
 	for _, tc := range repairCases {
 		for _, dm := range damages {
 			t.Run(tc.name+"/"+dm.name, func(t *testing.T) {
-				f := newFixture(t)
-				c := f.client(testUnit)
-				data := randBytes(tc.size, 7)
-				lin := f.writeClosed(c, "f", tc.prot, data)
+				f := clienttest.New(t)
+				c := f.Client(testUnit)
+				data := clienttest.RandBytes(tc.size, 7)
+				lin := f.WriteClosed(c, "f", tc.prot, data)
 				clean, err := c.VerifyStripe(bg, lin, 0, false)
 				if err != nil || len(clean.Problems) != 0 || clean.Verified != clean.Units {
 					t.Fatalf("verify before damage: %+v, %v", clean, err)
 				}
-				want := dm.do(t, f, lin, f.stripes(lin)[0])
-				s := f.stripes(lin)[0]
+				want := dm.do(t, f, lin, f.Stripes(lin)[0])
+				s := f.Stripes(lin)[0]
 
 				vr, err := c.VerifyStripe(bg, lin, 0, false)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := map[int]ProblemKind{}
+				got := map[int]client.ProblemKind{}
 				for _, p := range vr.Problems {
 					got[p.Unit] = p.Kind
 					u := s.Units[p.Unit]
-					if p.LIN != lin || p.Stripe != 0 || p.Drive != u.Drive || p.Block != u.Block.String() || p.Node != f.node(u.Drive).name || p.Detail == "" {
+					if p.LIN != lin || p.Stripe != 0 || p.Drive != u.Drive || p.Block != u.Block.String() || p.Node != f.Node(u.Drive).Name || p.Detail == "" {
 						t.Fatalf("problem %+v does not name the unit %+v", p, u)
 					}
 				}
 				if !maps.Equal(got, want) || vr.Damaged() != len(want) || vr.Verified != vr.Units-len(want) || vr.Repair != nil {
 					t.Fatalf("verify: %+v, want problems %v", vr, want)
 				}
-				mustEqual(t, "damaged", f.readBack(lin), data)
+				clienttest.MustEqual(t, "damaged", f.ReadBack(lin), data)
 
 				fixed, err := c.VerifyStripe(bg, lin, 0, true)
 				if err != nil {
@@ -118,9 +120,9 @@ func TestVerify(t *testing.T) {
 				if r := fixed.Repair; r == nil || !r.Committed || r.Rebuilt != len(want) || r.StillUnderProtected {
 					t.Fatalf("verify with repair: %+v, repair %+v", fixed, fixed.Repair)
 				}
-				after := f.stripes(lin)[0]
+				after := f.Stripes(lin)[0]
 				for i := range want {
-					if !f.queued(s.Units[i]) || after.Units[i].Block == s.Units[i].Block {
+					if !f.Queued(s.Units[i]) || after.Units[i].Block == s.Units[i].Block {
 						t.Fatalf("unit %d: damaged block %v not replaced and queued", i, s.Units[i].Block)
 					}
 				}
@@ -128,7 +130,7 @@ func TestVerify(t *testing.T) {
 				if err != nil || len(again.Problems) != 0 || again.Verified != again.Units {
 					t.Fatalf("verify after repair: %+v, %v", again, err)
 				}
-				mustEqual(t, "repaired", f.readBack(lin), data)
+				clienttest.MustEqual(t, "repaired", f.ReadBack(lin), data)
 			})
 		}
 	}
@@ -139,11 +141,11 @@ func TestVerify(t *testing.T) {
 // checked and not repaired; with two stripes damaged, a verify with repair
 // fixes both.
 func TestVerifyFile(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	data := randBytes(3*4*testUnit+5000, 8)
-	lin := f.writeClosed(c, "f", "ec:4+2", data)
-	a, err := f.meta.GetAttr(bg, lin)
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	data := clienttest.RandBytes(3*4*testUnit+5000, 8)
+	lin := f.WriteClosed(c, "f", "ec:4+2", data)
+	a, err := f.Meta.GetAttr(bg, lin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,22 +154,22 @@ func TestVerifyFile(t *testing.T) {
 		t.Fatalf("clean file: %+v, %v (allocated %d)", res, err, a.Allocated)
 	}
 
-	ss := f.stripes(lin)
+	ss := f.Stripes(lin)
 	d := ss[0].Units[3].Drive
-	f.setDriveDown(d, true)
+	f.SetDriveDown(d, true)
 	down, err := c.VerifyFile(bg, lin, true)
-	if err != nil || down.Damaged != 0 || down.Unchecked != f.unitsOn(lin, d) || down.Repaired != 0 {
+	if err != nil || down.Damaged != 0 || down.Unchecked != f.UnitsOn(lin, d) || down.Repaired != 0 {
 		t.Fatalf("drive down: %+v, %v", down, err)
 	}
 	for _, p := range down.Problems {
-		if p.Kind != ProblemDown || p.Drive != d {
+		if p.Kind != client.ProblemDown || p.Drive != d {
 			t.Fatalf("drive down: problem %v", p)
 		}
 	}
-	f.setDriveDown(d, false)
+	f.SetDriveDown(d, false)
 
-	flipByte(t, f.blockFile(ss[1].Units[4]), 100)
-	flipByte(t, f.blockFile(ss[3].Units[1]), 100) // the tail: 3 copies
+	clienttest.FlipByte(t, f.BlockFile(ss[1].Units[4]), 100)
+	clienttest.FlipByte(t, f.BlockFile(ss[3].Units[1]), 100) // the tail: 3 copies
 	fixed, err := c.VerifyFile(bg, lin, true)
 	if err != nil || fixed.Damaged != 2 || fixed.Repaired != 2 || fixed.Failed != 0 {
 		t.Fatalf("two stripes damaged: %+v, %v", fixed, err)
@@ -175,5 +177,5 @@ func TestVerifyFile(t *testing.T) {
 	if again, err := c.VerifyFile(bg, lin, false); err != nil || len(again.Problems) != 0 {
 		t.Fatalf("after repair: %+v, %v", again, err)
 	}
-	mustEqual(t, "repaired", f.readBack(lin), data)
+	clienttest.MustEqual(t, "repaired", f.ReadBack(lin), data)
 }
