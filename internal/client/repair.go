@@ -153,7 +153,7 @@ func (c *Client) BadDrives(ctx context.Context, bad func(meta.DriveID) bool) (fu
 	if err != nil {
 		return nil, fmt.Errorf("client: drive states: %w", err)
 	}
-	return func(d meta.DriveID) bool { return !view.up(d) || (bad != nil && bad(d)) }, nil
+	return func(d meta.DriveID) bool { return !view.Up(d) || (bad != nil && bad(d)) }, nil
 }
 
 // RepairStripe re-protects stripe index of file lin (see the comment at
@@ -388,7 +388,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 	}
 	s := got[0]
 	res.Gen = s.Gen
-	l, err := storedLayout(lin, s)
+	l, err := StoredLayout(lin, s)
 	if err != nil {
 		return err
 	}
@@ -411,8 +411,8 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 		case !u.Placed():
 			add(i, rankLost, false, "not placed")
 		case rq.damaged[unitID{u.Drive, u.Block}] != "":
-			add(i, rankLost, view.up(u.Drive) && !isBad(u.Drive), rq.damaged[unitID{u.Drive, u.Block}])
-		case !view.up(u.Drive):
+			add(i, rankLost, view.Up(u.Drive) && !isBad(u.Drive), rq.damaged[unitID{u.Drive, u.Block}])
+		case !view.Up(u.Drive):
 			add(i, rankDown, false, fmt.Sprintf("drive %d is down", u.Drive))
 		case isBad(u.Drive):
 			add(i, rankReadable, false, fmt.Sprintf("drive %d is to be emptied", u.Drive))
@@ -489,7 +489,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 					continue
 				}
 				// A survivor that does not read is rebuilt too.
-				add(i, rankLost, view.up(s.Units[i].Drive) && !isBad(s.Units[i].Drive), fmt.Sprintf("unreadable: %v", failed[i]))
+				add(i, rankLost, view.Up(s.Units[i].Drive) && !isBad(s.Units[i].Drive), fmt.Sprintf("unreadable: %v", failed[i]))
 			}
 		}
 		if present < l.Needed() {
@@ -592,7 +592,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 // bytes read. The reads check block identity (getUnit) and the map's CRC,
 // also for short-circuit reads (getUnit leaves it to their segment CRCs):
 // a rebuild must not start from a unit that is not the one committed.
-func (c *Client) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, view *topoView, units []int, shards [][]byte, failed map[int]error) int64 {
+func (c *Client) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, view *Snapshot, units []int, shards [][]byte, failed map[int]error) int64 {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -600,7 +600,7 @@ func (c *Client) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, vie
 	)
 	for _, i := range units {
 		u := s.Units[i]
-		ref := unitRef{lin: lin, stripe: s.Index, index: i, unit: u, node: view.node(u.Drive), local: view.local(u.Drive)}
+		ref := unitRef{lin: lin, stripe: s.Index, index: i, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -642,7 +642,7 @@ func (c *Client) mapMoved(ctx context.Context, lin meta.LIN, s meta.Stripe, fail
 // units of failed puts (they may have left a block), the bytes written,
 // and why some targets got no drive or could not be written ("" if all
 // were written). The caller keeps the old entry of those.
-func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *topoView, targets []*repairTarget, crcs map[int]uint32) (fresh map[int]meta.Unit, maybe []meta.Unit, written int64, left string, err error) {
+func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *Snapshot, targets []*repairTarget, crcs map[int]uint32) (fresh map[int]meta.Unit, maybe []meta.Unit, written int64, left string, err error) {
 	base, soft := c.repairPlacement(rq, pool, s, l, view, targets)
 	hard, kept := base.Exclude, base.Existing
 	fresh = map[int]meta.Unit{}
@@ -718,7 +718,7 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 // and the old drives of the targets in Exclude) and the drives to avoid
 // only while others are eligible: the old drives of damaged units on
 // drives that are otherwise fine.
-func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *topoView, targets []*repairTarget) (placement.Request, []placement.DriveID) {
+func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *Snapshot, targets []*repairTarget) (placement.Request, []placement.DriveID) {
 	isTarget := map[int]bool{}
 	var hard, soft []placement.DriveID
 	for _, t := range targets {
@@ -731,7 +731,7 @@ func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l
 			}
 		}
 	}
-	cands := view.candidates(pool)
+	cands := view.Candidates(pool)
 	for _, cd := range cands {
 		if (rq.bad != nil && rq.bad(meta.DriveID(cd.ID))) || (rq.allow != nil && !rq.allow(meta.DriveID(cd.ID))) {
 			hard = append(hard, cd.ID)
@@ -740,7 +740,7 @@ func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l
 	var kept []placement.Unit
 	for i, u := range s.Units {
 		if !isTarget[i] && u.Placed() {
-			kept = append(kept, placement.Unit{Drive: placement.DriveID(u.Drive), Node: view.node(u.Drive)})
+			kept = append(kept, placement.Unit{Drive: placement.DriveID(u.Drive), Node: view.Node(u.Drive)})
 		}
 	}
 	return placement.Request{
@@ -811,27 +811,12 @@ func unitsOf(m map[int]meta.Unit) []meta.Unit {
 
 // healthyTolerance is the tolerance of s counting only units on drives
 // that are up and not bad.
-func healthyTolerance(s meta.Stripe, l erasure.StripeLayout, view *topoView, isBad func(meta.DriveID) bool) placement.Tolerance {
+func healthyTolerance(s meta.Stripe, l erasure.StripeLayout, view *Snapshot, isBad func(meta.DriveID) bool) placement.Tolerance {
 	var units []placement.Unit
 	for _, u := range s.Units {
-		if u.Placed() && view.up(u.Drive) && !isBad(u.Drive) {
-			units = append(units, placement.Unit{Drive: placement.DriveID(u.Drive), Node: view.node(u.Drive)})
+		if u.Placed() && view.Up(u.Drive) && !isBad(u.Drive) {
+			units = append(units, placement.Unit{Drive: placement.DriveID(u.Drive), Node: view.Node(u.Drive)})
 		}
 	}
 	return placement.ComputeTolerance(units, l.Needed())
-}
-
-// forgetMap drops this Client's cached map of stripe idx of lin, if the
-// file is open here, so its readers do not wait for MapTTL or a "not
-// found" to see the repaired stripe.
-func (c *Client) forgetMap(lin meta.LIN, idx uint64) {
-	c.mu.Lock()
-	ino := c.inodes[lin]
-	c.mu.Unlock()
-	if ino == nil {
-		return
-	}
-	ino.mu.Lock()
-	ino.forgetMapLocked(int64(idx))
-	ino.mu.Unlock()
 }

@@ -285,9 +285,9 @@ func (c *Client) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, 
 }
 
 // checkStripe reads every unit of s and checks it (see VerifyStripe).
-func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, view *topoView) (VerifyResult, error) {
+func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, view *Snapshot) (VerifyResult, error) {
 	vr := VerifyResult{LIN: lin, Stripe: s.Index, Gen: s.Gen, Units: len(s.Units)}
-	l, err := storedLayout(lin, s)
+	l, err := StoredLayout(lin, s)
 	if err != nil {
 		return vr, err
 	}
@@ -297,7 +297,7 @@ func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, v
 		u := s.Units[i]
 		p := &UnitProblem{LIN: lin, Stripe: s.Index, Unit: i, Parity: i >= l.Data, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 		if u.Placed() {
-			p.Drive, p.Node, p.Block = u.Drive, view.node(u.Drive), u.Block.String()
+			p.Drive, p.Node, p.Block = u.Drive, view.Node(u.Drive), u.Block.String()
 		}
 		problems[i] = p
 	}
@@ -311,11 +311,11 @@ func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, v
 		case !u.Placed():
 			report(i, ProblemUnplaced, "the stripe map has no block for it (under-protected stripe)")
 			continue
-		case !view.up(u.Drive):
+		case !view.Up(u.Drive):
 			report(i, ProblemDown, "drive %d is down: not checked", u.Drive)
 			continue
 		}
-		ref := unitRef{lin: lin, stripe: s.Index, index: i, unit: u, node: view.node(u.Drive), local: view.local(u.Drive)}
+		ref := unitRef{lin: lin, stripe: s.Index, index: i, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -397,37 +397,6 @@ func (c *Client) checkConsistent(l erasure.StripeLayout, data [][]byte, report f
 		}
 		report(i, ProblemInconsistent, "%s unit %d passes its checksums but differs from what units %v give", what, i, basis)
 	}
-}
-
-// readWholeBlock reads all of a unit's block (straight from the drive if
-// it is on this machine, else through its node's block service) with the
-// drive's header and segment checks, and returns its header.
-func (c *Client) readWholeBlock(ctx context.Context, u unitRef) ([]byte, drive.BlockHeader, error) {
-	id := drive.BlockID(u.unit.Block)
-	var (
-		data []byte
-		hdr  drive.BlockHeader
-		err  error
-	)
-	if ld := c.localDrive(u); ld != nil {
-		data, hdr, err = ld.Get(ctx, id, 0, -1)
-		if err == nil {
-			c.st.localReads.Add(1)
-		}
-	} else {
-		bc, berr := c.blocks(ctx, u.node)
-		if berr != nil {
-			return nil, hdr, berr
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.ioTimeout)
-		defer cancel()
-		data, hdr, err = bc.Get(rctx, drive.ID(u.unit.Drive), id, 0, -1)
-	}
-	if err != nil {
-		return nil, hdr, c.unitErr(err)
-	}
-	c.st.unitBytesRead.Add(int64(len(data)))
-	return data, hdr, nil
 }
 
 // classifyUnitErr turns a failed block read into a problem kind.
