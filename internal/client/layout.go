@@ -186,3 +186,20 @@ func wantedTolerance(cands []placement.Candidate, l erasure.StripeLayout) placem
 	}
 	return placement.ComputeTolerance(units, l.Needed())
 }
+
+// layoutPage is how many stripe maps Layout reads at once.
+const layoutPage = 256
+
+// eachStripe calls fn for every stripe map of lin, in index order, read in
+// pages; it stops at fn's first error.
+func (c *Client) eachStripe(ctx context.Context, lin meta.LIN, fn func(meta.Stripe) error) error {
+	var ferr error
+	err := meta.EachStripe(ctx, c.meta, lin, layoutPage, func(s meta.Stripe) error {
+		ferr = fn(s)
+		return ferr
+	})
+	if err != nil && err != ferr {
+		return fmt.Errorf("client: stripe maps of LIN %d: %w", lin, err)
+	}
+	return err
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // Whole units, named by their stripe map entry, for callers that copy,
-// rebuild or check units outside a file handle (package restripe). They
+// rebuild or check stored units outside a file handle. They
 // go through the same connections, short-circuit drives and counters as
 // the file path, and take their drives' nodes and local paths from a
 // Snapshot, so that one decision about a stripe sees one topology.

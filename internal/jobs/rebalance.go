@@ -21,6 +21,7 @@ import (
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // Rebalance returns the rebalance job type: it moves units so that the
@@ -51,8 +52,8 @@ import (
 //     out of the band (parameter "threshold", default 5 points) counts as
 //     an error in the report.
 //
-// Moves are copy-on-write through the stripe generation (client.MoveUnits),
-// so a rebalance runs beside client writes and other restripe jobs; a
+// Moves are copy-on-write through the stripe generation
+// (Restriper.MoveUnits), so a rebalance runs beside client writes and other restripe jobs; a
 // move that would lower the stripe's tolerance is not made, and stripes
 // that need repair (a unit down or unplaced) are left to repair.
 // Parameters: "pool" (only that pool; default all), "threshold" (points,
@@ -387,7 +388,7 @@ func (p *balancePlan) wantsFile(wdl []meta.DriveID, nodeOf map[meta.DriveID]stri
 
 // stripeMoves returns the units of healthy stripe s to move and the drives
 // they may go to. It is pure.
-func (p *balancePlan) stripeMoves(lin meta.LIN, s meta.Stripe, nodeOf map[meta.DriveID]string) ([]client.UnitMove, func(meta.DriveID) bool) {
+func (p *balancePlan) stripeMoves(lin meta.LIN, s meta.Stripe, nodeOf map[meta.DriveID]string) ([]restripe.UnitMove, func(meta.DriveID) bool) {
 	if p.Nodes < 1 {
 		return nil, nil
 	}
@@ -425,11 +426,11 @@ func (p *balancePlan) stripeMoves(lin meta.LIN, s meta.Stripe, nodeOf map[meta.D
 		return nil, nil
 	}
 	after := maps.Clone(load)
-	var out []client.UnitMove
+	var out []restripe.UnitMove
 	for _, i := range slices.Sorted(maps.Keys(move)) {
 		u := s.Units[i]
 		after[nodeOf[u.Drive]]--
-		out = append(out, client.UnitMove{Drive: u.Drive, Block: u.Block, Why: move[i]})
+		out = append(out, restripe.UnitMove{Drive: u.Drive, Block: u.Block, Why: move[i]})
 	}
 	allow := func(d meta.DriveID) bool {
 		if !p.Member[d] || p.Src[d] > 0 || (!p.Dst[d] && !spread) {
@@ -551,7 +552,7 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	isBad, err := e.Client().BadDrives(ctx, nil)
+	isBad, err := e.Restriper().BadDrives(ctx, nil)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
@@ -559,14 +560,14 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	lin := meta.LIN(item)
 	// The first pass draws moves from the plan; the settle passes follow
 	// the pool's usage as it is now (see settle).
-	choose := func(s meta.Stripe) ([]client.UnitMove, func(meta.DriveID) bool, error) {
+	choose := func(s meta.Stripe) ([]restripe.UnitMove, func(meta.DriveID) bool, error) {
 		moves, allow := pl.stripeMoves(lin, s, nodeOf)
 		return moves, allow, nil
 	}
 	var ls *liveSpace
 	if p.pass > 0 {
 		ls = p.r.liveFor(fmt.Sprintf("%d/%s/%s", j.ID, p.name, pl.Pool))
-		choose = func(s meta.Stripe) ([]client.UnitMove, func(meta.DriveID) bool, error) {
+		choose = func(s meta.Stripe) ([]restripe.UnitMove, func(meta.DriveID) bool, error) {
 			return p.settle(ctx, e, ls, pl, s, nodeOf)
 		}
 	}
@@ -574,7 +575,7 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	var moved, kept int
 	var firstErr error
 	err = meta.EachStripe(ctx, e.Meta(), lin, scanPage, func(s meta.Stripe) error {
-		if client.StripeNeedsRepair(s, isBad) {
+		if restripe.StripeNeedsRepair(s, isBad) {
 			return nil // repair's job, not ours
 		}
 		moves, allow, err := choose(s)
@@ -588,7 +589,7 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 			}
 			return nil
 		}
-		r, err := e.Client().MoveUnits(ctx, lin, s.Index, moves, allow)
+		r, err := e.Restriper().MoveUnits(ctx, lin, s.Index, moves, allow)
 		res.Bytes += r.BytesWritten
 		kept += r.Left
 		if err != nil {
@@ -642,7 +643,7 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 // share of the stripe. So it stops when the drives are within about a
 // unit of the mean, and tries units the first pass could not move.
 func (p *balancePass) settle(ctx context.Context, e Env, ls *liveSpace, pl balancePlan, s meta.Stripe,
-	nodeOf map[meta.DriveID]string) ([]client.UnitMove, func(meta.DriveID) bool, error) {
+	nodeOf map[meta.DriveID]string) ([]restripe.UnitMove, func(meta.DriveID) bool, error) {
 	if err := ls.refresh(ctx, e, p.r.space, pl.Pool); err != nil {
 		return nil, nil, err
 	}
@@ -650,7 +651,7 @@ func (p *balancePass) settle(ctx context.Context, e Env, ls *liveSpace, pl balan
 	if !ok {
 		return nil, nil, nil
 	}
-	return []client.UnitMove{mv}, allow, nil
+	return []restripe.UnitMove{mv}, allow, nil
 }
 
 // liveSpace is one node's running view of a pool's drives during a settle
@@ -717,11 +718,11 @@ func (l *liveSpace) refresh(ctx context.Context, e Env, space spaceLister, pool 
 }
 
 // pick chooses the unit of s to move, if any, and the drives it may go to.
-func (l *liveSpace) pick(s meta.Stripe, nodeOf map[meta.DriveID]string, nodes int) (client.UnitMove, func(meta.DriveID) bool, bool) {
+func (l *liveSpace) pick(s meta.Stripe, nodeOf map[meta.DriveID]string, nodes int) (restripe.UnitMove, func(meta.DriveID) bool, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if nodes < 1 {
-		return client.UnitMove{}, nil, false
+		return restripe.UnitMove{}, nil, false
 	}
 	limit := (len(s.Units) + nodes - 1) / nodes
 	load := map[string]int{}
@@ -736,7 +737,7 @@ func (l *liveSpace) pick(s meta.Stripe, nodeOf map[meta.DriveID]string, nodes in
 		}
 	}
 	if best < 0 {
-		return client.UnitMove{}, nil, false
+		return restripe.UnitMove{}, nil, false
 	}
 	u := s.Units[best]
 	load[nodeOf[u.Drive]]--
@@ -747,10 +748,10 @@ func (l *liveSpace) pick(s meta.Stripe, nodeOf map[meta.DriveID]string, nodes in
 		}
 	}
 	if len(targets) == 0 {
-		return client.UnitMove{}, nil, false
+		return restripe.UnitMove{}, nil, false
 	}
 	why := fmt.Sprintf("settle: drive %v is %.1f%% used, above the pool's mean of %.1f%%", cluster.DriveID(u.Drive), bestF*100, l.mean*100)
-	return client.UnitMove{Drive: u.Drive, Block: u.Block, Why: why}, func(d meta.DriveID) bool { return targets[d] }, true
+	return restripe.UnitMove{Drive: u.Drive, Block: u.Block, Why: why}, func(d meta.DriveID) bool { return targets[d] }, true
 }
 
 // moved accounts for a unit of n bytes moved from one drive to another.
@@ -768,7 +769,7 @@ func (l *liveSpace) moved(from, to meta.DriveID, n int64) {
 	}
 }
 
-func unitLen(s meta.Stripe, m client.UnitMove) int64 {
+func unitLen(s meta.Stripe, m restripe.UnitMove) int64 {
 	for _, u := range s.Units {
 		if u.Drive == m.Drive && u.Block == m.Block {
 			return int64(u.Length)

@@ -1,23 +1,24 @@
-package client
+package restripe
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/placement"
 )
 
-// Repair re-protects stripes copy-on-write, for the repair, drain and
-// integrityscan jobs, one stripe (or file) per call:
+// A Restriper re-protects stripes copy-on-write, for the repair, drain,
+// integrityscan, mediascan and rebalance jobs, one stripe (or file) per
+// call:
 //
 //  1. read the stripe map (generation g) and pick the units to rebuild:
 //     unplaced ones, those on drives the topology says are down, those on
@@ -35,14 +36,18 @@ import (
 //     deletion in the same transaction.
 //
 // A lost compare-and-swap (a client or another restriper committed the
-// stripe meanwhile) queues the new blocks for deletion and starts over from
-// the new map, which may no longer need repair. Units that cannot be placed
-// (too few drives) keep their old entry, so a stripe is never left worse
-// than it was, and the result says it is still under-protected.
+// stripe meanwhile) queues the new blocks for deletion (the client's
+// CommitStripe does) and starts over from the new map, which may no longer
+// need repair. Units that cannot be placed (too few drives) keep their old
+// entry, so a stripe is never left worse than it was, and the result says
+// it is still under-protected.
 
 // maxRepairAttempts bounds the attempts of one stripe repair when its
 // generation keeps moving.
 const maxRepairAttempts = 4
+
+// maxPutRounds bounds re-placing units whose put failed, in one attempt.
+const maxPutRounds = 3
 
 // RepairResult is what RepairStripe did to one stripe. Items are
 // idempotent: repairing a repaired stripe reports NothingToDo.
@@ -147,17 +152,17 @@ func FileMayNeedRepair(a meta.Attr, isBad func(meta.DriveID) bool) bool {
 // true for the drives bad names (nil: none) and for the drives the
 // topology says are down or does not know: the drives whose units
 // RepairStripe rebuilds. Pass it to FileMayNeedRepair and
-// StripeNeedsRepair. Errors: the topology's.
-func (c *Client) BadDrives(ctx context.Context, bad func(meta.DriveID) bool) (func(meta.DriveID) bool, error) {
-	view, err := c.view(ctx)
+// StripeNeedsRepair. Errors: the topology's; client.ErrClosed.
+func (r *Restriper) BadDrives(ctx context.Context, bad func(meta.DriveID) bool) (func(meta.DriveID) bool, error) {
+	view, err := r.data.Snapshot(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("client: drive states: %w", err)
+		return nil, err
 	}
 	return func(d meta.DriveID) bool { return !view.Up(d) || (bad != nil && bad(d)) }, nil
 }
 
-// RepairStripe re-protects stripe index of file lin (see the comment at
-// the top of repair.go): it rebuilds the units that are not placed, on
+// RepairStripe re-protects stripe index of file lin (see the comment
+// above maxRepairAttempts): it rebuilds the units that are not placed, on
 // drives the topology says are down, on drives bad names (nil: none;
 // draining, suspended or failed drives — the caller decides), or unreadable
 // when read, and commits the new map copy-on-write with the generation
@@ -170,15 +175,16 @@ func (c *Client) BadDrives(ctx context.Context, bad func(meta.DriveID) bool) (fu
 // acknowledged blocks; blocks written for a commit that did not happen are
 // queued for deletion.
 //
-// Errors: ErrUnavailable when fewer units are readable than needed to
-// rebuild (the map is unchanged; bring drives or nodes back); ErrCorrupt
-// when a rebuilt unit disagrees with the CRC its map records (the
-// surviving units are inconsistent: run VerifyStripe); ErrConflict when
-// the stripe kept changing; ErrInvalid for a LIN that is not a regular
-// file; ErrClosed; meta's errors (meta.ErrNotFound: the file was deleted)
-// and context errors, wrapped.
-func (c *Client) RepairStripe(ctx context.Context, lin meta.LIN, index uint64, bad func(meta.DriveID) bool) (RepairResult, error) {
-	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, bad: bad})
+// Errors: client.ErrUnavailable when fewer units are readable than needed
+// to rebuild (the map is unchanged; bring drives or nodes back);
+// client.ErrCorrupt for a malformed map, or when a rebuilt unit disagrees
+// with the CRC its map records (the surviving units are inconsistent: run
+// VerifyStripe); client.ErrConflict when the stripe kept changing;
+// client.ErrInvalid for a LIN that is not a regular file;
+// client.ErrClosed; meta's errors (meta.ErrNotFound: the file was
+// deleted) and context errors, wrapped.
+func (r *Restriper) RepairStripe(ctx context.Context, lin meta.LIN, index uint64, bad func(meta.DriveID) bool) (RepairResult, error) {
+	return r.repairStripe(ctx, repairRequest{lin: lin, index: index, bad: bad})
 }
 
 // UnitMove names a unit to move by the drive and block its stripe map
@@ -198,12 +204,12 @@ type UnitMove struct {
 // map no longer names (the stripe was rewritten meanwhile) is not moved.
 // Units on down drives and unplaced units of the stripe are repaired on
 // the way.
-func (c *Client) MoveUnits(ctx context.Context, lin meta.LIN, index uint64, units []UnitMove, allow func(meta.DriveID) bool) (RepairResult, error) {
+func (r *Restriper) MoveUnits(ctx context.Context, lin meta.LIN, index uint64, units []UnitMove, allow func(meta.DriveID) bool) (RepairResult, error) {
 	move := make(map[unitID]string, len(units))
 	for _, u := range units {
 		move[unitID{u.Drive, u.Block}] = u.Why
 	}
-	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, move: move, allow: allow})
+	return r.repairStripe(ctx, repairRequest{lin: lin, index: index, move: move, allow: allow})
 }
 
 // RepairDamaged rebuilds the unit of stripe index of lin whose block is
@@ -215,13 +221,14 @@ func (c *Client) MoveUnits(ctx context.Context, lin meta.LIN, index uint64, unit
 // If the stripe map no longer names d and block (a writer or restriper
 // replaced it meanwhile) nothing is done (NothingToDo). Idempotent.
 //
-// Errors: those of RepairStripe (ErrUnavailable when too few other units
-// read: the map is unchanged; meta.ErrNotFound when the file is gone).
-func (c *Client) RepairDamaged(ctx context.Context, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (RepairResult, error) {
+// Errors: those of RepairStripe (client.ErrUnavailable when too few
+// other units read: the map is unchanged; meta.ErrNotFound when the file
+// is gone).
+func (r *Restriper) RepairDamaged(ctx context.Context, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (RepairResult, error) {
 	if why == "" {
 		why = "damaged"
 	}
-	return c.repairStripe(ctx, repairRequest{lin: lin, index: index, damaged: map[unitID]string{{d, block}: why}})
+	return r.repairStripe(ctx, repairRequest{lin: lin, index: index, damaged: map[unitID]string{{d, block}: why}})
 }
 
 // RepairFile runs RepairStripe over every stripe of lin that has a unit
@@ -229,37 +236,34 @@ func (c *Client) RepairDamaged(ctx context.Context, lin meta.LIN, index uint64, 
 // maps in pages; other stripes are skipped without being read. A stripe
 // that fails does not stop the others: the error of the first failure is
 // returned (wrapped, with the count) after all were tried, except for
-// context errors, which stop at once. Units damaged on a healthy drive are
+// context errors and client.ErrClosed, which stop at once. Units damaged on a healthy drive are
 // not looked for: that is VerifyFile's job.
-func (c *Client) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.DriveID) bool) (FileRepairResult, error) {
+func (r *Restriper) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.DriveID) bool) (FileRepairResult, error) {
 	res := FileRepairResult{LIN: lin}
-	if c.isClosed() {
-		return res, ErrClosed
-	}
-	isBad, err := c.BadDrives(ctx, bad)
+	isBad, err := r.BadDrives(ctx, bad)
 	if err != nil {
 		return res, err
 	}
 	var first error
-	err = c.eachStripe(ctx, lin, func(s meta.Stripe) error {
+	err = r.eachStripe(ctx, lin, func(s meta.Stripe) error {
 		res.Stripes++
 		if !StripeNeedsRepair(s, isBad) {
 			res.Skipped++
 			return nil
 		}
-		r, err := c.RepairStripe(ctx, lin, s.Index, bad)
-		res.Rebuilt += r.Rebuilt
-		res.Moved += r.Moved
-		res.BytesRead += r.BytesRead
-		res.BytesWritten += r.BytesWritten
-		if r.Committed {
+		rr, err := r.RepairStripe(ctx, lin, s.Index, bad)
+		res.Rebuilt += rr.Rebuilt
+		res.Moved += rr.Moved
+		res.BytesRead += rr.BytesRead
+		res.BytesWritten += rr.BytesWritten
+		if rr.Committed {
 			res.Repaired++
 		}
-		if r.StillUnderProtected {
+		if rr.StillUnderProtected {
 			res.UnderProtected++
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, client.ErrClosed) {
 				return err
 			}
 			res.Failed++
@@ -273,27 +277,9 @@ func (c *Client) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.Dri
 		return res, err
 	}
 	if first != nil {
-		return res, fmt.Errorf("client: repair of LIN %d: %d of %d stripes failed, the first: %w", lin, res.Failed, res.Stripes, first)
+		return res, fmt.Errorf("restripe: repair of LIN %d: %d of %d stripes failed, the first: %w", lin, res.Failed, res.Stripes, first)
 	}
 	return res, nil
-}
-
-// stripePage is how many stripe maps RepairFile and VerifyFile read at
-// once.
-const stripePage = 256
-
-// eachStripe calls fn for every stripe map of lin, in index order, read in
-// pages; it stops at fn's first error.
-func (c *Client) eachStripe(ctx context.Context, lin meta.LIN, fn func(meta.Stripe) error) error {
-	var ferr error
-	err := meta.EachStripe(ctx, c.meta, lin, stripePage, func(s meta.Stripe) error {
-		ferr = fn(s)
-		return ferr
-	})
-	if err != nil && err != ferr {
-		return fmt.Errorf("client: stripe maps of LIN %d: %w", lin, err)
-	}
-	return err
 }
 
 // repairRequest is one stripe to repair.
@@ -322,23 +308,19 @@ type unitID struct {
 
 // errRepairStale says an attempt found the stripe changed under it (a lost
 // compare-and-swap, or blocks gone because the map moved): start over.
-var errRepairStale = errors.New("client: stripe changed during repair")
+var errRepairStale = errors.New("restripe: stripe changed during repair")
 
 // repairStripe is RepairStripe with damaged units.
-func (c *Client) repairStripe(ctx context.Context, rq repairRequest) (RepairResult, error) {
+func (r *Restriper) repairStripe(ctx context.Context, rq repairRequest) (RepairResult, error) {
 	res := RepairResult{LIN: rq.lin, Stripe: rq.index}
-	if c.isClosed() {
-		return res, ErrClosed
-	}
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
-		err := c.repairOnce(ctx, rq, &res)
+		err := r.repairOnce(ctx, rq, &res)
 		if !errors.Is(err, errRepairStale) {
 			return res, err
 		}
-		c.st.conflicts.Add(1)
 		if attempt >= maxRepairAttempts {
-			return res, fmt.Errorf("%w: repairing LIN %d stripe %d: gave up after %d attempts: %w", ErrConflict, rq.lin, rq.index, attempt, err)
+			return res, fmt.Errorf("%w: repairing LIN %d stripe %d: gave up after %d attempts: %w", client.ErrConflict, rq.lin, rq.index, attempt, err)
 		}
 	}
 }
@@ -367,20 +349,20 @@ const (
 
 // repairOnce is one attempt of repairStripe. It updates res and returns
 // errRepairStale (wrapped) when the attempt must start over.
-func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairResult) error {
+func (r *Restriper) repairOnce(ctx context.Context, rq repairRequest, res *RepairResult) error {
 	lin := rq.lin
 	res.Committed, res.NothingToDo, res.Rebuilt, res.Moved = false, false, 0, 0
 	res.StillUnderProtected, res.Left, res.Reason, res.Units = false, 0, "", nil
-	a, err := c.meta.GetAttr(ctx, lin)
+	a, err := r.meta.GetAttr(ctx, lin)
 	if err != nil {
-		return fmt.Errorf("client: repairing LIN %d: %w", lin, err)
+		return fmt.Errorf("restripe: repairing LIN %d: %w", lin, err)
 	}
 	if a.Type != meta.TypeFile {
-		return fmt.Errorf("%w: repairing LIN %d: a %s, not a regular file", ErrInvalid, lin, a.Type)
+		return fmt.Errorf("%w: repairing LIN %d: a %s, not a regular file", client.ErrInvalid, lin, a.Type)
 	}
-	got, err := c.meta.GetStripes(ctx, lin, rq.index, 1)
+	got, err := r.meta.GetStripes(ctx, lin, rq.index, 1)
 	if err != nil {
-		return fmt.Errorf("client: repairing LIN %d stripe %d: %w", lin, rq.index, err)
+		return fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, rq.index, err)
 	}
 	if len(got) == 0 || got[0].Index != rq.index {
 		res.NothingToDo = true
@@ -388,13 +370,13 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 	}
 	s := got[0]
 	res.Gen = s.Gen
-	l, err := StoredLayout(lin, s)
+	l, err := client.StoredLayout(lin, s)
 	if err != nil {
 		return err
 	}
-	view, err := c.view(ctx)
+	view, err := r.data.Snapshot(ctx)
 	if err != nil {
-		return fmt.Errorf("client: repairing LIN %d stripe %d: %w", lin, s.Index, err)
+		return fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, s.Index, err)
 	}
 	isBad := func(d meta.DriveID) bool { return rq.bad != nil && rq.bad(d) }
 
@@ -428,10 +410,10 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 
 	// Without a drive to take any of them, leave the stripe as it is
 	// without reading it (a repair job may retry it often).
-	req, soft := c.repairPlacement(rq, a.Pool, s, l, view, targets)
+	req, soft := r.repairPlacement(rq, a.Pool, s, l, view, targets)
 	if drives, _, err := placeAvoiding(req, soft); len(drives) == 0 {
 		if err != nil && !errors.Is(err, placement.ErrNotEnoughDrives) {
-			return fmt.Errorf("client: placing the repair of LIN %d stripe %d: %w", lin, s.Index, err)
+			return fmt.Errorf("restripe: placing the repair of LIN %d stripe %d: %w", lin, s.Index, err)
 		}
 		res.StillUnderProtected, res.Left = true, len(targets)
 		res.Reason = fmt.Sprintf("%d units found no eligible drive: %v", len(targets), err)
@@ -449,7 +431,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 		}
 	}
 	failed := map[int]error{}
-	res.BytesRead += c.readUnits(ctx, lin, s, view, direct, shards, failed)
+	res.BytesRead += r.readUnits(ctx, lin, s, view, direct, shards, failed)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -479,7 +461,7 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 		for present < l.Needed() && len(order) > 0 {
 			take := order[:min(l.Needed()-present, len(order))]
 			order = order[len(take):]
-			res.BytesRead += c.readUnits(ctx, lin, s, view, take, shards, failed)
+			res.BytesRead += r.readUnits(ctx, lin, s, view, take, shards, failed)
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -493,14 +475,14 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 			}
 		}
 		if present < l.Needed() {
-			if c.mapMoved(ctx, lin, s, failed) {
+			if r.mapMoved(ctx, lin, s, failed) {
 				return fmt.Errorf("%w: blocks of generation %d are gone", errRepairStale, s.Gen)
 			}
 			return fmt.Errorf("%w: repairing LIN %d stripe %d (%v): %d units readable, %d needed (%s); bring the drives or nodes back up, then repair again",
-				ErrUnavailable, lin, s.Index, l, present, l.Needed(), reasons(failed))
+				client.ErrUnavailable, lin, s.Index, l, present, l.Needed(), reasons(failed))
 		}
-		if err := c.codec.Reconstruct(shards, l); err != nil {
-			return fmt.Errorf("%w: repairing LIN %d stripe %d: %w", ErrUnavailable, lin, s.Index, err)
+		if err := r.codec.Reconstruct(shards, l); err != nil {
+			return fmt.Errorf("%w: repairing LIN %d stripe %d: %w", client.ErrUnavailable, lin, s.Index, err)
 		}
 	}
 	crcs := map[int]uint32{}
@@ -512,20 +494,20 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 		old := s.Units[t.unit]
 		if old.Placed() && rq.damaged[unitID{old.Drive, old.Block}] == "" && crcs[t.unit] != old.CRC {
 			return fmt.Errorf("%w: repairing LIN %d stripe %d: unit %d as rebuilt does not match the CRC its stripe map records; the surviving units disagree: verify the stripe (integrityscan)",
-				ErrCorrupt, lin, s.Index, t.unit)
+				client.ErrCorrupt, lin, s.Index, t.unit)
 		}
 	}
 
 	// 3. Place and put the new units.
 	slices.SortStableFunc(targets, func(x, y *repairTarget) int { return x.rank - y.rank })
-	fresh, maybe, written, left, err := c.placeRepair(ctx, rq, a.Pool, s, l, view, targets, crcs)
+	fresh, maybe, written, left, err := r.placeRepair(ctx, rq, a.Pool, s, l, view, targets, crcs)
 	res.BytesWritten += written
 	if err != nil {
-		c.enqueueOrphans(ctx, lin, s.Index, append(maybe, unitsOf(fresh)...))
+		r.enqueueOrphans(ctx, lin, s.Index, append(maybe, unitsOf(fresh)...))
 		return err
 	}
 	if len(maybe) > 0 {
-		c.enqueueOrphans(ctx, lin, s.Index, maybe)
+		r.enqueueOrphans(ctx, lin, s.Index, maybe)
 	}
 	if left != "" {
 		res.Reason = left
@@ -547,26 +529,21 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 	// allowed drives are all on a node the stripe already loads, say).
 	if before, after := healthyTolerance(s, l, view, isBad), healthyTolerance(ns, l, view, isBad); len(rq.move) > 0 &&
 		(after.Drives < before.Drives || after.Nodes < before.Nodes) {
-		c.enqueueOrphans(ctx, lin, s.Index, unitsOf(fresh))
+		r.enqueueOrphans(ctx, lin, s.Index, unitsOf(fresh))
 		res.Left, res.Tolerance = len(targets), before
 		res.Reason = fmt.Sprintf("not moved: the stripe would survive %v instead of %v", after, before)
 		res.Units = unitRepairs(s, targets, nil)
 		return nil
 	}
-	committed, err := c.meta.CommitStripe(ctx, lin, ns, s.Gen, meta.CommitOptions{Restripe: true})
+	// The commit queues the new blocks for deletion if it surely did not
+	// happen, and leaves them for the collect job if it may have.
+	committed, err := r.data.CommitStripe(ctx, lin, ns, s.Gen, unitsOf(fresh), meta.CommitOptions{Restripe: true})
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
-			c.enqueueOrphans(ctx, lin, s.Index, unitsOf(fresh))
 			return fmt.Errorf("%w: %w", errRepairStale, err)
 		}
-		if definite(err) {
-			c.enqueueOrphans(ctx, lin, s.Index, unitsOf(fresh))
-		}
-		// Otherwise the commit may have happened (a lost reply): the
-		// blocks are left for the collect job.
-		return fmt.Errorf("client: committing the repair of LIN %d stripe %d: %w", lin, s.Index, err)
+		return fmt.Errorf("restripe: committing the repair of LIN %d stripe %d: %w", lin, s.Index, err)
 	}
-	c.forgetMap(lin, s.Index)
 	res.Committed, res.Gen = true, committed.Gen
 	for _, t := range targets {
 		if _, ok := fresh[t.unit]; !ok {
@@ -582,17 +559,17 @@ func (c *Client) repairOnce(ctx context.Context, rq repairRequest, res *RepairRe
 	res.StillUnderProtected = res.Left > 0
 	res.Tolerance = healthyTolerance(committed, l, view, isBad)
 	res.Units = unitRepairs(s, targets, fresh)
-	c.log.Debug("stripe repaired", "lin", uint64(lin), "stripe", s.Index, "gen", committed.Gen,
+	r.log.Debug("stripe repaired", "lin", uint64(lin), "stripe", s.Index, "gen", committed.Gen,
 		"rebuilt", res.Rebuilt, "moved", res.Moved, "left", res.Left)
 	return nil
 }
 
 // readUnits reads the given units of s whole, in parallel, into shards
 // (nil for a unit that failed, with its error in failed), and returns the
-// bytes read. The reads check block identity (getUnit) and the map's CRC,
-// also for short-circuit reads (getUnit leaves it to their segment CRCs):
-// a rebuild must not start from a unit that is not the one committed.
-func (c *Client) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, view *Snapshot, units []int, shards [][]byte, failed map[int]error) int64 {
+// bytes read. The reads check block identity and the map's CRC
+// (client.Client.ReadUnit): a rebuild must not start from a unit that is
+// not the one committed.
+func (r *Restriper) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, view *client.Snapshot, units []int, shards [][]byte, failed map[int]error) int64 {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -600,14 +577,10 @@ func (c *Client) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, vie
 	)
 	for _, i := range units {
 		u := s.Units[i]
-		ref := unitRef{lin: lin, stripe: s.Index, index: i, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive)}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			data, err := c.getUnit(ctx, ref, 0, int(u.Length))
-			if err == nil && crc32.Checksum(data, castagnoli()) != u.CRC {
-				data, err = nil, fmt.Errorf("%w: drive %d block %v does not match the CRC of its stripe map", drive.ErrCorrupt, u.Drive, u.Block)
-			}
+			data, err := r.data.ReadUnit(ctx, view, client.UnitRef{LIN: lin, Stripe: s.Index, Index: i, Unit: u})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -624,7 +597,7 @@ func (c *Client) readUnits(ctx context.Context, lin meta.LIN, s meta.Stripe, vie
 
 // mapMoved reports whether a failure to read s may come from a stale map:
 // a unit was not found and the stripe's generation has moved since.
-func (c *Client) mapMoved(ctx context.Context, lin meta.LIN, s meta.Stripe, failed map[int]error) bool {
+func (r *Restriper) mapMoved(ctx context.Context, lin meta.LIN, s meta.Stripe, failed map[int]error) bool {
 	notFound := false
 	for _, err := range failed {
 		notFound = notFound || errors.Is(err, drive.ErrNotFound)
@@ -632,7 +605,7 @@ func (c *Client) mapMoved(ctx context.Context, lin meta.LIN, s meta.Stripe, fail
 	if !notFound {
 		return false
 	}
-	got, err := c.meta.GetStripes(ctx, lin, s.Index, 1)
+	got, err := r.meta.GetStripes(ctx, lin, s.Index, 1)
 	return err == nil && (len(got) == 0 || got[0].Index != s.Index || got[0].Gen != s.Gen)
 }
 
@@ -642,8 +615,8 @@ func (c *Client) mapMoved(ctx context.Context, lin meta.LIN, s meta.Stripe, fail
 // units of failed puts (they may have left a block), the bytes written,
 // and why some targets got no drive or could not be written ("" if all
 // were written). The caller keeps the old entry of those.
-func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *Snapshot, targets []*repairTarget, crcs map[int]uint32) (fresh map[int]meta.Unit, maybe []meta.Unit, written int64, left string, err error) {
-	base, soft := c.repairPlacement(rq, pool, s, l, view, targets)
+func (r *Restriper) placeRepair(ctx context.Context, rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *client.Snapshot, targets []*repairTarget, crcs map[int]uint32) (fresh map[int]meta.Unit, maybe []meta.Unit, written int64, left string, err error) {
+	base, soft := r.repairPlacement(rq, pool, s, l, view, targets)
 	hard, kept := base.Exclude, base.Existing
 	fresh = map[int]meta.Unit{}
 	nodes := map[int]string{}
@@ -661,7 +634,7 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 		req.Width, req.Exclude, req.Existing = len(pending), hard, existing
 		drives, dnodes, perr := placeAvoiding(req, soft)
 		if perr != nil && !errors.Is(perr, placement.ErrNotEnoughDrives) {
-			return fresh, maybe, written, "", fmt.Errorf("client: placing the repair of LIN %d stripe %d: %w", rq.lin, s.Index, perr)
+			return fresh, maybe, written, "", fmt.Errorf("restripe: placing the repair of LIN %d stripe %d: %w", rq.lin, s.Index, perr)
 		}
 		if len(drives) < len(pending) {
 			noDrive += len(pending) - len(drives)
@@ -675,11 +648,11 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 		var wg sync.WaitGroup
 		for j, t := range placed {
 			units[j] = meta.Unit{Drive: meta.DriveID(drives[j]), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(l.UnitLen), CRC: crcs[t.unit]}
-			ref := unitRef{lin: rq.lin, stripe: s.Index, index: t.unit, unit: units[j], node: dnodes[j], local: view.local(units[j].Drive)}
+			ref := client.UnitRef{LIN: rq.lin, Stripe: s.Index, Index: t.unit, Unit: units[j]}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[j] = c.putUnit(ctx, ref, s.Gen+1, t.data, t.segs)
+				errs[j] = r.data.PutUnit(ctx, view, ref, s.Gen+1, t.data, t.segs)
 			}()
 		}
 		wg.Wait()
@@ -698,9 +671,6 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 		if err := ctx.Err(); err != nil {
 			return fresh, maybe, written, "", err
 		}
-		if len(retry) > 0 {
-			c.st.putRetries.Add(int64(len(retry)))
-		}
 		pending = retry
 	}
 	var why []string
@@ -718,7 +688,7 @@ func (c *Client) placeRepair(ctx context.Context, rq repairRequest, pool string,
 // and the old drives of the targets in Exclude) and the drives to avoid
 // only while others are eligible: the old drives of damaged units on
 // drives that are otherwise fine.
-func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *Snapshot, targets []*repairTarget) (placement.Request, []placement.DriveID) {
+func (r *Restriper) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l erasure.StripeLayout, view *client.Snapshot, targets []*repairTarget) (placement.Request, []placement.DriveID) {
 	isTarget := map[int]bool{}
 	var hard, soft []placement.DriveID
 	for _, t := range targets {
@@ -745,7 +715,7 @@ func (c *Client) repairPlacement(rq repairRequest, pool string, s meta.Stripe, l
 	}
 	return placement.Request{
 		Candidates: cands, Width: len(targets), Min: 1, Needed: l.Needed(), UnitBytes: int64(l.UnitLen) + drive.HeaderAlign,
-		Exclude: hard, Existing: kept, Label: fmt.Sprintf("repair of %v in pool %s", l, pool), Rand: c.rng(),
+		Exclude: hard, Existing: kept, Label: fmt.Sprintf("repair of %v in pool %s", l, pool), Rand: r.rng(),
 	}, soft
 }
 
@@ -811,7 +781,7 @@ func unitsOf(m map[int]meta.Unit) []meta.Unit {
 
 // healthyTolerance is the tolerance of s counting only units on drives
 // that are up and not bad.
-func healthyTolerance(s meta.Stripe, l erasure.StripeLayout, view *Snapshot, isBad func(meta.DriveID) bool) placement.Tolerance {
+func healthyTolerance(s meta.Stripe, l erasure.StripeLayout, view *client.Snapshot, isBad func(meta.DriveID) bool) placement.Tolerance {
 	var units []placement.Unit
 	for _, u := range s.Units {
 		if u.Placed() && view.Up(u.Drive) && !isBad(u.Drive) {

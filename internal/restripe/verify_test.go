@@ -1,4 +1,4 @@
-package client_test
+package restripe_test
 
 import (
 	"bytes"
@@ -8,40 +8,40 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // damage is one way to damage a stripe for TestVerify: it returns the
 // problem VerifyStripe must then report, per unit.
 type damage struct {
 	name string
-	do   func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]client.ProblemKind
+	do   func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]restripe.ProblemKind
 }
 
 var damages = []damage{
-	{"flipped byte", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+	{"flipped byte", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]restripe.ProblemKind {
 		clienttest.FlipByte(t, f.BlockFile(s.Units[0]), 10)
-		return map[int]client.ProblemKind{0: client.ProblemChecksum}
+		return map[int]restripe.ProblemKind{0: restripe.ProblemChecksum}
 	}},
-	{"block deleted", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+	{"block deleted", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]restripe.ProblemKind {
 		if err := f.Drive(s.Units[1].Drive).Delete(drive.BlockID(s.Units[1].Block)); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]client.ProblemKind{1: client.ProblemMissing}
+		return map[int]restripe.ProblemKind{1: restripe.ProblemMissing}
 	}},
-	{"units swapped in the map", func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+	{"units swapped in the map", func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]restripe.ProblemKind {
 		ns := s
 		ns.Units = slices.Clone(s.Units)
 		ns.Units[0], ns.Units[1] = ns.Units[1], ns.Units[0]
 		if _, err := f.Meta.CommitStripe(bg, lin, ns, s.Gen, meta.CommitOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]client.ProblemKind{0: client.ProblemIdentity, 1: client.ProblemIdentity}
+		return map[int]restripe.ProblemKind{0: restripe.ProblemIdentity, 1: restripe.ProblemIdentity}
 	}},
-	{"block file swapped", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+	{"block file swapped", func(t *testing.T, f *clienttest.Fixture, _ meta.LIN, s meta.Stripe) map[int]restripe.ProblemKind {
 		b, err := os.ReadFile(f.BlockFile(s.Units[1]))
 		if err != nil {
 			t.Fatal(err)
@@ -49,9 +49,9 @@ var damages = []damage{
 		if err := os.WriteFile(f.BlockFile(s.Units[0]), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]client.ProblemKind{0: client.ProblemIdentity}
+		return map[int]restripe.ProblemKind{0: restripe.ProblemIdentity}
 	}},
-	{"wrong parity, right checksums", func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]client.ProblemKind {
+	{"wrong parity, right checksums", func(t *testing.T, f *clienttest.Fixture, lin meta.LIN, s meta.Stripe) map[int]restripe.ProblemKind {
 		// A block with correct segment CRCs, header and map CRC whose
 		// bytes are not the parity (or copy) of the others.
 		last := len(s.Units) - 1
@@ -72,7 +72,7 @@ var damages = []damage{
 		if _, err := f.Meta.CommitStripe(bg, lin, ns, s.Gen, meta.CommitOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return map[int]client.ProblemKind{last: client.ProblemInconsistent}
+		return map[int]restripe.ProblemKind{last: restripe.ProblemInconsistent}
 	}},
 }
 
@@ -87,20 +87,21 @@ func TestVerify(t *testing.T) {
 			t.Run(tc.name+"/"+dm.name, func(t *testing.T) {
 				f := clienttest.New(t)
 				c := f.Client(testUnit)
+				rs := newRestriper(f, c)
 				data := clienttest.RandBytes(tc.size, 7)
 				lin := f.WriteClosed(c, "f", tc.prot, data)
-				clean, err := c.VerifyStripe(bg, lin, 0, false)
+				clean, err := rs.VerifyStripe(bg, lin, 0, false)
 				if err != nil || len(clean.Problems) != 0 || clean.Verified != clean.Units {
 					t.Fatalf("verify before damage: %+v, %v", clean, err)
 				}
 				want := dm.do(t, f, lin, f.Stripes(lin)[0])
 				s := f.Stripes(lin)[0]
 
-				vr, err := c.VerifyStripe(bg, lin, 0, false)
+				vr, err := rs.VerifyStripe(bg, lin, 0, false)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := map[int]client.ProblemKind{}
+				got := map[int]restripe.ProblemKind{}
 				for _, p := range vr.Problems {
 					got[p.Unit] = p.Kind
 					u := s.Units[p.Unit]
@@ -113,7 +114,7 @@ func TestVerify(t *testing.T) {
 				}
 				clienttest.MustEqual(t, "damaged", f.ReadBack(lin), data)
 
-				fixed, err := c.VerifyStripe(bg, lin, 0, true)
+				fixed, err := rs.VerifyStripe(bg, lin, 0, true)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -126,7 +127,7 @@ func TestVerify(t *testing.T) {
 						t.Fatalf("unit %d: damaged block %v not replaced and queued", i, s.Units[i].Block)
 					}
 				}
-				again, err := c.VerifyStripe(bg, lin, 0, false)
+				again, err := rs.VerifyStripe(bg, lin, 0, false)
 				if err != nil || len(again.Problems) != 0 || again.Verified != again.Units {
 					t.Fatalf("verify after repair: %+v, %v", again, err)
 				}
@@ -143,13 +144,14 @@ func TestVerify(t *testing.T) {
 func TestVerifyFile(t *testing.T) {
 	f := clienttest.New(t)
 	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	data := clienttest.RandBytes(3*4*testUnit+5000, 8)
 	lin := f.WriteClosed(c, "f", "ec:4+2", data)
 	a, err := f.Meta.GetAttr(bg, lin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.VerifyFile(bg, lin, false)
+	res, err := rs.VerifyFile(bg, lin, false)
 	if err != nil || res.Stripes != 4 || res.Units != 3*6+3 || res.Verified != res.Units || res.BytesRead != int64(a.Allocated) || len(res.Problems) != 0 {
 		t.Fatalf("clean file: %+v, %v (allocated %d)", res, err, a.Allocated)
 	}
@@ -157,12 +159,12 @@ func TestVerifyFile(t *testing.T) {
 	ss := f.Stripes(lin)
 	d := ss[0].Units[3].Drive
 	f.SetDriveDown(d, true)
-	down, err := c.VerifyFile(bg, lin, true)
+	down, err := rs.VerifyFile(bg, lin, true)
 	if err != nil || down.Damaged != 0 || down.Unchecked != f.UnitsOn(lin, d) || down.Repaired != 0 {
 		t.Fatalf("drive down: %+v, %v", down, err)
 	}
 	for _, p := range down.Problems {
-		if p.Kind != client.ProblemDown || p.Drive != d {
+		if p.Kind != restripe.ProblemDown || p.Drive != d {
 			t.Fatalf("drive down: problem %v", p)
 		}
 	}
@@ -170,11 +172,11 @@ func TestVerifyFile(t *testing.T) {
 
 	clienttest.FlipByte(t, f.BlockFile(ss[1].Units[4]), 100)
 	clienttest.FlipByte(t, f.BlockFile(ss[3].Units[1]), 100) // the tail: 3 copies
-	fixed, err := c.VerifyFile(bg, lin, true)
+	fixed, err := rs.VerifyFile(bg, lin, true)
 	if err != nil || fixed.Damaged != 2 || fixed.Repaired != 2 || fixed.Failed != 0 {
 		t.Fatalf("two stripes damaged: %+v, %v", fixed, err)
 	}
-	if again, err := c.VerifyFile(bg, lin, false); err != nil || len(again.Problems) != 0 {
+	if again, err := rs.VerifyFile(bg, lin, false); err != nil || len(again.Problems) != 0 {
 		t.Fatalf("after repair: %+v, %v", again, err)
 	}
 	clienttest.MustEqual(t, "repaired", f.ReadBack(lin), data)

@@ -1,4 +1,4 @@
-package client_test
+package restripe_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // repairCases are the protections every repair test runs: several ec
@@ -36,6 +37,7 @@ func TestRepairDriveDown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := clienttest.New(t)
 			c := f.Client(testUnit)
+			rs := newRestriper(f, c)
 			data := clienttest.RandBytes(tc.size, 1)
 			lin := f.WriteClosed(c, "f", tc.prot, data)
 			before := f.Stripes(lin)
@@ -46,24 +48,24 @@ func TestRepairDriveDown(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			isBad, err := c.BadDrives(bg, nil)
+			isBad, err := rs.BadDrives(bg, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !client.FileMayNeedRepair(a, isBad) {
+			if !restripe.FileMayNeedRepair(a, isBad) {
 				t.Fatalf("FileMayNeedRepair false with drive %d down, WDL %v", d, a.WDL)
 			}
 			affected := 0
 			for _, s := range before {
-				if client.StripeNeedsRepair(s, isBad) {
+				if restripe.StripeNeedsRepair(s, isBad) {
 					affected++
 				}
 			}
-			res, err := c.RepairFile(bg, lin, nil)
+			res, err := rs.RepairFile(bg, lin, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := client.FileRepairResult{LIN: lin, Stripes: len(before), Skipped: len(before) - affected, Repaired: affected, Rebuilt: affected}
+			want := restripe.FileRepairResult{LIN: lin, Stripes: len(before), Skipped: len(before) - affected, Repaired: affected, Rebuilt: affected}
 			if res.BytesWritten <= 0 || res.BytesRead <= 0 {
 				t.Fatalf("result %+v: no bytes moved", res)
 			}
@@ -107,11 +109,11 @@ func TestRepairDriveDown(t *testing.T) {
 			f.SetDriveDown(d, false)
 			clienttest.MustEqual(t, "after repair, drive up", f.ReadBack(lin), data)
 
-			again, err := c.RepairFile(bg, lin, nil)
+			again, err := rs.RepairFile(bg, lin, nil)
 			if err != nil || again.Repaired != 0 || again.Skipped != len(before) {
 				t.Fatalf("second repair: %+v, %v", again, err)
 			}
-			r, err := c.RepairStripe(bg, lin, 0, nil)
+			r, err := rs.RepairStripe(bg, lin, 0, nil)
 			if err != nil || !r.NothingToDo || r.Committed {
 				t.Fatalf("RepairStripe of a healthy stripe: %+v, %v", r, err)
 			}
@@ -127,6 +129,7 @@ func TestRepairUnderProtected(t *testing.T) {
 	f := clienttest.New(t)
 	f.SetNodeDown("n3", true)
 	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	data := clienttest.RandBytes(2*6*testUnit+100, 2)
 	lin := f.WriteClosed(c, "f", "ec:6+3", data)
 	refs, err := f.Meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
@@ -135,7 +138,7 @@ func TestRepairUnderProtected(t *testing.T) {
 	}
 	before := f.Stripes(lin)
 	for _, ref := range refs {
-		r, err := c.RepairStripe(bg, ref.LIN, ref.Index, nil)
+		r, err := rs.RepairStripe(bg, ref.LIN, ref.Index, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +153,7 @@ func TestRepairUnderProtected(t *testing.T) {
 
 	f.SetNodeDown("n3", false)
 	for _, ref := range refs {
-		r, err := c.RepairStripe(bg, ref.LIN, ref.Index, nil)
+		r, err := rs.RepairStripe(bg, ref.LIN, ref.Index, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,6 +193,7 @@ func TestRepairUnderProtected(t *testing.T) {
 func TestRepairPartial(t *testing.T) {
 	f := clienttest.New(t)
 	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	data := clienttest.RandBytes(4*testUnit, 9)
 	lin := f.WriteClosed(c, "f", "ec:4+2", data)
 	s := f.Stripes(lin)[0]
@@ -207,7 +211,7 @@ func TestRepairPartial(t *testing.T) {
 	f.SetDriveDown(s.Units[0].Drive, true)
 	f.SetDriveDown(s.Units[1].Drive, true)
 
-	r, err := c.RepairStripe(bg, lin, 0, nil)
+	r, err := rs.RepairStripe(bg, lin, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +233,7 @@ func TestRepairPartial(t *testing.T) {
 func TestRepairDrain(t *testing.T) {
 	f := clienttest.New(t)
 	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	type file struct {
 		lin  meta.LIN
 		data []byte
@@ -240,7 +245,7 @@ func TestRepairDrain(t *testing.T) {
 	}
 	d := f.Stripes(files[0].lin)[0].Units[2].Drive
 	bad := func(x meta.DriveID) bool { return x == d }
-	isBad, err := c.BadDrives(bg, bad)
+	isBad, err := rs.BadDrives(bg, bad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,10 +293,10 @@ func TestRepairDrain(t *testing.T) {
 			t.Fatal(err)
 		}
 		on := f.UnitsOn(fl.lin, d)
-		if client.FileMayNeedRepair(a, isBad) != (on > 0) {
+		if restripe.FileMayNeedRepair(a, isBad) != (on > 0) {
 			t.Fatalf("FileMayNeedRepair = %v with %d units on drive %d", !(on > 0), on, d)
 		}
-		res, err := c.RepairFile(bg, fl.lin, bad)
+		res, err := rs.RepairFile(bg, fl.lin, bad)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +307,7 @@ func TestRepairDrain(t *testing.T) {
 		if n := f.UnitsOn(fl.lin, d); n != 0 {
 			t.Fatalf("%d units still on drained drive %d", n, d)
 		}
-		if a, _ := f.Meta.GetAttr(bg, fl.lin); slices.Contains(a.WDL, d) || client.FileMayNeedRepair(a, isBad) {
+		if a, _ := f.Meta.GetAttr(bg, fl.lin); slices.Contains(a.WDL, d) || restripe.FileMayNeedRepair(a, isBad) {
 			t.Fatalf("drive %d still in WDL %v", d, a.WDL)
 		}
 	}
@@ -338,7 +343,9 @@ func TestRepairConcurrentWrite(t *testing.T) {
 			d := f.Stripes(lin)[0].Units[1].Drive
 			f.SetDriveDown(d, true)
 
-			rep, hook := hookedClient(f)
+			rep := f.Client(testUnit)
+			hook := &hookedData{DataPath: rep}
+			rs := newRestriper(f, hook)
 			other := f.Client(testUnit)
 			oh, err := other.Open(bg, lin, true)
 			if err != nil {
@@ -367,7 +374,7 @@ func TestRepairConcurrentWrite(t *testing.T) {
 					}
 				})
 			})
-			res, err := rep.RepairStripe(bg, lin, 0, nil)
+			res, err := rs.RepairStripe(bg, lin, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -378,7 +385,7 @@ func TestRepairConcurrentWrite(t *testing.T) {
 				t.Fatalf("after the writer's rewrite: %+v, want nothing to do", res)
 			}
 			if !rewrite && (!res.Committed || res.Rebuilt != 1 || res.Gen != 3 || len(res.Units) != 1 ||
-				res.Units[0] != client.UnitRepair{Unit: 1, From: d, To: f.Stripes(lin)[0].Units[1].Drive, Why: fmt.Sprintf("drive %d is down", d)}) {
+				res.Units[0] != restripe.UnitRepair{Unit: 1, From: d, To: f.Stripes(lin)[0].Units[1].Drive, Why: fmt.Sprintf("drive %d is down", d)}) {
 				t.Fatalf("after a generation bump: %+v, want the repair committed at gen 3", res)
 			}
 			if n := f.UnitsOn(lin, d); n != 0 {
@@ -401,11 +408,12 @@ func TestRepairUnavailable(t *testing.T) {
 		f.SetDriveDown(u.Drive, true)
 	}
 	c2 := f.Client(testUnit)
-	r, err := c2.RepairStripe(bg, lin, 0, nil)
+	rs2 := newRestriper(f, c2)
+	r, err := rs2.RepairStripe(bg, lin, 0, nil)
 	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "3 units readable, 4 needed") {
 		t.Fatalf("RepairStripe = %+v, %v; want ErrUnavailable", r, err)
 	}
-	fr, err := c2.RepairFile(bg, lin, nil)
+	fr, err := rs2.RepairFile(bg, lin, nil)
 	if !errors.Is(err, client.ErrUnavailable) || fr.Failed != 1 || fr.Repaired != 0 {
 		t.Fatalf("RepairFile = %+v, %v", fr, err)
 	}
@@ -423,12 +431,13 @@ func TestRepairUnavailable(t *testing.T) {
 func TestRepairCorruptSurvivor(t *testing.T) {
 	f := clienttest.New(t)
 	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	data := clienttest.RandBytes(4*testUnit, 6)
 	lin := f.WriteClosed(c, "f", "ec:4+2", data)
 	s := f.Stripes(lin)[0]
 	f.SetDriveDown(s.Units[5].Drive, true)
 	clienttest.FlipByte(t, f.BlockFile(s.Units[0]), 1000)
-	r, err := c.RepairStripe(bg, lin, 0, nil)
+	r, err := rs.RepairStripe(bg, lin, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,6 +459,7 @@ func TestRepairCorruptSurvivor(t *testing.T) {
 func TestMoveUnits(t *testing.T) {
 	f := clienttest.New(t)
 	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	data := clienttest.RandBytes(3*4*testUnit+5000, 77)
 	lin := f.WriteClosed(c, "ec", "ec:4+2", data)
 	s := f.Stripes(lin)[0]
@@ -469,11 +479,11 @@ func TestMoveUnits(t *testing.T) {
 		t.Fatal("no free drive on the source's node")
 	}
 	allow := func(d meta.DriveID) bool { return slices.Contains(allowed, d) }
-	moves := []client.UnitMove{
+	moves := []restripe.UnitMove{
 		{Drive: src.Drive, Block: src.Block, Why: "rebalance"},
 		{Drive: s.Units[2].Drive, Block: meta.BlockID{1}, Why: "a block the map does not name"},
 	}
-	res, err := c.MoveUnits(bg, lin, s.Index, moves, allow)
+	res, err := rs.MoveUnits(bg, lin, s.Index, moves, allow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +507,7 @@ func TestMoveUnits(t *testing.T) {
 	}
 	// Nowhere allowed: nothing moves.
 	cur := ns.Units[3]
-	res, err = c.MoveUnits(bg, lin, s.Index, []client.UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(meta.DriveID) bool { return false })
+	res, err = rs.MoveUnits(bg, lin, s.Index, []restripe.UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(meta.DriveID) bool { return false })
 	if err != nil || res.Committed {
 		t.Fatalf("move with no allowed drive: %+v %v", res, err)
 	}
@@ -512,7 +522,7 @@ func TestMoveUnits(t *testing.T) {
 			other[d.ID] = true
 		}
 	}
-	res, err = c.MoveUnits(bg, lin, s.Index, []client.UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(d meta.DriveID) bool { return other[d] })
+	res, err = rs.MoveUnits(bg, lin, s.Index, []restripe.UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(d meta.DriveID) bool { return other[d] })
 	if err != nil || res.Committed || !strings.Contains(res.Reason, "would survive") {
 		t.Fatalf("move that lowers tolerance: %+v %v", res, err)
 	}
