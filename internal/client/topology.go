@@ -11,8 +11,9 @@ import (
 
 // Topology is what the client needs to know about the cluster: its drives
 // and their state, where each node's block service listens, and each pool's
-// default protection. ClusterTopology implements it over the control
-// plane; tests use a fake they can flip drives and nodes down in.
+// default protection. Package topology implements it over the control
+// plane (topology.Cluster); tests use a fake they can flip drives and
+// nodes down in (clienttest.Topology).
 // Implementations must be safe for concurrent use and cheap to call: the
 // client calls Drives once per stripe it reads or writes.
 type Topology interface {

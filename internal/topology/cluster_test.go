@@ -1,6 +1,7 @@
-package client_test
+package topology
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,10 +15,12 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// TestClusterTopology reads drives, node addresses and pool protection
+var bg = context.Background()
+
+// TestCluster reads drives, node addresses and pool protection
 // from a real control plane, serves them from its snapshot, and sees a
 // node go down once invalidated.
-func TestClusterTopology(t *testing.T) {
+func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd")
 	}
@@ -52,7 +55,7 @@ func TestClusterTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	topo := client.NewClusterTopology(store, time.Hour)
+	topo := New(store, time.Hour)
 	ds, err := topo.Drives(bg)
 	if err != nil {
 		t.Fatal(err)
