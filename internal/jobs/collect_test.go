@@ -78,8 +78,8 @@ func newCollectEnv(t *testing.T) *collectEnv {
 	return e
 }
 
-func (e *collectEnv) lister(context.Context, Env) ([]collectDrive, error) {
-	return []collectDrive{{ID: 1, Node: "n1", Up: true}, {ID: 2, Node: "n1", Up: true}}, nil
+func (e *collectEnv) lister(context.Context, Env) ([]serviceDrive, error) {
+	return []serviceDrive{{ID: 1, Node: "n1", Up: true}, {ID: 2, Node: "n1", Up: true}}, nil
 }
 
 // put writes a 100-byte block on drive d (1 or 2) with the given owner.

@@ -170,7 +170,7 @@ func (p *mediaScanPhase) Split(ctx context.Context, env job.Env, j *job.Job) ([]
 		return nil, err
 	}
 	known := map[meta.DriveID]bool{}
-	var ds []collectDrive
+	var ds []serviceDrive
 	for _, d := range all {
 		known[meta.DriveID(d.ID)] = true
 		if want != nil && !want[meta.DriveID(d.ID)] {
