@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
-	"github.com/weftfs/weft/internal/meta"
 )
 
 // Benchmarks of the data path on the fixture (3 nodes × 4 drives on
@@ -20,37 +20,18 @@ import (
 
 const benchSize = 256 * mib
 
-// drainDeletes deletes every queued block from its drive, as the node
-// servers' deleters would, so repeated runs do not fill tmpfs.
-func (f *fixture) drainDeletes() {
-	for _, n := range f.nodes {
-		for _, d := range n.drives {
-			es, err := f.meta.ListDeletes(bg, meta.DriveID(d.ID()), meta.BlockID{}, 100000)
-			if err != nil {
-				f.tb.Fatal(err)
-			}
-			for _, e := range es {
-				d.Delete(drive.BlockID(e.Block))
-			}
-			if err := f.meta.AckDeletes(bg, es); err != nil {
-				f.tb.Fatal(err)
-			}
-		}
-	}
-}
-
 func BenchmarkSequentialWrite(b *testing.B) {
-	f := newFixture(b)
-	c := f.client(0)
-	lin := f.create("bench", "ec:4+2")
-	data := randBytes(benchSize, 1)
+	f := clienttest.New(b)
+	c := f.Client(0)
+	lin := f.Create("bench", "ec:4+2")
+	data := clienttest.RandBytes(benchSize, 1)
 	b.SetBytes(benchSize)
 	for b.Loop() {
 		fh, err := c.Open(bg, lin, true)
 		if err != nil {
 			b.Fatal(err)
 		}
-		writeAll(b, fh, data, mib)
+		clienttest.WriteAll(b, fh, data, mib)
 		if err := fh.Close(bg); err != nil {
 			b.Fatal(err)
 		}
@@ -60,23 +41,23 @@ func BenchmarkSequentialWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		fh.Close(bg)
-		f.drainDeletes()
+		f.DrainDeletes()
 		b.StartTimer()
 	}
 }
 
 func BenchmarkSequentialRead(b *testing.B) {
-	f := newFixture(b)
-	lin := f.create("bench", "ec:4+2")
-	fh, _ := f.client(0).Open(bg, lin, true)
-	writeAll(b, fh, randBytes(benchSize, 1), mib)
+	f := clienttest.New(b)
+	lin := f.Create("bench", "ec:4+2")
+	fh, _ := f.Client(0).Open(bg, lin, true)
+	clienttest.WriteAll(b, fh, clienttest.RandBytes(benchSize, 1), mib)
 	if err := fh.Close(bg); err != nil {
 		b.Fatal(err)
 	}
 	buf := make([]byte, mib)
 	b.SetBytes(benchSize)
 	for b.Loop() {
-		c := f.client(0)
+		c := f.Client(0)
 		fh, err := c.Open(bg, lin, false)
 		if err != nil {
 			b.Fatal(err)
@@ -96,16 +77,16 @@ func BenchmarkSequentialRead(b *testing.B) {
 // straight to the block services, then gets its 256 data units, and
 // reports file bytes per second.
 func BenchmarkSequentialRaw(b *testing.B) {
-	f := newFixture(b)
-	unit := randBytes(mib, 2)
+	f := clienttest.New(b)
+	unit := clienttest.RandBytes(mib, 2)
 	clients := map[string]*block.Client{}
-	for _, n := range f.nodes {
-		bc, err := block.Dial(n.addr)
+	for _, n := range f.Nodes {
+		bc, err := block.Dial(n.Addr)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { bc.Close() })
-		clients[n.name] = bc
+		clients[n.Name] = bc
 	}
 	type put struct {
 		bc   *block.Client
@@ -117,7 +98,7 @@ func BenchmarkSequentialRaw(b *testing.B) {
 	var blocks []put
 	for s := range stripes {
 		for u := range 6 {
-			d := f.topo.drives[(s*6+u)%12]
+			d := f.Topo.States()[(s*6+u)%12]
 			blocks = append(blocks, put{clients[d.Node], drive.ID(d.ID), drive.NewBlockID(), u < 4})
 		}
 	}

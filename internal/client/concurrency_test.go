@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"fmt"
@@ -6,18 +6,19 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
 )
 
 // TestConcurrentFiles writes six files at once through one client, in
 // chunks of random sizes, and reads them back.
 func TestConcurrentFiles(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
 	const n, size = 6, 600 * kib
 	lins := make([]meta.LIN, n)
 	for i := range lins {
-		lins[i] = f.create(fmt.Sprintf("f%d", i), []string{"ec:4+2", "mirror:3", "ec:2+1"}[i%3])
+		lins[i] = f.Create(fmt.Sprintf("f%d", i), []string{"ec:4+2", "mirror:3", "ec:2+1"}[i%3])
 	}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -25,7 +26,7 @@ func TestConcurrentFiles(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
-			data := randBytes(size, uint64(i))
+			data := clienttest.RandBytes(size, uint64(i))
 			fh, err := c.Open(bg, lins[i], true)
 			if err != nil {
 				t.Error(err)
@@ -46,7 +47,7 @@ func TestConcurrentFiles(t *testing.T) {
 	}
 	wg.Wait()
 	for i, lin := range lins {
-		mustEqual(t, fmt.Sprintf("file %d", i), f.readBack(lin), randBytes(size, uint64(i)))
+		clienttest.MustEqual(t, fmt.Sprintf("file %d", i), f.ReadBack(lin), clienttest.RandBytes(size, uint64(i)))
 	}
 }
 
@@ -61,18 +62,18 @@ func TestConcurrentOneFile(t *testing.T) {
 			name = "one client"
 		}
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			lin := f.create("f", "ec:4+2")
+			f := clienttest.New(t)
+			lin := f.Create("f", "ec:4+2")
 			const writers, block, blocks = 4, 10 * kib, 100 // 1000 KiB: 4 stripes
-			want := randBytes(block*blocks, 77)
-			one := f.client(testUnit)
+			want := clienttest.RandBytes(block*blocks, 77)
+			one := f.Client(testUnit)
 			var wg sync.WaitGroup
 			var conflicts int64
 			var mu sync.Mutex
 			for w := range writers {
 				c := one
 				if !shared {
-					c = f.client(testUnit)
+					c = f.Client(testUnit)
 				}
 				wg.Add(1)
 				go func() {
@@ -105,7 +106,7 @@ func TestConcurrentOneFile(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			mustEqual(t, "file", f.readBack(lin), want)
+			clienttest.MustEqual(t, "file", f.ReadBack(lin), want)
 			if shared {
 				// Handles of one client share the stripes: they never race.
 				if n := one.Stats().Conflicts; n != 0 {

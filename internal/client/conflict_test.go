@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -47,13 +49,13 @@ func (h *hookMeta) setBefore(fn func(meta.LIN, meta.Stripe)) {
 }
 
 // hookedClient returns a Client whose commits go through a hookMeta.
-func (f *fixture) hookedClient() (*Client, *hookMeta) {
-	h := &hookMeta{Meta: f.meta}
-	c, err := newClient(h, Config{Meta: f.meta, Topology: f.topo, UnitSize: testUnit})
+func hookedClient(f *clienttest.Fixture) (*client.Client, *hookMeta) {
+	h := &hookMeta{Meta: f.Meta}
+	c, err := client.NewOver(h, client.Config{Meta: f.Meta, Topology: f.Topo, UnitSize: testUnit})
 	if err != nil {
-		f.tb.Fatal(err)
+		f.TB.Fatal(err)
 	}
-	f.tb.Cleanup(func() { c.Close() })
+	f.TB.Cleanup(func() { c.Close() })
 	return c, h
 }
 
@@ -63,22 +65,22 @@ func (f *fixture) hookedClient() (*Client, *hookMeta) {
 // deletion, re-reads the stripe and commits again, and both writes
 // survive.
 func TestStripeConflict(t *testing.T) {
-	f := newFixture(t)
-	lin := f.create("f", "ec:4+2")
-	base := randBytes(4*testUnit, 9)
-	w := f.client(testUnit)
+	f := clienttest.New(t)
+	lin := f.Create("f", "ec:4+2")
+	base := clienttest.RandBytes(4*testUnit, 9)
+	w := f.Client(testUnit)
 	fh, _ := w.Open(bg, lin, true)
-	writeAll(t, fh, base, len(base))
+	clienttest.WriteAll(t, fh, base, len(base))
 	if err := fh.Close(bg); err != nil {
 		t.Fatal(err)
 	}
 	want := append([]byte(nil), base...)
 
-	a, hook := f.hookedClient()
-	b := f.client(testUnit)
+	a, hook := hookedClient(f)
+	b := f.Client(testUnit)
 	ah, _ := a.Open(bg, lin, true)
 	bh, _ := b.Open(bg, lin, true)
-	x, y := randBytes(100, 1), randBytes(5000, 2)
+	x, y := clienttest.RandBytes(100, 1), clienttest.RandBytes(5000, 2)
 	copy(want[10:], x)
 	copy(want[3*testUnit:], y)
 	if _, err := ah.WriteAt(bg, x, 10); err != nil {
@@ -104,7 +106,7 @@ func TestStripeConflict(t *testing.T) {
 	if st.Conflicts != 1 || st.OrphansEnqueued != 6 {
 		t.Fatalf("a's stats %+v: want 1 conflict and its 6 blocks queued", st)
 	}
-	queued, err := f.meta.ListDeletes(bg, first.Units[0].Drive, meta.BlockID{}, 1000)
+	queued, err := f.Meta.ListDeletes(bg, first.Units[0].Drive, meta.BlockID{}, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +119,8 @@ func TestStripeConflict(t *testing.T) {
 	}
 	ah.Close(bg)
 	bh.Close(bg)
-	mustEqual(t, "both writes", f.readBack(lin), want)
-	if s := f.stripes(lin)[0]; s.Gen != 3 {
+	clienttest.MustEqual(t, "both writes", f.ReadBack(lin), want)
+	if s := f.Stripes(lin)[0]; s.Gen != 3 {
 		t.Fatalf("stripe generation %d, want 3 (initial, b, a)", s.Gen)
 	}
 }
@@ -128,35 +130,35 @@ func TestStripeConflict(t *testing.T) {
 // after the bounded retries, the data stays buffered, and a later flush
 // commits it.
 func TestStripeConflictGivesUp(t *testing.T) {
-	f := newFixture(t)
-	lin := f.create("f", "ec:4+2")
-	w := f.client(testUnit)
+	f := clienttest.New(t)
+	lin := f.Create("f", "ec:4+2")
+	w := f.Client(testUnit)
 	fh, _ := w.Open(bg, lin, true)
-	writeAll(t, fh, randBytes(4*testUnit, 1), 4*testUnit)
+	clienttest.WriteAll(t, fh, clienttest.RandBytes(4*testUnit, 1), 4*testUnit)
 	fh.Close(bg)
 
-	a, hook := f.hookedClient()
+	a, hook := hookedClient(f)
 	ah, _ := a.Open(bg, lin, true)
 	if _, err := ah.WriteAt(bg, []byte("xyz"), 7); err != nil {
 		t.Fatal(err)
 	}
 	hook.setBefore(func(lin meta.LIN, _ meta.Stripe) {
-		cur := f.stripes(lin)[0]
-		if _, err := f.meta.CommitStripe(bg, lin, cur, cur.Gen, meta.CommitOptions{}); err != nil {
+		cur := f.Stripes(lin)[0]
+		if _, err := f.Meta.CommitStripe(bg, lin, cur, cur.Gen, meta.CommitOptions{}); err != nil {
 			t.Errorf("moving the generation: %v", err)
 		}
 	})
-	if err := ah.Flush(bg); !errors.Is(err, ErrConflict) {
+	if err := ah.Flush(bg); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("flush under a restriper: %v", err)
 	}
-	if st := a.Stats(); st.Conflicts != maxCommitAttempts {
-		t.Fatalf("conflicts %d, want %d", st.Conflicts, maxCommitAttempts)
+	if st := a.Stats(); st.Conflicts != client.MaxCommitAttempts {
+		t.Fatalf("conflicts %d, want %d", st.Conflicts, client.MaxCommitAttempts)
 	}
 	hook.setBefore(nil)
 	if err := ah.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	got := f.readBack(lin)
+	got := f.ReadBack(lin)
 	if string(got[7:10]) != "xyz" {
 		t.Fatalf("bytes 7..10 = %q", got[7:10])
 	}

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -15,13 +17,13 @@ import (
 // every read still returns the right bytes, reconstructing from parity or
 // another copy, and notes the stripe for repair.
 func TestDegradedRead(t *testing.T) {
-	f := newFixture(t)
+	f := clienttest.New(t)
 	const stripe = 4 * testUnit
 	files := map[string]struct {
 		lin  meta.LIN
 		data []byte
 	}{}
-	w := f.client(testUnit)
+	w := f.Client(testUnit)
 	for i, tc := range []struct {
 		name, prot string
 		size       int
@@ -30,10 +32,10 @@ func TestDegradedRead(t *testing.T) {
 		{"mirror", "mirror:3", 3*testUnit + 77},
 		{"small", "ec:4+2", 5000}, // one stripe of 3 copies
 	} {
-		lin := f.create(tc.name, tc.prot)
-		data := randBytes(tc.size, uint64(i+100))
+		lin := f.Create(tc.name, tc.prot)
+		data := clienttest.RandBytes(tc.size, uint64(i+100))
 		fh, _ := w.Open(bg, lin, true)
-		writeAll(t, fh, data, 100*kib)
+		clienttest.WriteAll(t, fh, data, 100*kib)
 		if err := fh.Close(bg); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +44,7 @@ func TestDegradedRead(t *testing.T) {
 			data []byte
 		}{lin, data}
 	}
-	unit := func(file string, s, u int) meta.Unit { return f.stripes(files[file].lin)[s].Units[u] }
+	unit := func(file string, s, u int) meta.Unit { return f.Stripes(files[file].lin)[s].Units[u] }
 
 	for _, tc := range []struct {
 		name    string
@@ -52,34 +54,34 @@ func TestDegradedRead(t *testing.T) {
 	}{
 		{"one drive down", "ec", func() func() {
 			d := unit("ec", 0, 0).Drive
-			f.setDriveDown(d, true)
-			return func() { f.setDriveDown(d, false) }
+			f.SetDriveDown(d, true)
+			return func() { f.SetDriveDown(d, false) }
 		}, nil},
 		{"two drives down", "ec", func() func() {
 			d0, d1 := unit("ec", 1, 0).Drive, unit("ec", 1, 3).Drive
-			f.setDriveDown(d0, true)
-			f.setDriveDown(d1, true)
-			return func() { f.setDriveDown(d0, false); f.setDriveDown(d1, false) }
+			f.SetDriveDown(d0, true)
+			f.SetDriveDown(d1, true)
+			return func() { f.SetDriveDown(d0, false); f.SetDriveDown(d1, false) }
 		}, nil},
 		{"node down", "ec", func() func() {
-			n := f.node(unit("ec", 0, 1).Drive).name
-			f.setNodeDown(n, true)
-			return func() { f.setNodeDown(n, false) }
+			n := f.Node(unit("ec", 0, 1).Drive).Name
+			f.SetNodeDown(n, true)
+			return func() { f.SetNodeDown(n, false) }
 		}, nil},
 		{"node unreachable, topology unaware", "ec", func() func() {
-			n := f.node(unit("ec", 2, 2).Drive)
-			n.down.Store(true)
-			return func() { n.down.Store(false) }
+			n := f.Node(unit("ec", 2, 2).Drive)
+			n.Down.Store(true)
+			return func() { n.Down.Store(false) }
 		}, nil},
 		{"block deleted", "ec", func() func() {
 			u := unit("ec", 3, 0)
-			if err := f.drive(u.Drive).Delete(drive.BlockID(u.Block)); err != nil {
+			if err := f.Drive(u.Drive).Delete(drive.BlockID(u.Block)); err != nil {
 				t.Fatal(err)
 			}
 			return func() {}
 		}, nil},
 		{"byte flipped", "ec", func() func() {
-			flipByte(t, f.blockFile(unit("ec", 0, 2)), 1000)
+			clienttest.FlipByte(t, f.BlockFile(unit("ec", 0, 2)), 1000)
 			return func() {}
 		}, nil},
 		{"three drives down", "ec", func() func() {
@@ -88,27 +90,27 @@ func TestDegradedRead(t *testing.T) {
 				ds = append(ds, unit("ec", 0, u).Drive)
 			}
 			for _, d := range ds {
-				f.setDriveDown(d, true)
+				f.SetDriveDown(d, true)
 			}
 			return func() {
 				for _, d := range ds {
-					f.setDriveDown(d, false)
+					f.SetDriveDown(d, false)
 				}
 			}
-		}, ErrUnavailable},
+		}, client.ErrUnavailable},
 		{"mirror two copies down", "mirror", func() func() {
 			d0, d1 := unit("mirror", 0, 0).Drive, unit("mirror", 0, 1).Drive
-			f.setDriveDown(d0, true)
-			f.setDriveDown(d1, true)
-			return func() { f.setDriveDown(d0, false); f.setDriveDown(d1, false) }
+			f.SetDriveDown(d0, true)
+			f.SetDriveDown(d1, true)
+			return func() { f.SetDriveDown(d0, false); f.SetDriveDown(d1, false) }
 		}, nil},
 		{"mirror copy corrupt", "mirror", func() func() {
-			flipByte(t, f.blockFile(unit("mirror", 1, 0)), 5)
+			clienttest.FlipByte(t, f.BlockFile(unit("mirror", 1, 0)), 5)
 			return func() {}
 		}, nil},
 		{"small stripe copy deleted", "small", func() func() {
 			u := unit("small", 0, 0)
-			if err := os.Remove(f.blockFile(u)); err != nil {
+			if err := os.Remove(f.BlockFile(u)); err != nil {
 				t.Fatal(err)
 			}
 			return func() {}
@@ -119,20 +121,20 @@ func TestDegradedRead(t *testing.T) {
 				ds = append(ds, unit("mirror", 2, u).Drive)
 			}
 			for _, d := range ds {
-				f.setDriveDown(d, true)
+				f.SetDriveDown(d, true)
 			}
 			return func() {
 				for _, d := range ds {
-					f.setDriveDown(d, false)
+					f.SetDriveDown(d, false)
 				}
 			}
-		}, ErrUnavailable},
+		}, client.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := files[tc.file]
 			undo := tc.damage()
 			defer undo()
-			r := f.client(testUnit, func(c *Config) { c.Readahead = -1 })
+			r := f.Client(testUnit, func(c *client.Config) { c.Readahead = -1 })
 			fh, err := r.Open(bg, file.lin, false)
 			if err != nil {
 				t.Fatal(err)
@@ -146,7 +148,7 @@ func TestDegradedRead(t *testing.T) {
 				t.Logf("error as expected: %v", err)
 				return
 			}
-			mustEqual(t, "whole read", readAll(t, fh, 48*kib), file.data)
+			clienttest.MustEqual(t, "whole read", clienttest.ReadAll(t, fh, 48*kib), file.data)
 			// Small reads at random offsets reconstruct column ranges.
 			rng := rand.New(rand.NewPCG(1, 2))
 			for i := 0; i < 40; i++ {
@@ -157,14 +159,14 @@ func TestDegradedRead(t *testing.T) {
 				if err != nil && err != io.EOF || got != n {
 					t.Fatalf("ReadAt(%d at %d) = %d, %v", n, off, got, err)
 				}
-				mustEqual(t, "range read", buf, file.data[off:off+n])
+				clienttest.MustEqual(t, "range read", buf, file.data[off:off+n])
 			}
 			if r.Stats().DegradedReads == 0 || len(r.NeedsRepair()) == 0 {
 				t.Fatalf("no degraded read noted: %+v, repair %v", r.Stats(), r.NeedsRepair())
 			}
 		})
 	}
-	if f.topo.invalidated.Load() == 0 {
+	if f.Topo.Invalidations() == 0 {
 		t.Errorf("an unreachable node never invalidated the topology")
 	}
 }
@@ -174,34 +176,34 @@ func TestDegradedRead(t *testing.T) {
 // reader gets "not found", re-reads the map and reads the new data —
 // without a degraded read.
 func TestStaleMap(t *testing.T) {
-	f := newFixture(t)
-	old := randBytes(4*testUnit, 1)
-	lin, fh, err := f.writeFile(f.client(testUnit), "f", "ec:4+2", old)
+	f := clienttest.New(t)
+	old := clienttest.RandBytes(4*testUnit, 1)
+	lin, fh, err := f.WriteFile(f.Client(testUnit), "f", "ec:4+2", old)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fh.Close(bg)
-	r := f.client(testUnit, func(c *Config) { c.Readahead = -1 })
+	r := f.Client(testUnit, func(c *client.Config) { c.Readahead = -1 })
 	rh, _ := r.Open(bg, lin, false)
 	defer rh.Close(bg)
 	buf := make([]byte, 100)
 	if _, err := rh.ReadAt(bg, buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "first read", buf, old[:100])
+	clienttest.MustEqual(t, "first read", buf, old[:100])
 
-	w := f.client(testUnit)
+	w := f.Client(testUnit)
 	wh, _ := w.Open(bg, lin, true)
-	fresh := randBytes(4*testUnit, 2)
-	writeAll(t, wh, fresh, len(fresh))
+	fresh := clienttest.RandBytes(4*testUnit, 2)
+	clienttest.WriteAll(t, wh, fresh, len(fresh))
 	if err := wh.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	f.drainDeletes()
+	f.DrainDeletes()
 	if _, err := rh.ReadAt(bg, buf, 0); err != nil {
 		t.Fatal(err)
 	}
-	mustEqual(t, "read with a stale map", buf, fresh[:100])
+	clienttest.MustEqual(t, "read with a stale map", buf, fresh[:100])
 	if st := r.Stats(); st.DegradedReads != 0 || st.UnitErrors == 0 {
 		t.Fatalf("stats %+v: want a not-found, then a clean read", st)
 	}

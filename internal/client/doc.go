@@ -5,8 +5,11 @@
 // unit is missing, corrupt or unreachable), with write-behind and readahead.
 //
 // It is not a POSIX layer: permissions, open-file tracking in meta, errno
-// mapping and namespace operations belong to vfs and the gateways, and
-// freeing queued blocks belongs to the node servers.
+// mapping and namespace operations belong to vfs and the gateways; freeing
+// queued blocks belongs to the node servers; and re-protecting, moving and
+// verifying stored stripes belongs to package restripe, which works
+// through this package's whole-unit primitives (Snapshot, ReadUnit,
+// ReadBlock, PutUnit, CommitStripe, EnqueueOrphans).
 //
 // Decisions a caller relies on:
 //

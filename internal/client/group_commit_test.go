@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -49,15 +51,10 @@ func (b *batchMeta) sizes() []int {
 }
 
 // waitPending waits until n commits of lin wait in c's group commit.
-func waitPending(t *testing.T, c *Client, lin meta.LIN, n int) {
+func waitPending(t *testing.T, c *client.Client, lin meta.LIN, n int) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		c.mu.Lock()
-		ino := c.inodes[lin]
-		c.mu.Unlock()
-		ino.commits.mu.Lock()
-		got := len(ino.commits.pending)
-		ino.commits.mu.Unlock()
+		got := c.PendingCommits(lin)
 		if got >= n {
 			return
 		}
@@ -83,45 +80,45 @@ func TestGroupCommit(t *testing.T) {
 	tests := []struct {
 		name      string
 		overwrite bool // the file exists: stripes have a generation to lose
-		second    func(f *fixture, lin meta.LIN, ups []meta.StripeUpdate) error
+		second    func(f *clienttest.Fixture, lin meta.LIN, ups []meta.StripeUpdate) error
 		want      []int // stripes per CommitStripes call (the first ones)
 		conflicts int64 // stripe commits that lost their compare-and-swap
 	}{
 		{name: "batched", want: []int{1, 7}},
-		{name: "conflict", overwrite: true, second: func(f *fixture, lin meta.LIN, ups []meta.StripeUpdate) error {
+		{name: "conflict", overwrite: true, second: func(f *clienttest.Fixture, lin meta.LIN, ups []meta.StripeUpdate) error {
 			// Another writer commits the batch's last stripe first.
-			cur := f.stripes(lin)[ups[len(ups)-1].Stripe.Index]
-			_, err := f.meta.CommitStripe(bg, lin, cur, cur.Gen, meta.CommitOptions{})
+			cur := f.Stripes(lin)[ups[len(ups)-1].Stripe.Index]
+			_, err := f.Meta.CommitStripe(bg, lin, cur, cur.Gen, meta.CommitOptions{})
 			return err
 		}, want: []int{1, 7, 6, 1}, conflicts: 1},
-		{name: "unknown outcome", second: func(*fixture, meta.LIN, []meta.StripeUpdate) error {
+		{name: "unknown outcome", second: func(*clienttest.Fixture, meta.LIN, []meta.StripeUpdate) error {
 			return fmt.Errorf("injected: %w", context.DeadlineExceeded)
 		}, want: []int{1, 7}},
-		{name: "committed, reply lost", second: func(f *fixture, lin meta.LIN, ups []meta.StripeUpdate) error {
+		{name: "committed, reply lost", second: func(f *clienttest.Fixture, lin meta.LIN, ups []meta.StripeUpdate) error {
 			co := meta.CommitOptions{StripeSize: uint64(ss), Size: uint64(stripes * ss)}
-			if _, err := f.meta.CommitStripes(bg, lin, ups, co); err != nil {
+			if _, err := f.Meta.CommitStripes(bg, lin, ups, co); err != nil {
 				return err
 			}
 			return fmt.Errorf("injected: %w", context.DeadlineExceeded)
 		}, want: []int{1, 7}, conflicts: 7}, // each rewrite loses to the lost reply's commit once
-		{name: "invalid", second: func(*fixture, meta.LIN, []meta.StripeUpdate) error {
+		{name: "invalid", second: func(*clienttest.Fixture, meta.LIN, []meta.StripeUpdate) error {
 			return fmt.Errorf("injected: %w", meta.ErrInvalid)
 		}, want: []int{1, 7, 1, 1, 1, 1, 1, 1, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			lin := f.create("f", "ec:4+2")
+			f := clienttest.New(t)
+			lin := f.Create("f", "ec:4+2")
 			if tt.overwrite {
-				w := f.client(testUnit)
+				w := f.Client(testUnit)
 				fh, _ := w.Open(bg, lin, true)
-				writeAll(t, fh, randBytes(stripes*ss, 1), ss)
+				clienttest.WriteAll(t, fh, clienttest.RandBytes(stripes*ss, 1), ss)
 				if err := fh.Close(bg); err != nil {
 					t.Fatal(err)
 				}
 			}
-			bm := &batchMeta{Meta: f.meta}
-			c, err := newClient(bm, Config{Meta: f.meta, Topology: f.topo, UnitSize: testUnit, WriteBehind: stripes})
+			bm := &batchMeta{Meta: f.Meta}
+			c, err := client.NewOver(bm, client.Config{Meta: f.Meta, Topology: f.Topo, UnitSize: testUnit, WriteBehind: stripes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,8 +136,8 @@ func TestGroupCommit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			data := randBytes(stripes*ss, 2)
-			writeAll(t, fh, data, ss)
+			data := clienttest.RandBytes(stripes*ss, 2)
+			clienttest.WriteAll(t, fh, data, ss)
 			if err := fh.Flush(bg); err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +151,7 @@ func TestGroupCommit(t *testing.T) {
 			if err := fh.Close(bg); err != nil {
 				t.Fatal(err)
 			}
-			mustEqual(t, "file", f.readBack(lin), data)
+			clienttest.MustEqual(t, "file", f.ReadBack(lin), data)
 		})
 	}
 }

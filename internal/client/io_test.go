@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -15,7 +17,7 @@ import (
 // ec:4+2 and mirror:3, checking the stripe maps' protection and lengths.
 func TestWriteReadSizes(t *testing.T) {
 	const u = testUnit
-	f := newFixture(t)
+	f := clienttest.New(t)
 	for _, prot := range []string{"ec:4+2", "mirror:3"} {
 		stripe := 4 * u
 		if prot == "mirror:3" {
@@ -25,14 +27,14 @@ func TestWriteReadSizes(t *testing.T) {
 		slices.Sort(sizes)
 		for _, size := range slices.Compact(sizes) {
 			t.Run(fmt.Sprintf("%s/%d", prot, size), func(t *testing.T) {
-				lin := f.create(fmt.Sprintf("%s-%d", prot, size), prot)
-				data := randBytes(size, uint64(size))
-				w := f.client(u)
+				lin := f.Create(fmt.Sprintf("%s-%d", prot, size), prot)
+				data := clienttest.RandBytes(size, uint64(size))
+				w := f.Client(u)
 				fh, err := w.Open(bg, lin, true)
 				if err != nil {
 					t.Fatal(err)
 				}
-				writeAll(t, fh, data, 7*kib+3)
+				clienttest.WriteAll(t, fh, data, 7*kib+3)
 				if fh.Size() != int64(size) {
 					t.Fatalf("Size before flush = %d, want %d", fh.Size(), size)
 				}
@@ -40,15 +42,15 @@ func TestWriteReadSizes(t *testing.T) {
 					t.Fatalf("Client.Size = %d, %v", s, ok)
 				}
 				// Buffered data reads back before the flush.
-				mustEqual(t, "buffered read", readAll(t, fh, 5*kib), data)
+				clienttest.MustEqual(t, "buffered read", clienttest.ReadAll(t, fh, 5*kib), data)
 				if err := fh.Close(bg); err != nil {
 					t.Fatal(err)
 				}
-				a, err := f.meta.GetAttr(bg, lin)
+				a, err := f.Meta.GetAttr(bg, lin)
 				if err != nil || a.Size != uint64(size) {
 					t.Fatalf("meta size = %d, %v; want %d", a.Size, err, size)
 				}
-				for _, s := range f.stripes(lin) {
+				for _, s := range f.Stripes(lin) {
 					if s.Missing() != 0 {
 						t.Fatalf("stripe %d has %d units missing", s.Index, s.Missing())
 					}
@@ -60,13 +62,13 @@ func TestWriteReadSizes(t *testing.T) {
 						t.Fatalf("stripe %d (%d bytes) stored as %v, want %s", s.Index, s.DataLen, s.Protection, want)
 					}
 				}
-				r := f.client(u)
+				r := f.Client(u)
 				rh, err := r.Open(bg, lin, false)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer rh.Close(bg)
-				mustEqual(t, "read back", readAll(t, rh, 64*kib+1), data)
+				clienttest.MustEqual(t, "read back", clienttest.ReadAll(t, rh, 64*kib+1), data)
 				// Past EOF.
 				if n, err := rh.ReadAt(bg, make([]byte, 10), int64(size)); n != 0 || err != io.EOF {
 					t.Fatalf("ReadAt at EOF = %d, %v", n, err)
@@ -81,26 +83,26 @@ func TestWriteReadSizes(t *testing.T) {
 // the race detector (or -short) the file is 24 MiB plus a partial stripe.
 func TestLargeFile(t *testing.T) {
 	size := 100 * mib
-	if raceEnabled || testing.Short() {
+	if clienttest.RaceEnabled || testing.Short() {
 		size = 24*mib + 123
 	}
-	f := newFixture(t)
-	data := randBytes(size, 42)
+	f := clienttest.New(t)
+	data := clienttest.RandBytes(size, 42)
 	for _, prot := range []string{"ec:4+2", "mirror:3"} {
 		t.Run(prot, func(t *testing.T) {
-			lin := f.create("big-"+prot, prot)
-			c := f.client(0)
+			lin := f.Create("big-"+prot, prot)
+			c := f.Client(0)
 			fh, err := c.Open(bg, lin, true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			writeAll(t, fh, data, mib)
+			clienttest.WriteAll(t, fh, data, mib)
 			if err := fh.Close(bg); err != nil {
 				t.Fatal(err)
 			}
-			r := f.client(0)
+			r := f.Client(0)
 			rh, _ := r.Open(bg, lin, false)
-			mustEqual(t, "read back", readAll(t, rh, 1*mib), data)
+			clienttest.MustEqual(t, "read back", clienttest.ReadAll(t, rh, 1*mib), data)
 			rh.Close(bg)
 			st := r.Stats()
 			if st.DegradedReads != 0 || st.ReadaheadStripes == 0 {
@@ -113,9 +115,9 @@ func TestLargeFile(t *testing.T) {
 // TestTwoHandles checks that two handles of one LIN see each other's
 // buffered writes and size.
 func TestTwoHandles(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	lin := f.create("two", "")
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	lin := f.Create("two", "")
 	a, _ := c.Open(bg, lin, true)
 	b, _ := c.Open(bg, lin, true)
 	if _, err := a.WriteAt(bg, []byte("hello"), 0); err != nil {
@@ -140,33 +142,33 @@ func TestTwoHandles(t *testing.T) {
 	if err := a.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Close(bg); !errors.Is(err, ErrClosed) {
+	if err := a.Close(bg); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := a.ReadAt(bg, buf, 0); !errors.Is(err, ErrClosed) {
+	if _, err := a.ReadAt(bg, buf, 0); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("ReadAt after Close: %v", err)
 	}
 }
 
 // TestHandleErrors covers argument and mode errors.
 func TestHandleErrors(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	lin := f.create("e", "")
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	lin := f.Create("e", "")
 	ro, err := c.Open(bg, lin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.WriteAt(bg, []byte("x"), 0); !errors.Is(err, ErrReadOnly) {
+	if _, err := ro.WriteAt(bg, []byte("x"), 0); !errors.Is(err, client.ErrReadOnly) {
 		t.Fatalf("write on read-only handle: %v", err)
 	}
-	if err := ro.Truncate(bg, 0); !errors.Is(err, ErrReadOnly) {
+	if err := ro.Truncate(bg, 0); !errors.Is(err, client.ErrReadOnly) {
 		t.Fatalf("truncate on read-only handle: %v", err)
 	}
-	if _, err := ro.ReadAt(bg, make([]byte, 1), -1); !errors.Is(err, ErrInvalid) {
+	if _, err := ro.ReadAt(bg, make([]byte, 1), -1); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("negative offset: %v", err)
 	}
-	if _, err := c.Open(bg, meta.RootLIN, false); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Open(bg, meta.RootLIN, false); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("open a directory: %v", err)
 	}
 	if _, err := c.Open(bg, 999999, false); !errors.Is(err, meta.ErrNotFound) {
@@ -174,7 +176,7 @@ func TestHandleErrors(t *testing.T) {
 	}
 	ro.Close(bg)
 	c.Close()
-	if _, err := c.Open(bg, lin, false); !errors.Is(err, ErrClosed) {
+	if _, err := c.Open(bg, lin, false); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("open after Close: %v", err)
 	}
 }
@@ -184,17 +186,17 @@ func TestHandleErrors(t *testing.T) {
 // below one stripe, reads go direct and stay correct; closing the file
 // releases the cached bytes.
 func TestReadahead(t *testing.T) {
-	f := newFixture(t)
-	data := randBytes(10*4*testUnit, 3)
-	lin, fh, err := f.writeFile(f.client(testUnit), "f", "ec:4+2", data)
+	f := clienttest.New(t)
+	data := clienttest.RandBytes(10*4*testUnit, 3)
+	lin, fh, err := f.WriteFile(f.Client(testUnit), "f", "ec:4+2", data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fh.Close(bg)
 	for _, budget := range []int64{0, 4*testUnit - 1} {
-		c := f.client(testUnit, func(cfg *Config) { cfg.CacheBytes = budget })
+		c := f.Client(testUnit, func(cfg *client.Config) { cfg.CacheBytes = budget })
 		rh, _ := c.Open(bg, lin, false)
-		mustEqual(t, "sequential read", readAll(t, rh, 16*kib), data)
+		clienttest.MustEqual(t, "sequential read", clienttest.ReadAll(t, rh, 16*kib), data)
 		st := c.Stats()
 		if budget == 0 && (st.ReadaheadStripes == 0 || st.CacheHits == 0) {
 			t.Fatalf("default budget: stats %+v", st)
@@ -204,7 +206,7 @@ func TestReadahead(t *testing.T) {
 		}
 		rh.Close(bg)
 		c.Close() // waits for readahead still running
-		if n := c.cached.Load(); n != 0 {
+		if n := c.CachedBytes(); n != 0 {
 			t.Fatalf("%d cached bytes after close", n)
 		}
 	}

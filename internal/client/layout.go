@@ -93,7 +93,7 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 	fl := FileLayout{
 		LIN: lin, Pool: a.Pool, Requested: req.String(), RequestedFrom: "file",
 		Size: int64(a.Size), StripeSize: int64(a.StripeSize), Allocated: a.Allocated,
-		Wanted: wantedTolerance(view.candidates(a.Pool), g.Layout(int(g.StripeDataSize()))),
+		Wanted: wantedTolerance(view.Candidates(a.Pool), g.Layout(int(g.StripeDataSize()))),
 	}
 	if fromPool {
 		fl.RequestedFrom = "pool"
@@ -126,8 +126,8 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 }
 
 // stripeInfo describes one stripe map.
-func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *topoView) (StripeInfo, error) {
-	l, err := storedLayout(lin, s)
+func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot) (StripeInfo, error) {
+	l, err := StoredLayout(lin, s)
 	if err != nil {
 		return StripeInfo{}, err
 	}
@@ -139,7 +139,7 @@ func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *topoView) (
 	for i, u := range s.Units {
 		ui := UnitInfo{Unit: i, Parity: i >= l.Data, Placed: u.Placed()}
 		if u.Placed() {
-			ui.Drive, ui.Node, ui.Block, ui.Length, ui.Up = u.Drive, view.node(u.Drive), u.Block.String(), u.Length, view.up(u.Drive)
+			ui.Drive, ui.Node, ui.Block, ui.Length, ui.Up = u.Drive, view.Node(u.Drive), u.Block.String(), u.Length, view.Up(u.Drive)
 			placed = append(placed, placement.Unit{Drive: placement.DriveID(u.Drive), Node: ui.Node})
 			if !ui.Up {
 				si.Unavailable++
@@ -185,4 +185,21 @@ func wantedTolerance(cands []placement.Candidate, l erasure.StripeLayout) placem
 		units = append(units, placement.Unit{Drive: placement.DriveID(len(units) + 1), Node: nodes[best].name})
 	}
 	return placement.ComputeTolerance(units, l.Needed())
+}
+
+// layoutPage is how many stripe maps Layout reads at once.
+const layoutPage = 256
+
+// eachStripe calls fn for every stripe map of lin, in index order, read in
+// pages; it stops at fn's first error.
+func (c *Client) eachStripe(ctx context.Context, lin meta.LIN, fn func(meta.Stripe) error) error {
+	var ferr error
+	err := meta.EachStripe(ctx, c.meta, lin, layoutPage, func(s meta.Stripe) error {
+		ferr = fn(s)
+		return ferr
+	})
+	if err != nil && err != ferr {
+		return fmt.Errorf("client: stripe maps of LIN %d: %w", lin, err)
+	}
+	return err
 }

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
 )
 
@@ -15,22 +17,22 @@ import (
 // their directories: the data is the same, no block-service read happens,
 // and a damaged local block is still detected and rebuilt from parity.
 func TestLocalReads(t *testing.T) {
-	f := newFixture(t)
-	f.topo.set(func(*DriveState) bool { return true }, func(d *DriveState) {
-		d.LocalPath = f.drive(d.ID).Path()
+	f := clienttest.New(t)
+	f.Topo.Set(func(*client.DriveState) bool { return true }, func(d *client.DriveState) {
+		d.LocalPath = f.Drive(d.ID).Path()
 	})
-	w := f.client(testUnit)
-	data := randBytes(3*4*testUnit+5, 7)
-	lin, _, err := f.writeFile(w, "f", "ec:4+2", data)
+	w := f.Client(testUnit)
+	data := clienttest.RandBytes(3*4*testUnit+5, 7)
+	lin, _, err := f.WriteFile(w, "f", "ec:4+2", data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := f.client(testUnit, func(cfg *Config) { cfg.ClusterID = "c-test" })
+	c := f.Client(testUnit, func(cfg *client.Config) { cfg.ClusterID = "c-test" })
 	fh, err := c.Open(bg, lin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := readAll(t, fh, 100*kib); !bytes.Equal(got, data) {
+	if got := clienttest.ReadAll(t, fh, 100*kib); !bytes.Equal(got, data) {
 		t.Fatal("local read differs")
 	}
 	fh.Close(bg)
@@ -40,8 +42,8 @@ func TestLocalReads(t *testing.T) {
 	}
 
 	// A flipped byte in a local block: detected, rebuilt.
-	u := f.stripes(lin)[1].Units[0]
-	path := f.blockFile(u)
+	u := f.Stripes(lin)[1].Units[0]
+	path := f.BlockFile(u)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +52,9 @@ func TestLocalReads(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c2 := f.client(testUnit, func(cfg *Config) { cfg.ClusterID = "c-test" })
+	c2 := f.Client(testUnit, func(cfg *client.Config) { cfg.ClusterID = "c-test" })
 	fh, _ = c2.Open(bg, lin, false)
-	if got := readAll(t, fh, 100*kib); !bytes.Equal(got, data) {
+	if got := clienttest.ReadAll(t, fh, 100*kib); !bytes.Equal(got, data) {
 		t.Fatal("read with a damaged local block differs")
 	}
 	fh.Close(bg)
@@ -62,9 +64,9 @@ func TestLocalReads(t *testing.T) {
 
 	// A path that is not this drive (a wrong cluster id) falls back to
 	// the block services.
-	c3 := f.client(testUnit, func(cfg *Config) { cfg.ClusterID = "another-cluster" })
+	c3 := f.Client(testUnit, func(cfg *client.Config) { cfg.ClusterID = "another-cluster" })
 	fh, _ = c3.Open(bg, lin, false)
-	if got := readAll(t, fh, 100*kib); !bytes.Equal(got, data) {
+	if got := clienttest.ReadAll(t, fh, 100*kib); !bytes.Equal(got, data) {
 		t.Fatal("fallback read differs")
 	}
 	fh.Close(bg)
@@ -78,14 +80,14 @@ func TestLocalReads(t *testing.T) {
 // counted by their nodes, readable by a client that goes through the block
 // services, with no staged file left; overwrites replace them the same way.
 func TestLocalWrites(t *testing.T) {
-	f := newFixture(t)
-	f.topo.set(func(*DriveState) bool { return true }, func(d *DriveState) {
-		d.LocalPath = f.drive(d.ID).Path()
+	f := clienttest.New(t)
+	f.Topo.Set(func(*client.DriveState) bool { return true }, func(d *client.DriveState) {
+		d.LocalPath = f.Drive(d.ID).Path()
 	})
-	c := f.client(testUnit, func(cfg *Config) { cfg.ClusterID = "c-test" })
+	c := f.Client(testUnit, func(cfg *client.Config) { cfg.ClusterID = "c-test" })
 	for _, prot := range []string{"ec:4+2", "mirror:3"} {
-		data := randBytes(3*4*testUnit+5, 11)
-		lin, _, err := f.writeFile(c, "f-"+prot, prot, data)
+		data := clienttest.RandBytes(3*4*testUnit+5, 11)
+		lin, _, err := f.WriteFile(c, "f-"+prot, prot, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +96,7 @@ func TestLocalWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		patch := randBytes(testUnit+3, 12)
+		patch := clienttest.RandBytes(testUnit+3, 12)
 		if _, err := fh.WriteAt(bg, patch, int64(testUnit)); err != nil {
 			t.Fatal(err)
 		}
@@ -103,9 +105,9 @@ func TestLocalWrites(t *testing.T) {
 		}
 		copy(data[testUnit:], patch)
 
-		plain := f.client(testUnit)
+		plain := f.Client(testUnit)
 		fh, _ = plain.Open(bg, lin, false)
-		if got := readAll(t, fh, 100*kib); !bytes.Equal(got, data) {
+		if got := clienttest.ReadAll(t, fh, 100*kib); !bytes.Equal(got, data) {
 			t.Fatalf("%s: data written locally differs when read through the nodes", prot)
 		}
 		fh.Close(bg)
@@ -113,9 +115,9 @@ func TestLocalWrites(t *testing.T) {
 			t.Fatalf("%s: reads through the nodes: %+v", prot, plain.Stats())
 		}
 		// Every unit is a block its node knows, with the right header.
-		for _, s := range f.stripes(lin) {
+		for _, s := range f.Stripes(lin) {
 			for i, u := range s.Units {
-				hdr, _, _, err := f.drive(u.Drive).Stat(drive.BlockID(u.Block))
+				hdr, _, _, err := f.Drive(u.Drive).Stat(drive.BlockID(u.Block))
 				if err != nil || hdr.Owner != uint64(lin) || hdr.Stripe != s.Index || hdr.Unit != uint32(i) {
 					t.Fatalf("%s: stripe %d unit %d: %+v %v", prot, s.Index, i, hdr, err)
 				}
@@ -127,8 +129,8 @@ func TestLocalWrites(t *testing.T) {
 		t.Fatalf("stats after local writes: %+v", st)
 	}
 	var blocks int64
-	for _, n := range f.nodes {
-		for _, d := range n.drives {
+	for _, n := range f.Nodes {
+		for _, d := range n.Drives {
 			assertNoStaged(t, d.Path())
 			u, _ := d.Usage()
 			blocks += u.Blocks
@@ -139,8 +141,8 @@ func TestLocalWrites(t *testing.T) {
 	}
 
 	// A client that is told the wrong cluster writes through the nodes.
-	c3 := f.client(testUnit, func(cfg *Config) { cfg.ClusterID = "another-cluster" })
-	if _, _, err := f.writeFile(c3, "g", "ec:4+2", randBytes(5*testUnit, 13)); err != nil {
+	c3 := f.Client(testUnit, func(cfg *client.Config) { cfg.ClusterID = "another-cluster" })
+	if _, _, err := f.WriteFile(c3, "g", "ec:4+2", clienttest.RandBytes(5*testUnit, 13)); err != nil {
 		t.Fatal(err)
 	}
 	if c3.Stats().LocalWrites != 0 {
@@ -149,16 +151,16 @@ func TestLocalWrites(t *testing.T) {
 
 	// A node that is down refuses the adoption: the put fails like a
 	// remote one, and the staged file does not stay behind.
-	n := f.nodes[0]
-	n.down.Store(true)
-	fh, err := c.Open(bg, f.create("h", "ec:4+2"), true)
+	n := f.Nodes[0]
+	n.Down.Store(true)
+	fh, err := c.Open(bg, f.Create("h", "ec:4+2"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fh.WriteAt(bg, randBytes(4*testUnit, 14), 0)
+	fh.WriteAt(bg, clienttest.RandBytes(4*testUnit, 14), 0)
 	fh.Close(bg) // under-protected or failed: either way no leftovers
-	n.down.Store(false)
-	for _, d := range n.drives {
+	n.Down.Store(false)
+	for _, d := range n.Drives {
 		assertNoStaged(t, d.Path())
 	}
 }

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"fmt"
@@ -6,7 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 )
 
 // TestModel runs random writes, reads, truncates, flushes and re-opens
@@ -17,7 +18,7 @@ import (
 // partial stripes (read-modify-write) in the middle of the run.
 func TestModel(t *testing.T) {
 	ops := 300
-	if raceEnabled || testing.Short() {
+	if clienttest.RaceEnabled || testing.Short() {
 		ops = 150
 	}
 	for _, prot := range []string{"ec:2+1", "ec:4+2", "mirror:2"} {
@@ -31,13 +32,13 @@ func TestModel(t *testing.T) {
 
 func runModel(t *testing.T, prot string, seed uint64, ops int) {
 	const unit = 4 * kib
-	f := newFixture(t)
+	f := clienttest.New(t)
 	rng := rand.New(rand.NewPCG(seed, 99))
-	c := f.client(unit, func(cfg *Config) { cfg.MaxDirty = 40 * kib; cfg.Readahead = 2 })
-	lin := f.create("m", prot)
-	stripe := c.mustGeometryStripe(t, lin)
+	c := f.Client(unit, func(cfg *client.Config) { cfg.MaxDirty = 40 * kib; cfg.Readahead = 2 })
+	lin := f.Create("m", prot)
+	stripe := c.MustStripeSize(t, lin)
 	var ref []byte
-	var hs [2]*File
+	var hs [2]*client.File
 	open := func(i int) {
 		h, err := c.Open(bg, lin, true)
 		if err != nil {
@@ -56,7 +57,7 @@ func runModel(t *testing.T, prot string, seed uint64, ops int) {
 			if rng.IntN(5) == 0 {
 				n = 1 + rng.IntN(3*stripe)
 			}
-			p := randBytes(n, rng.Uint64())
+			p := clienttest.RandBytes(n, rng.Uint64())
 			if got, err := h.WriteAt(bg, p, int64(off)); err != nil || got != n {
 				t.Fatalf("op %d: WriteAt(%d at %d) = %d, %v", op, n, off, got, err)
 			}
@@ -73,10 +74,10 @@ func runModel(t *testing.T, prot string, seed uint64, ops int) {
 				t.Fatalf("op %d: ReadAt(%d at %d) = %d, %v; want %d bytes (size %d)", op, len(p), off, n, err, want, len(ref))
 			}
 			if n > 0 {
-				mustEqual(t, fmt.Sprintf("op %d: read %d at %d", op, len(p), off), p[:n], ref[off:off+n])
+				clienttest.MustEqual(t, fmt.Sprintf("op %d: read %d at %d", op, len(p), off), p[:n], ref[off:off+n])
 			}
 		case k < 75: // sequential read of everything
-			mustEqual(t, fmt.Sprintf("op %d: sequential read", op), readAll(t, h, 1+rng.IntN(stripe)), ref)
+			clienttest.MustEqual(t, fmt.Sprintf("op %d: sequential read", op), clienttest.ReadAll(t, h, 1+rng.IntN(stripe)), ref)
 		case k < 83: // truncate
 			size := rng.IntN(len(ref) + 2*stripe + 1)
 			if err := h.Truncate(bg, int64(size)); err != nil {
@@ -103,7 +104,7 @@ func runModel(t *testing.T, prot string, seed uint64, ops int) {
 					t.Fatalf("op %d: Flush: %v", op, err)
 				}
 			}
-			mustEqual(t, fmt.Sprintf("op %d: fresh client", op), f.readBack(lin), ref)
+			clienttest.MustEqual(t, fmt.Sprintf("op %d: fresh client", op), f.ReadBack(lin), ref)
 		}
 		if s := h.Size(); s != int64(len(ref)) {
 			t.Fatalf("op %d: Size = %d, want %d", op, s, len(ref))
@@ -114,22 +115,9 @@ func runModel(t *testing.T, prot string, seed uint64, ops int) {
 			t.Fatal(err)
 		}
 	}
-	mustEqual(t, "final", f.readBack(lin), ref)
-	a, err := f.meta.GetAttr(bg, lin)
+	clienttest.MustEqual(t, "final", f.ReadBack(lin), ref)
+	a, err := f.Meta.GetAttr(bg, lin)
 	if err != nil || a.Size != uint64(len(ref)) {
 		t.Fatalf("meta size %d, %v; want %d", a.Size, err, len(ref))
 	}
-}
-
-// mustGeometryStripe returns the stripe size lin gets in c.
-func (c *Client) mustGeometryStripe(tb testing.TB, lin meta.LIN) int {
-	a, err := c.meta.GetAttr(bg, lin)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g, _, _, err := c.geometry(bg, a)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return int(g.StripeDataSize())
 }

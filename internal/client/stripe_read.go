@@ -12,10 +12,14 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// storedLayout returns the layout stripe s was written with (StoredLayout:
-// a truncate may have shortened its data since). A map without any placed
-// unit, or whose placed units disagree on their length, is ErrCorrupt.
-func storedLayout(lin meta.LIN, s meta.Stripe) (erasure.StripeLayout, error) {
+// StoredLayout returns the layout stripe s of lin was written with (its
+// protection and unit length; erasure.StoredLayout: a truncate may have
+// shortened its data since): what reading, rebuilding or checking its
+// units works from. It is pure. Errors wrap ErrCorrupt for a map without
+// any placed unit, with placed units of different lengths or a width
+// that does not match its protection, and ErrInvalid for an unknown
+// protection scheme.
+func StoredLayout(lin meta.LIN, s meta.Stripe) (erasure.StripeLayout, error) {
 	p, err := toErasure(s.Protection)
 	if err != nil {
 		return erasure.StripeLayout{}, err
@@ -91,7 +95,7 @@ type unitRead struct {
 // generation). With staleCheck, a "not found" from an up drive makes it
 // return stale instead of reconstructing.
 func (ino *inode) readOnce(ctx context.Context, s meta.Stripe, off int, dst []byte, bad map[int]error, staleCheck bool) (stale bool, err error) {
-	l, err := storedLayout(ino.lin, s)
+	l, err := StoredLayout(ino.lin, s)
 	if err != nil {
 		return false, err
 	}
@@ -152,7 +156,7 @@ func (ino *inode) readOnce(ctx context.Context, s meta.Stripe, off int, dst []by
 // readMirror reads extent e from the first copy that answers, up drives
 // first. A read while a copy is missing, failing or on a down drive is a
 // degraded read.
-func (ino *inode) readMirror(ctx context.Context, s meta.Stripe, view *topoView, e erasure.Extent, dst []byte, bad map[int]error, staleCheck bool) (bool, error) {
+func (ino *inode) readMirror(ctx context.Context, s meta.Stripe, view *Snapshot, e erasure.Extent, dst []byte, bad map[int]error, staleCheck bool) (bool, error) {
 	order := ino.unitOrder(s, view, bad, len(s.Units))
 	notFound := false
 	for _, i := range order {
@@ -161,7 +165,7 @@ func (ino *inode) readMirror(ctx context.Context, s meta.Stripe, view *topoView,
 		if r[0].err == nil {
 			copy(dst, r[0].data)
 			for j, u := range s.Units {
-				if _, failed := bad[j]; !failed && (!u.Placed() || !view.up(u.Drive)) {
+				if _, failed := bad[j]; !failed && (!u.Placed() || !view.Up(u.Drive)) {
 					bad[j] = fmt.Errorf("copy %d is unplaced or on a down drive", j)
 				}
 			}
@@ -186,7 +190,7 @@ func (ino *inode) readMirror(ctx context.Context, s meta.Stripe, view *topoView,
 // the bad ones and rebuilds the data units from them (Reed–Solomon works
 // byte column by byte column, so a range of every unit is a smaller code
 // of the same shape).
-func (ino *inode) reconstruct(ctx context.Context, s meta.Stripe, l erasure.StripeLayout, view *topoView, exts []erasure.Extent, dst []byte, bad map[int]error) error {
+func (ino *inode) reconstruct(ctx context.Context, s meta.Stripe, l erasure.StripeLayout, view *Snapshot, exts []erasure.Extent, dst []byte, bad map[int]error) error {
 	lo, hi := exts[0].Off, 0
 	for _, e := range exts {
 		lo, hi = min(lo, e.Off), max(hi, e.Off+e.Len)
@@ -233,14 +237,14 @@ func (ino *inode) reconstruct(ctx context.Context, s meta.Stripe, l erasure.Stri
 // units on up drives (data units first), then units on drives the topology
 // says are down (it may be stale), as a last resort. Units in bad and
 // unplaced ones are left out.
-func (ino *inode) unitOrder(s meta.Stripe, view *topoView, bad map[int]error, width int) []int {
+func (ino *inode) unitOrder(s meta.Stripe, view *Snapshot, bad map[int]error, width int) []int {
 	var up, down []int
 	for i := 0; i < width && i < len(s.Units); i++ {
 		u := s.Units[i]
 		if _, ok := bad[i]; ok || !u.Placed() {
 			continue
 		}
-		if view.up(u.Drive) {
+		if view.Up(u.Drive) {
 			up = append(up, i)
 		} else {
 			down = append(down, i)
@@ -252,7 +256,7 @@ func (ino *inode) unitOrder(s meta.Stripe, view *topoView, bad map[int]error, wi
 // fetch runs the reads in parallel. A unit that is unplaced, or on a drive
 // the topology says is down (unless tryDown), is not tried: its err is
 // set and it is marked skipped.
-func (ino *inode) fetch(ctx context.Context, s meta.Stripe, view *topoView, reads []unitRead) {
+func (ino *inode) fetch(ctx context.Context, s meta.Stripe, view *Snapshot, reads []unitRead) {
 	var wg sync.WaitGroup
 	for i := range reads {
 		r := &reads[i]
@@ -264,11 +268,11 @@ func (ino *inode) fetch(ctx context.Context, s meta.Stripe, view *topoView, read
 		case !u.Placed():
 			r.err, r.skipped = fmt.Errorf("unit %d is not placed (under-protected stripe)", r.unit), true
 			continue
-		case !view.up(u.Drive) && !r.tryDown:
+		case !view.Up(u.Drive) && !r.tryDown:
 			r.err, r.skipped = fmt.Errorf("unit %d is on drive %d, which is down", r.unit, u.Drive), true
 			continue
 		}
-		ref := unitRef{lin: ino.lin, stripe: s.Index, index: r.unit, unit: u, node: view.node(u.Drive), local: view.local(u.Drive)}
+		ref := unitRef{lin: ino.lin, stripe: s.Index, index: r.unit, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive)}
 		if len(reads) == 1 {
 			r.data, r.err = ino.c.getUnit(ctx, ref, r.off, r.n)
 			continue

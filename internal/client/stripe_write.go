@@ -171,7 +171,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 	if err != nil {
 		return nil, fmt.Errorf("client: LIN %d stripe %d: %w", ino.lin, idx, err)
 	}
-	cands := view.candidates(ino.pool)
+	cands := view.Candidates(ino.pool)
 	req := placement.Request{
 		Candidates: cands, Width: l.Width(), Min: l.MinPlaced(), Needed: l.Needed(),
 		UnitBytes: int64(l.UnitLen) + drive.HeaderAlign,
@@ -246,7 +246,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 			}
 		}
 		res, err := placement.Place(placement.Request{
-			Candidates: view.candidates(ino.pool), Width: len(failed), Min: 1, Needed: l.Needed(),
+			Candidates: view.Candidates(ino.pool), Width: len(failed), Min: 1, Needed: l.Needed(),
 			UnitBytes: req.UnitBytes, Exclude: exclude, Existing: existing, Label: req.Label, Rand: req.Rand,
 		})
 		if err != nil {

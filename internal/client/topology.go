@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
@@ -10,8 +11,9 @@ import (
 
 // Topology is what the client needs to know about the cluster: its drives
 // and their state, where each node's block service listens, and each pool's
-// default protection. ClusterTopology implements it over the control
-// plane; tests use a fake they can flip drives and nodes down in.
+// default protection. Package topology implements it over the control
+// plane (topology.Cluster); tests use a fake they can flip drives and
+// nodes down in (clienttest.Topology).
 // Implementations must be safe for concurrent use and cheap to call: the
 // client calls Drives once per stripe it reads or writes.
 type Topology interface {
@@ -50,41 +52,59 @@ type DriveState struct {
 	LocalPath string
 }
 
-// topoView is one snapshot of the drives, indexed for lookups.
-type topoView struct {
+// Snapshot is one reading of the topology's drives, indexed for lookups:
+// the client takes one per stripe it reads or writes, so that every
+// decision about a stripe sees the same states. It never changes after it
+// is taken; its methods are safe for concurrent use.
+type Snapshot struct {
 	list   []DriveState
 	drives map[meta.DriveID]DriveState
 }
 
+// Snapshot returns a snapshot of the cluster's drives (Topology.Drives,
+// once). Errors: ErrClosed once the Client is closed; the topology's,
+// wrapped.
+func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	v, err := c.view(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("client: drive states: %w", err)
+	}
+	return v, nil
+}
+
 // view returns a snapshot of the cluster's drives.
-func (c *Client) view(ctx context.Context) (*topoView, error) {
+func (c *Client) view(ctx context.Context) (*Snapshot, error) {
 	ds, err := c.topo.Drives(ctx)
 	if err != nil {
 		return nil, err
 	}
-	v := &topoView{list: ds, drives: make(map[meta.DriveID]DriveState, len(ds))}
+	v := &Snapshot{list: ds, drives: make(map[meta.DriveID]DriveState, len(ds))}
 	for _, d := range ds {
 		v.drives[d.ID] = d
 	}
 	return v, nil
 }
 
-// up reports whether drive d is known and up.
-func (v *topoView) up(d meta.DriveID) bool { return v.drives[d].Up }
+// Up reports whether drive d is known and up.
+func (v *Snapshot) Up(d meta.DriveID) bool { return v.drives[d].Up }
 
-// node returns the node of drive d ("" if unknown).
-func (v *topoView) node(d meta.DriveID) string { return v.drives[d].Node }
+// Node returns the node of drive d ("" if unknown).
+func (v *Snapshot) Node(d meta.DriveID) string { return v.drives[d].Node }
 
 // local returns the directory of drive d if it is on this machine and up.
-func (v *topoView) local(d meta.DriveID) string {
+func (v *Snapshot) local(d meta.DriveID) string {
 	if s := v.drives[d]; s.Up {
 		return s.LocalPath
 	}
 	return ""
 }
 
-// candidates returns the drives of pool as placement candidates.
-func (v *topoView) candidates(pool string) []placement.Candidate {
+// Candidates returns the drives of pool, up or not, as placement
+// candidates, in the topology's order.
+func (v *Snapshot) Candidates(pool string) []placement.Candidate {
 	var out []placement.Candidate
 	for _, d := range v.list {
 		if d.Pool != pool {

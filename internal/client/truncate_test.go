@@ -1,7 +1,9 @@
-package client
+package client_test
 
 import (
 	"testing"
+
+	"github.com/weftfs/weft/internal/client/clienttest"
 )
 
 // TestTruncate shrinks a file into the middle of a stripe, grows it again
@@ -20,12 +22,12 @@ func TestTruncate(t *testing.T) {
 		{"mirror committed", "mirror:3", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			c := f.client(testUnit)
-			lin := f.create("t", tc.prot)
+			f := clienttest.New(t)
+			c := f.Client(testUnit)
+			lin := f.Create("t", tc.prot)
 			fh, _ := c.Open(bg, lin, true)
-			ref := randBytes(3*stripe+1234, 5)
-			writeAll(t, fh, ref, 100*kib)
+			ref := clienttest.RandBytes(3*stripe+1234, 5)
+			clienttest.WriteAll(t, fh, ref, 100*kib)
 			if tc.flush {
 				if err := fh.Flush(bg); err != nil {
 					t.Fatal(err)
@@ -36,7 +38,7 @@ func TestTruncate(t *testing.T) {
 				if fh.Size() != int64(len(ref)) {
 					t.Fatalf("%s: Size %d, want %d", what, fh.Size(), len(ref))
 				}
-				mustEqual(t, what, readAll(t, fh, 33*kib), ref)
+				clienttest.MustEqual(t, what, clienttest.ReadAll(t, fh, 33*kib), ref)
 			}
 			// Shrink into the middle of stripe 1.
 			cut := stripe + testUnit + 100
@@ -66,20 +68,20 @@ func TestTruncate(t *testing.T) {
 			if err := fh.Close(bg); err != nil {
 				t.Fatal(err)
 			}
-			mustEqual(t, "fresh client", f.readBack(lin), ref)
+			clienttest.MustEqual(t, "fresh client", f.ReadBack(lin), ref)
 			// Shrink to zero and rewrite.
 			fh, _ = c.Open(bg, lin, true)
 			if err := fh.Truncate(bg, 0); err != nil {
 				t.Fatal(err)
 			}
-			if len(f.stripes(lin)) != 0 {
-				t.Fatalf("stripes left after truncate to 0: %v", f.stripes(lin))
+			if len(f.Stripes(lin)) != 0 {
+				t.Fatalf("stripes left after truncate to 0: %v", f.Stripes(lin))
 			}
 			ref = []byte("again")
-			writeAll(t, fh, ref, 10)
+			clienttest.WriteAll(t, fh, ref, 10)
 			check("rewritten")
 			fh.Close(bg)
-			mustEqual(t, "fresh client after rewrite", f.readBack(lin), ref)
+			clienttest.MustEqual(t, "fresh client after rewrite", f.ReadBack(lin), ref)
 		})
 	}
 }

@@ -1,47 +1,24 @@
-package client
+package client_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
 )
-
-// writeFile writes data to a new file of protection prot and closes it,
-// returning the LIN and the Close error.
-func (f *fixture) writeFile(c *Client, name, prot string, data []byte) (meta.LIN, *File, error) {
-	f.tb.Helper()
-	lin := f.create(name, prot)
-	fh, err := c.Open(bg, lin, true)
-	if err != nil {
-		f.tb.Fatal(err)
-	}
-	writeAll(f.tb, fh, data, 50*kib)
-	return lin, fh, fh.Flush(bg)
-}
-
-// readBack reads lin whole through a fresh client.
-func (f *fixture) readBack(lin meta.LIN) []byte {
-	f.tb.Helper()
-	r := f.client(testUnit)
-	fh, err := r.Open(bg, lin, false)
-	if err != nil {
-		f.tb.Fatal(err)
-	}
-	defer fh.Close(bg)
-	return readAll(f.tb, fh, 100*kib)
-}
 
 // TestWriteNodeDown writes while a whole node is down: every unit is still
 // placed (8 drives up for 6 units), but two nodes hold them, so the layout
 // shows a node tolerance below the wanted one; the data reads back.
 func TestWriteNodeDown(t *testing.T) {
-	f := newFixture(t)
-	f.setNodeDown("n1", true)
-	c := f.client(testUnit)
-	data := randBytes(5*4*testUnit+3, 1)
-	lin, fh, err := f.writeFile(c, "f", "ec:4+2", data)
+	f := clienttest.New(t)
+	f.SetNodeDown("n1", true)
+	c := f.Client(testUnit)
+	data := clienttest.RandBytes(5*4*testUnit+3, 1)
+	lin, fh, err := f.WriteFile(c, "f", "ec:4+2", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,9 +40,9 @@ func TestWriteNodeDown(t *testing.T) {
 			}
 		}
 	}
-	mustEqual(t, "with n1 down", f.readBack(lin), data)
-	f.setNodeDown("n1", false)
-	mustEqual(t, "with n1 up", f.readBack(lin), data)
+	clienttest.MustEqual(t, "with n1 down", f.ReadBack(lin), data)
+	f.SetNodeDown("n1", false)
+	clienttest.MustEqual(t, "with n1 up", f.ReadBack(lin), data)
 }
 
 // TestWriteUnderProtected writes with only five drives up: ec:4+2 stripes
@@ -73,14 +50,14 @@ func TestWriteNodeDown(t *testing.T) {
 // an achieved tolerance of one drive, and read back — also with one more
 // drive down.
 func TestWriteUnderProtected(t *testing.T) {
-	f := newFixture(t)
-	f.setNodeDown("n1", true)
+	f := clienttest.New(t)
+	f.SetNodeDown("n1", true)
 	for _, d := range []meta.DriveID{5, 6, 7} { // three of n2's four drives
-		f.setDriveDown(d, true)
+		f.SetDriveDown(d, true)
 	}
-	c := f.client(testUnit)
-	data := randBytes(3*4*testUnit+70*kib, 2) // the last stripe is erasure coded too
-	lin, fh, err := f.writeFile(c, "f", "", data)
+	c := f.Client(testUnit)
+	data := clienttest.RandBytes(3*4*testUnit+70*kib, 2) // the last stripe is erasure coded too
+	lin, fh, err := f.WriteFile(c, "f", "", data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,63 +74,63 @@ func TestWriteUnderProtected(t *testing.T) {
 			t.Fatalf("stripe %+v", s)
 		}
 	}
-	refs, err := f.meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
+	refs, err := f.Meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
 	if err != nil || len(refs) != len(l.Stripes) {
 		t.Fatalf("ListUnderProtected = %v, %v", refs, err)
 	}
 	if st := c.Stats(); st.UnderProtectedWrites != int64(len(l.Stripes)) {
 		t.Fatalf("UnderProtectedWrites = %d", st.UnderProtectedWrites)
 	}
-	mustEqual(t, "under-protected", f.readBack(lin), data)
-	f.setDriveDown(l.Stripes[0].Units[0].Drive, true)
-	mustEqual(t, "under-protected, one more drive down", f.readBack(lin), data)
+	clienttest.MustEqual(t, "under-protected", f.ReadBack(lin), data)
+	f.SetDriveDown(l.Stripes[0].Units[0].Drive, true)
+	clienttest.MustEqual(t, "under-protected, one more drive down", f.ReadBack(lin), data)
 }
 
 // TestWriteTooFewDrives fails a write that cannot place K+1 units (2
 // copies for mirrors) with ErrUnavailable, keeps the data buffered, and
 // writes it once drives are back.
 func TestWriteTooFewDrives(t *testing.T) {
-	f := newFixture(t)
-	f.setNodeDown("n1", true)
-	f.setNodeDown("n2", true) // 4 drives up
-	c := f.client(testUnit)
-	data := randBytes(2*4*testUnit+10, 3)
-	lin, fh, err := f.writeFile(c, "ec", "ec:4+2", data)
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not enough drives") {
+	f := clienttest.New(t)
+	f.SetNodeDown("n1", true)
+	f.SetNodeDown("n2", true) // 4 drives up
+	c := f.Client(testUnit)
+	data := clienttest.RandBytes(2*4*testUnit+10, 3)
+	lin, fh, err := f.WriteFile(c, "ec", "ec:4+2", data)
+	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "not enough drives") {
 		t.Fatalf("flush with 4 drives up: %v", err)
 	}
 	t.Logf("flush error: %v", err)
 	if fh.Size() != int64(len(data)) {
 		t.Fatalf("size after failed flush = %d", fh.Size())
 	}
-	mustEqual(t, "buffered after failure", readAll(t, fh, 64*kib), data)
+	clienttest.MustEqual(t, "buffered after failure", clienttest.ReadAll(t, fh, 64*kib), data)
 	// n2 comes back with three of its drives: 7 drives up.
-	f.nodes[1].down.Store(false)
-	f.topo.set(func(d *DriveState) bool { return d.ID >= 6 && d.ID <= 8 }, func(d *DriveState) { d.Up = true })
+	f.Nodes[1].Down.Store(false)
+	f.Topo.Set(func(d *client.DriveState) bool { return d.ID >= 6 && d.ID <= 8 }, func(d *client.DriveState) { d.Up = true })
 	if err := fh.Close(bg); err != nil {
 		t.Fatalf("close once 7 drives are up: %v", err)
 	}
-	mustEqual(t, "after retry", f.readBack(lin), data)
+	clienttest.MustEqual(t, "after retry", f.ReadBack(lin), data)
 
 	// mirror:3 needs 2 drives.
-	f.setNodeDown("n2", true)
-	f.setNodeDown("n3", true)
-	_, mh, err := f.writeFile(c, "m", "mirror:3", []byte("x"))
-	if !errors.Is(err, ErrUnavailable) {
+	f.SetNodeDown("n2", true)
+	f.SetNodeDown("n3", true)
+	_, mh, err := f.WriteFile(c, "m", "mirror:3", []byte("x"))
+	if !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("mirror with no drive up: %v", err)
 	}
-	if err := mh.Close(bg); !errors.Is(err, ErrUnavailable) {
+	if err := mh.Close(bg); !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("close drops the data with the error: %v", err)
 	}
 }
 
 // TestWriteNoSpace fails with ErrNoSpace when drives are up but full.
 func TestWriteNoSpace(t *testing.T) {
-	f := newFixture(t)
-	f.topo.set(func(d *DriveState) bool { return d.ID > 3 }, func(d *DriveState) { d.FreeBytes = 1000 })
-	c := f.client(testUnit)
-	_, fh, err := f.writeFile(c, "f", "ec:4+2", randBytes(4*testUnit, 4))
-	if !errors.Is(err, ErrNoSpace) {
+	f := clienttest.New(t)
+	f.Topo.Set(func(d *client.DriveState) bool { return d.ID > 3 }, func(d *client.DriveState) { d.FreeBytes = 1000 })
+	c := f.Client(testUnit)
+	_, fh, err := f.WriteFile(c, "f", "ec:4+2", clienttest.RandBytes(4*testUnit, 4))
+	if !errors.Is(err, client.ErrNoSpace) {
 		t.Fatalf("flush with 3 drives with room: %v", err)
 	}
 	t.Logf("flush error: %v", err)
@@ -165,32 +142,32 @@ func TestWriteNoSpace(t *testing.T) {
 // the topology is invalidated, and the orphaned block ids are queued for
 // deletion.
 func TestWritePutFailover(t *testing.T) {
-	f := newFixture(t)
-	f.nodes[2].down.Store(true)
-	c := f.client(testUnit)
-	data := randBytes(2*4*testUnit, 5)
-	lin, fh, err := f.writeFile(c, "f", "ec:4+2", data)
+	f := clienttest.New(t)
+	f.Nodes[2].Down.Store(true)
+	c := f.Client(testUnit)
+	data := clienttest.RandBytes(2*4*testUnit, 5)
+	lin, fh, err := f.WriteFile(c, "f", "ec:4+2", data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fh.Close(bg)
 	st := c.Stats()
-	if st.PutRetries == 0 || st.OrphansEnqueued == 0 || f.topo.invalidated.Load() == 0 {
-		t.Fatalf("stats %+v, invalidations %d", st, f.topo.invalidated.Load())
+	if st.PutRetries == 0 || st.OrphansEnqueued == 0 || f.Topo.Invalidations() == 0 {
+		t.Fatalf("stats %+v, invalidations %d", st, f.Topo.Invalidations())
 	}
-	for _, s := range f.stripes(lin) {
+	for _, s := range f.Stripes(lin) {
 		if s.Missing() != 0 {
 			t.Fatalf("stripe %d: %d units missing", s.Index, s.Missing())
 		}
 		for _, u := range s.Units {
-			if f.node(u.Drive).name == "n3" {
+			if f.Node(u.Drive).Name == "n3" {
 				t.Fatalf("stripe %d committed a unit on unreachable n3", s.Index)
 			}
 		}
 	}
 	var queued int
 	for d := meta.DriveID(9); d <= 12; d++ {
-		es, err := f.meta.ListDeletes(bg, d, meta.BlockID{}, 100)
+		es, err := f.Meta.ListDeletes(bg, d, meta.BlockID{}, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,5 +176,5 @@ func TestWritePutFailover(t *testing.T) {
 	if queued == 0 {
 		t.Fatalf("no failed put of n3 queued for deletion")
 	}
-	mustEqual(t, "read back", f.readBack(lin), data)
+	clienttest.MustEqual(t, "read back", f.ReadBack(lin), data)
 }

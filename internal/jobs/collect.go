@@ -2,16 +2,11 @@ package jobs
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
@@ -41,33 +36,6 @@ import (
 // committed map references, which the sweep keeps. When the map cannot be
 // read, the block is kept and the error counted.
 func Collect() job.Type { return newCollect(clusterDrives) }
-
-// driveLister returns the drives in service: their ids, nodes, and
-// whether they are up now.
-type driveLister func(ctx context.Context, e Env) ([]collectDrive, error)
-
-// collectDrive is a drive as the collect job needs it.
-type collectDrive struct {
-	ID   drive.ID
-	Node string
-	Up   bool
-}
-
-// clusterDrives lists the drives of the control plane that are not removed.
-func clusterDrives(ctx context.Context, e Env) ([]collectDrive, error) {
-	ds, err := e.Cluster().ListDrives(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []collectDrive
-	for _, d := range ds {
-		if d.Status == cluster.StatusRemoved {
-			continue
-		}
-		out = append(out, collectDrive{ID: drive.ID(d.ID), Node: d.Node, Up: d.State == cluster.Up})
-	}
-	return out, nil
-}
 
 func newCollect(drives driveLister) *collect {
 	c := &collect{drives: drives, nodes: newDriveNodes(drives), now: time.Now}
@@ -134,70 +102,14 @@ func graceOf(p map[string]string) (time.Duration, error) {
 	return d, nil
 }
 
-// scopeDrive parses a task scope "d7".
-func scopeDrive(scope string) (drive.ID, error) {
-	n, err := strconv.ParseUint(strings.TrimPrefix(scope, "d"), 10, 32)
-	if err != nil || n == 0 || !strings.HasPrefix(scope, "d") {
-		return 0, fmt.Errorf("%w: collect: bad task scope %q: want a drive id like d7", job.ErrInvalid, scope)
-	}
-	return drive.ID(n), nil
-}
-
-// driveNodes maps the drives in service to their nodes, read through a
-// driveLister at most every driveNodesTTL: drive scans and rebalance need
-// it for every item, and drives change nodes rarely (a moved drive's
-// items fail until the map is read again, then are retried).
-type driveNodes struct {
-	list  driveLister
-	mu    sync.Mutex
-	at    time.Time
-	nodes map[meta.DriveID]string
-}
-
-const driveNodesTTL = 5 * time.Second
-
-func newDriveNodes(list driveLister) *driveNodes { return &driveNodes{list: list} }
-
-// get returns the map (shared: do not modify it).
-func (n *driveNodes) get(ctx context.Context, e Env) (map[meta.DriveID]string, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.nodes != nil && time.Since(n.at) < driveNodesTTL {
-		return n.nodes, nil
-	}
-	ds, err := n.list(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[meta.DriveID]string, len(ds))
-	for _, d := range ds {
-		m[meta.DriveID(d.ID)] = d.Node
-	}
-	n.nodes, n.at = m, time.Now()
-	return m, nil
-}
-
-// of returns the node serving drive d; who names the job in the error.
-func (n *driveNodes) of(ctx context.Context, e Env, d drive.ID, who string) (string, error) {
-	m, err := n.get(ctx, e)
-	if err != nil {
-		return "", err
-	}
-	node, ok := m[meta.DriveID(d)]
-	if !ok {
-		return "", fmt.Errorf("%s: drive %v is no longer in service", who, d)
-	}
-	return node, nil
-}
-
 // splitDrives returns the drives to work on; down drives are skipped with
 // a log line (the next run covers them).
-func (c *collect) splitDrives(ctx context.Context, e Env) ([]collectDrive, error) {
+func (c *collect) splitDrives(ctx context.Context, e Env) ([]serviceDrive, error) {
 	ds, err := c.drives(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	var out []collectDrive
+	var out []serviceDrive
 	for _, d := range ds {
 		if !d.Up {
 			e.Log().Warn("collect: skipping a down drive", "drive", d.ID.String(), "node", d.Node)
@@ -207,40 +119,6 @@ func (c *collect) splitDrives(ctx context.Context, e Env) ([]collectDrive, error
 	}
 	return out, nil
 }
-
-// The sweep's item keys are the first 8 bytes of block ids, big-endian.
-// An item is a bucket of that key space: buckets are aligned on
-// 1<<bucketShift, so a drive has at most 65536 of them and a drive of n
-// blocks about n/65536 blocks per bucket (block ids are random). Items
-// returns, for each non-empty bucket, its last key within the task's range
-// (so the engine's cursor, item+1, lands on the next bucket); Process
-// sweeps the bucket from its aligned start up to the item. A steal that
-// cuts a bucket makes both halves sweep its head: harmless, sweeping is
-// idempotent. (A block whose first 8 bytes are all 0xff, one in 2^64, is
-// outside every task.)
-const bucketShift = 48
-
-func keyOf(id drive.BlockID) uint64 { return binary.BigEndian.Uint64(id[:8]) }
-
-// bucketLast returns the last key of k's bucket.
-func bucketLast(k uint64) uint64 { return k | (1<<bucketShift - 1) }
-
-// cursorBefore returns the List cursor whose next id is the first with key
-// >= k.
-func cursorBefore(k uint64) string {
-	if k == 0 {
-		return ""
-	}
-	var id drive.BlockID
-	binary.BigEndian.PutUint64(id[:8], k-1)
-	for i := 8; i < 16; i++ {
-		id[i] = 0xff
-	}
-	return id.String()
-}
-
-// listPage bounds the blocks one List call returns in a sweep.
-const listPage = 1000
 
 type sweepPhase struct{ c *collect }
 
@@ -284,82 +162,6 @@ func (p *sweepPhase) Items(ctx context.Context, env job.Env, scope string, from,
 		return nil, err
 	}
 	return bucketItems(ctx, bc, d, node, from, to, limit)
-}
-
-// blockLister is what a drive scan uses to page through a drive's blocks.
-type blockLister interface {
-	List(ctx context.Context, d drive.ID, after string, limit int) ([]drive.BlockInfo, string, error)
-}
-
-// bucketItems is Items of a drive scan over buckets (see bucketShift):
-// the last key within [from, to) of each non-empty bucket of drive d
-// (served by node, named in errors), up to limit.
-func bucketItems(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit int) ([]uint64, error) {
-	return driveKeys(ctx, bc, d, node, from, to, limit, listPage, func(k uint64) uint64 { return min(bucketLast(k), to-1) })
-}
-
-// driveKeys lists the distinct item keys item(k) of the blocks of drive d
-// whose keys k lie in [from, to), in order, up to limit, reading pages of
-// page blocks. item must not decrease with k.
-func driveKeys(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit, page int, item func(uint64) uint64) ([]uint64, error) {
-	var out []uint64
-	after := cursorBefore(from)
-	for {
-		blocks, next, err := bc.List(ctx, d, after, page)
-		if err != nil {
-			return nil, fmt.Errorf("list drive %v on %s: %w", d, node, err)
-		}
-		for _, b := range blocks {
-			k := keyOf(b.ID)
-			if k >= to {
-				return out, nil
-			}
-			key := item(k)
-			if len(out) > 0 && out[len(out)-1] == key {
-				continue
-			}
-			if len(out) == limit {
-				return out, nil
-			}
-			out = append(out, key)
-		}
-		if next == "" || len(blocks) == 0 {
-			return out, nil
-		}
-		after = next
-	}
-}
-
-// eachInBucket calls fn for each block of drive d in the bucket item ends
-// (from the bucket's aligned start up to key item), in key order; it stops
-// at fn's first error.
-func eachInBucket(ctx context.Context, bc blockLister, d drive.ID, node string, item uint64, fn func(drive.BlockInfo) error) error {
-	return eachBlock(ctx, bc, d, node, item>>bucketShift<<bucketShift, item, listPage, fn)
-}
-
-// eachBlock calls fn for each block of drive d whose key lies in
-// [first, last], in key order, reading pages of page blocks; it stops at
-// fn's first error.
-func eachBlock(ctx context.Context, bc blockLister, d drive.ID, node string, first, last uint64, page int, fn func(drive.BlockInfo) error) error {
-	after := cursorBefore(first)
-	for {
-		blocks, next, err := bc.List(ctx, d, after, page)
-		if err != nil {
-			return fmt.Errorf("list drive %v on %s: %w", d, node, err)
-		}
-		for _, b := range blocks {
-			if keyOf(b.ID) > last {
-				return nil
-			}
-			if err := fn(b); err != nil {
-				return err
-			}
-		}
-		if next == "" || len(blocks) == 0 {
-			return nil
-		}
-		after = next
-	}
 }
 
 func (p *sweepPhase) Process(ctx context.Context, env job.Env, j *job.Job, scope string, item uint64) (job.ItemResult, error) {

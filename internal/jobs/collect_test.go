@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weftfs/weft/internal/block"
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // collectEnv is an in-process node: a memkv namespace and one real block
@@ -31,11 +31,11 @@ type collectEnv struct {
 	bc     *block.Client
 }
 
-func (*collectEnv) Node() string            { return "n1" }
-func (*collectEnv) Log() *slog.Logger       { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-func (e *collectEnv) Meta() *meta.Meta      { return e.m }
-func (*collectEnv) Client() *client.Client  { return nil }
-func (*collectEnv) Cluster() *cluster.Store { return nil }
+func (*collectEnv) Node() string                   { return "n1" }
+func (*collectEnv) Log() *slog.Logger              { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (e *collectEnv) Meta() *meta.Meta             { return e.m }
+func (*collectEnv) Restriper() *restripe.Restriper { return nil }
+func (*collectEnv) Cluster() *cluster.Store        { return nil }
 func (e *collectEnv) Blocks(_ context.Context, node string) (*block.Client, error) {
 	if node != "n1" {
 		return nil, fmt.Errorf("no node %q", node)
@@ -79,8 +79,8 @@ func newCollectEnv(t *testing.T) *collectEnv {
 	return e
 }
 
-func (e *collectEnv) lister(context.Context, Env) ([]collectDrive, error) {
-	return []collectDrive{{ID: 1, Node: "n1", Up: true}, {ID: 2, Node: "n1", Up: true}}, nil
+func (e *collectEnv) lister(context.Context, Env) ([]serviceDrive, error) {
+	return []serviceDrive{{ID: 1, Node: "n1", Up: true}, {ID: 2, Node: "n1", Up: true}}, nil
 }
 
 // put writes a 100-byte block on drive d (1 or 2) with the given owner.

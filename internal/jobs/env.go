@@ -6,10 +6,10 @@ import (
 	"fmt"
 
 	"github.com/weftfs/weft/internal/block"
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // ErrEnv is returned when the engine hands a phase an Env that is not a
@@ -22,8 +22,9 @@ type Env interface {
 	job.Env
 	// Meta is the namespace.
 	Meta() *meta.Meta
-	// Client is the data path (repair, verify).
-	Client() *client.Client
+	// Restriper re-protects, moves and verifies stripes (repair, drain,
+	// rebalance, integrityscan, mediascan).
+	Restriper() *restripe.Restriper
 	// Cluster is the control plane (drive statuses).
 	Cluster() *cluster.Store
 	// Blocks returns a client of the block service of node (cached; the

@@ -55,7 +55,7 @@ func (scanPhase) Process(ctx context.Context, env job.Env, j *job.Job, _ string,
 	}
 	repair := j.Params["dry-run"] != "true"
 	lin := meta.LIN(item)
-	fr, err := e.Client().VerifyFile(ctx, lin, repair)
+	fr, err := e.Restriper().VerifyFile(ctx, lin, repair)
 	if errors.Is(err, meta.ErrNotFound) {
 		return job.ItemResult{}, nil // deleted meanwhile
 	}

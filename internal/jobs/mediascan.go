@@ -14,6 +14,7 @@ import (
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // MediaScan returns the mediascan job type: a drive scan run on the node
@@ -31,7 +32,7 @@ import (
 //     the owner LIN and stripe; if the stripe map still references this
 //     drive and block, the stripe is restriped copy-on-write with that
 //     unit rebuilt from the others, away from the drive if the pool allows
-//     (client.RepairDamaged; the commit queues the bad block for
+//     (Restriper.RepairDamaged; the commit queues the bad block for
 //     deletion); a block the map no longer references is an orphan, left
 //     to collect. A block whose header does not read, or whose stripe
 //     cannot be rebuilt (too few other units), is unfixable: logged with
@@ -79,8 +80,8 @@ type scanBlocks interface {
 	Stat(ctx context.Context, d drive.ID, id drive.BlockID) (drive.BlockHeader, int64, time.Time, error)
 }
 
-// damagedRepairer rebuilds one damaged unit (client.Client.RepairDamaged).
-type damagedRepairer func(ctx context.Context, e Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (client.RepairResult, error)
+// damagedRepairer rebuilds one damaged unit (Restriper.RepairDamaged).
+type damagedRepairer func(ctx context.Context, e Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (restripe.RepairResult, error)
 
 // mediaScan is the mediascan job type. drives lists the drives in service
 // (the control plane; tests pass their own); blocks returns the block
@@ -97,8 +98,8 @@ type mediaScan struct {
 func newMediaScan(drives driveLister) *mediaScan {
 	m := &mediaScan{drives: drives, nodes: newDriveNodes(drives),
 		blocks: func(ctx context.Context, e Env, node string) (scanBlocks, error) { return e.Blocks(ctx, node) },
-		repair: func(ctx context.Context, e Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (client.RepairResult, error) {
-			return e.Client().RepairDamaged(ctx, lin, index, d, block, why)
+		repair: func(ctx context.Context, e Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (restripe.RepairResult, error) {
+			return e.Restriper().RepairDamaged(ctx, lin, index, d, block, why)
 		}}
 	m.phases = []job.Phase{&mediaScanPhase{m}, &mediaSummaryPhase{}}
 	return m
@@ -169,7 +170,7 @@ func (p *mediaScanPhase) Split(ctx context.Context, env job.Env, j *job.Job) ([]
 		return nil, err
 	}
 	known := map[meta.DriveID]bool{}
-	var ds []collectDrive
+	var ds []serviceDrive
 	for _, d := range all {
 		known[meta.DriveID(d.ID)] = true
 		if want != nil && !want[meta.DriveID(d.ID)] {

@@ -14,6 +14,7 @@ import (
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // flakyBlocks is a node's real block service with faults injected per
@@ -120,14 +121,14 @@ func TestMediaScan(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var calls []repairCall
-	ms.repair = func(_ context.Context, _ Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (client.RepairResult, error) {
+	ms.repair = func(_ context.Context, _ Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (restripe.RepairResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, repairCall{lin, index, d, block})
 		if !strings.Contains(why, "re-reads") {
 			t.Errorf("repair reason %q does not say the block was re-read", why)
 		}
-		return client.RepairResult{LIN: lin, Stripe: index, Committed: true, Rebuilt: 1}, nil
+		return restripe.RepairResult{LIN: lin, Stripe: index, Committed: true, Rebuilt: 1}, nil
 	}
 
 	a, err := e.m.Create(bg, meta.RootLIN, "f", meta.NewInode{Mode: 0o644})
@@ -241,8 +242,8 @@ func TestMediaScanUnfixable(t *testing.T) {
 	}
 	flip(t, e.drives[0], b1)
 	repairErr := client.ErrUnavailable
-	ms.repair = func(context.Context, Env, meta.LIN, uint64, meta.DriveID, meta.BlockID, string) (client.RepairResult, error) {
-		return client.RepairResult{}, repairErr
+	ms.repair = func(context.Context, Env, meta.LIN, uint64, meta.DriveID, meta.BlockID, string) (restripe.RepairResult, error) {
+		return restripe.RepairResult{}, repairErr
 	}
 	j := &job.Job{Type: "mediascan", Params: map[string]string{"drives": "d1"}, Parallelism: 1}
 	_, counts, _ := mediaRun(t, e, ms.Phases()[0], j)

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/weftfs/weft/internal/block"
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // metaEnv is a jobs.Env with only a namespace.
@@ -19,11 +19,11 @@ type metaEnv struct{ m *meta.Meta }
 
 var _ Env = metaEnv{}
 
-func (metaEnv) Node() string            { return "n1" }
-func (metaEnv) Log() *slog.Logger       { return slog.New(slog.DiscardHandler) }
-func (e metaEnv) Meta() *meta.Meta      { return e.m }
-func (metaEnv) Client() *client.Client  { return nil }
-func (metaEnv) Cluster() *cluster.Store { return nil }
+func (metaEnv) Node() string                   { return "n1" }
+func (metaEnv) Log() *slog.Logger              { return slog.New(slog.DiscardHandler) }
+func (e metaEnv) Meta() *meta.Meta             { return e.m }
+func (metaEnv) Restriper() *restripe.Restriper { return nil }
+func (metaEnv) Cluster() *cluster.Store        { return nil }
 func (metaEnv) Blocks(context.Context, string) (*block.Client, error) {
 	return nil, errors.New("test env: no block service")
 }

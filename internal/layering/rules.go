@@ -46,9 +46,9 @@ func Weft() Table {
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/impact", "internal/job",
-				"internal/jobs", "internal/meta"}},
+				"internal/jobs", "internal/meta", "internal/restripe", "internal/topology"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster",
-				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/vfs"}},
+				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/topology", "internal/vfs"}},
 
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
@@ -59,9 +59,13 @@ func Weft() Table {
 				"internal/impact", "internal/job", "internal/meta"}},
 			{Pkg: "internal/bench", Kind: Part},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
-				"internal/drive", "internal/job", "internal/meta"}},
+				"internal/drive", "internal/job", "internal/meta", "internal/restripe"}},
+			{Pkg: "internal/restripe", Kind: Part, Imports: []string{"internal/client", "internal/drive", "internal/erasure",
+				"internal/meta", "internal/placement"}},
+			{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/erasure",
+				"internal/meta"}},
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
-			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/cluster", "internal/drive",
+			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement"}},
 			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/kv",
 				"internal/kv/etcdkv", "internal/kv/kvcache", "internal/meta"}},
@@ -89,6 +93,8 @@ func Weft() Table {
 
 			// Test support.
 			{Pkg: "internal/datadriven", Kind: Test},
+			{Pkg: "internal/client/clienttest", Kind: Test, Imports: []string{"internal/block", "internal/client",
+				"internal/drive", "internal/erasure", "internal/kv", "internal/kv/memkv", "internal/meta"}},
 			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx"}},
 			{Pkg: "internal/kv/kvtest", Kind: Test, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/layering", Kind: Test},

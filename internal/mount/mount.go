@@ -18,6 +18,7 @@ import (
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/gateway/fuse"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/topology"
 	"github.com/weftfs/weft/internal/vfs"
 )
 
@@ -99,7 +100,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	topo := client.NewClusterTopology(store, time.Second)
+	topo := topology.New(store, time.Second)
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID()})
 	if err != nil {
 		return err

@@ -8,23 +8,23 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/block"
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/jobs"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
 // jobEnv is what job phases get on this node: it implements job.Env and
 // jobs.Env.
 type jobEnv struct {
-	node    string
-	log     *slog.Logger
-	meta    *meta.Meta
-	client  *client.Client
-	cluster *cluster.Store
+	node      string
+	log       *slog.Logger
+	meta      *meta.Meta
+	restriper *restripe.Restriper
+	cluster   *cluster.Store
 
 	mu    sync.Mutex
 	conns map[string]*block.Client // by gRPC address
@@ -32,11 +32,11 @@ type jobEnv struct {
 
 var _ jobs.Env = (*jobEnv)(nil)
 
-func (e *jobEnv) Node() string            { return e.node }
-func (e *jobEnv) Log() *slog.Logger       { return e.log }
-func (e *jobEnv) Meta() *meta.Meta        { return e.meta }
-func (e *jobEnv) Client() *client.Client  { return e.client }
-func (e *jobEnv) Cluster() *cluster.Store { return e.cluster }
+func (e *jobEnv) Node() string                   { return e.node }
+func (e *jobEnv) Log() *slog.Logger              { return e.log }
+func (e *jobEnv) Meta() *meta.Meta               { return e.meta }
+func (e *jobEnv) Restriper() *restripe.Restriper { return e.restriper }
+func (e *jobEnv) Cluster() *cluster.Store        { return e.cluster }
 
 // Blocks returns a cached client of node's block service.
 func (e *jobEnv) Blocks(ctx context.Context, node string) (*block.Client, error) {
@@ -124,7 +124,11 @@ func (s *Server) startJobs(ctx context.Context) error {
 		return err
 	}
 	s.throttle = ctl
-	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, client: s.files, cluster: s.store}
+	rs, err := restripe.New(restripe.Config{Meta: s.meta, Client: s.files, Log: s.log})
+	if err != nil {
+		return err
+	}
+	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, restriper: rs, cluster: s.store}
 	s.jobEnv = env
 	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, LeaseTTL: s.cfg.LeaseTTL}); err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/topology"
 )
 
 // Version is the weft version a node reports.
@@ -147,7 +148,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: client.NewClusterTopology(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID()}); err != nil {
+	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID()}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {

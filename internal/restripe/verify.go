@@ -1,4 +1,4 @@
-package client
+package restripe
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
@@ -160,39 +161,34 @@ const maxVerifyAttempts = 3
 // unplaced units and units on down drives of that stripe); the result is
 // in VerifyResult.Repair and its error is returned.
 //
-// Problems are findings, not errors. Errors: ErrCorrupt for a malformed
-// stripe map; ErrClosed; the repair's errors (ErrUnavailable, ...);
-// meta's errors (meta.ErrNotFound: the file was deleted) and context
-// errors, wrapped.
-func (c *Client) VerifyStripe(ctx context.Context, lin meta.LIN, index uint64, repair bool) (VerifyResult, error) {
+// Problems are findings, not errors. Errors: client.ErrCorrupt for a
+// malformed stripe map; client.ErrClosed; the repair's errors
+// (client.ErrUnavailable, ...); meta's errors (meta.ErrNotFound: the file
+// was deleted) and context errors, wrapped.
+func (r *Restriper) VerifyStripe(ctx context.Context, lin meta.LIN, index uint64, repair bool) (VerifyResult, error) {
 	vr := VerifyResult{LIN: lin, Stripe: index}
-	if c.isClosed() {
-		return vr, ErrClosed
-	}
-	got, err := c.meta.GetStripes(ctx, lin, index, 1)
+	got, err := r.meta.GetStripes(ctx, lin, index, 1)
 	if err != nil {
-		return vr, fmt.Errorf("client: verifying LIN %d stripe %d: %w", lin, index, err)
+		return vr, fmt.Errorf("restripe: verifying LIN %d stripe %d: %w", lin, index, err)
 	}
 	if len(got) == 0 || got[0].Index != index {
 		vr.Gone = true
 		return vr, nil
 	}
-	return c.verifyStripe(ctx, lin, got[0], repair)
+	return r.verifyStripe(ctx, lin, got[0], repair)
 }
 
 // VerifyFile runs VerifyStripe over every stripe of lin (maps read in
 // pages) and sums the results. A stripe whose check or repair fails (a
-// malformed map, ErrUnavailable) does not stop the others: the first such
-// error is returned (wrapped, with the count) after all were checked;
-// context errors and failures to read the maps stop at once.
-func (c *Client) VerifyFile(ctx context.Context, lin meta.LIN, repair bool) (FileVerifyResult, error) {
+// malformed map, client.ErrUnavailable) does not stop the others: the
+// first such error is returned (wrapped, with the count) after all were
+// checked; context errors, client.ErrClosed and failures to read the maps
+// stop at once.
+func (r *Restriper) VerifyFile(ctx context.Context, lin meta.LIN, repair bool) (FileVerifyResult, error) {
 	res := FileVerifyResult{LIN: lin}
-	if c.isClosed() {
-		return res, ErrClosed
-	}
 	var first error
-	err := c.eachStripe(ctx, lin, func(s meta.Stripe) error {
-		vr, err := c.verifyStripe(ctx, lin, s, repair)
+	err := r.eachStripe(ctx, lin, func(s meta.Stripe) error {
+		vr, err := r.verifyStripe(ctx, lin, s, repair)
 		res.Stripes++
 		res.Units += vr.Units
 		res.Verified += vr.Verified
@@ -218,7 +214,7 @@ func (c *Client) VerifyFile(ctx context.Context, lin meta.LIN, repair bool) (Fil
 		if err == nil {
 			return nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, client.ErrClosed) {
 			return err
 		}
 		res.Failed++
@@ -231,21 +227,21 @@ func (c *Client) VerifyFile(ctx context.Context, lin meta.LIN, repair bool) (Fil
 		return res, err
 	}
 	if first != nil {
-		return res, fmt.Errorf("client: verifying LIN %d: %d of %d stripes failed, the first: %w", lin, res.Failed, res.Stripes, first)
+		return res, fmt.Errorf("restripe: verifying LIN %d: %d of %d stripes failed, the first: %w", lin, res.Failed, res.Stripes, first)
 	}
 	return res, nil
 }
 
 // verifyStripe is VerifyStripe with the stripe map already read.
-func (c *Client) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, repair bool) (VerifyResult, error) {
+func (r *Restriper) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, repair bool) (VerifyResult, error) {
 	var vr VerifyResult
 	var read int64
 	for attempt := 1; ; attempt++ {
-		view, err := c.view(ctx)
+		view, err := r.data.Snapshot(ctx)
 		if err != nil {
-			return VerifyResult{LIN: lin, Stripe: s.Index}, fmt.Errorf("client: verifying LIN %d stripe %d: %w", lin, s.Index, err)
+			return VerifyResult{LIN: lin, Stripe: s.Index}, fmt.Errorf("restripe: verifying LIN %d stripe %d: %w", lin, s.Index, err)
 		}
-		vr, err = c.checkStripe(ctx, lin, s, view)
+		vr, err = r.checkStripe(ctx, lin, s, view)
 		read += vr.BytesRead
 		vr.BytesRead = read
 		if err != nil {
@@ -258,9 +254,9 @@ func (c *Client) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, 
 		if !missing || attempt >= maxVerifyAttempts {
 			break
 		}
-		got, err := c.meta.GetStripes(ctx, lin, s.Index, 1)
+		got, err := r.meta.GetStripes(ctx, lin, s.Index, 1)
 		if err != nil {
-			return vr, fmt.Errorf("client: verifying LIN %d stripe %d: %w", lin, s.Index, err)
+			return vr, fmt.Errorf("restripe: verifying LIN %d stripe %d: %w", lin, s.Index, err)
 		}
 		if len(got) == 0 || got[0].Index != s.Index {
 			return VerifyResult{LIN: lin, Stripe: s.Index, Gone: true, BytesRead: read}, nil
@@ -279,15 +275,15 @@ func (c *Client) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, 
 			damaged[unitID{u.Drive, u.Block}] = fmt.Sprintf("%s: %s", p.Kind, p.Detail)
 		}
 	}
-	rr, err := c.repairStripe(ctx, repairRequest{lin: lin, index: s.Index, damaged: damaged})
+	rr, err := r.repairStripe(ctx, repairRequest{lin: lin, index: s.Index, damaged: damaged})
 	vr.Repair = &rr
 	return vr, err
 }
 
 // checkStripe reads every unit of s and checks it (see VerifyStripe).
-func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, view *topoView) (VerifyResult, error) {
+func (r *Restriper) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, view *client.Snapshot) (VerifyResult, error) {
 	vr := VerifyResult{LIN: lin, Stripe: s.Index, Gen: s.Gen, Units: len(s.Units)}
-	l, err := storedLayout(lin, s)
+	l, err := client.StoredLayout(lin, s)
 	if err != nil {
 		return vr, err
 	}
@@ -297,7 +293,7 @@ func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, v
 		u := s.Units[i]
 		p := &UnitProblem{LIN: lin, Stripe: s.Index, Unit: i, Parity: i >= l.Data, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 		if u.Placed() {
-			p.Drive, p.Node, p.Block = u.Drive, view.node(u.Drive), u.Block.String()
+			p.Drive, p.Node, p.Block = u.Drive, view.Node(u.Drive), u.Block.String()
 		}
 		problems[i] = p
 	}
@@ -311,15 +307,15 @@ func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, v
 		case !u.Placed():
 			report(i, ProblemUnplaced, "the stripe map has no block for it (under-protected stripe)")
 			continue
-		case !view.up(u.Drive):
+		case !view.Up(u.Drive):
 			report(i, ProblemDown, "drive %d is down: not checked", u.Drive)
 			continue
 		}
-		ref := unitRef{lin: lin, stripe: s.Index, index: i, unit: u, node: view.node(u.Drive), local: view.local(u.Drive)}
+		ref := client.UnitRef{LIN: lin, Stripe: s.Index, Index: i, Unit: u}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, hdr, err := c.readWholeBlock(ctx, ref)
+			b, hdr, err := r.data.ReadBlock(ctx, view, ref)
 			mu.Lock()
 			defer mu.Unlock()
 			vr.BytesRead += int64(len(b))
@@ -342,7 +338,7 @@ func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, v
 	if err := ctx.Err(); err != nil {
 		return vr, err
 	}
-	c.checkConsistent(l, data, report)
+	r.checkConsistent(l, data, report)
 	for _, p := range problems {
 		if p != nil {
 			vr.Problems = append(vr.Problems, *p)
@@ -356,11 +352,15 @@ func (c *Client) checkStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, v
 	return vr, nil
 }
 
+// castagnoli returns the CRC32C table of the stripe maps' unit CRCs
+// (crc32.MakeTable returns one shared table for it: the call is cheap).
+func castagnoli() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
+
 // checkConsistent reports the good units (non-nil in data) that disagree
 // with the others. Erasure coding: the first K good units (data units
 // first) rebuild the rest, which must equal the units read. Mirror: every
 // copy must equal the first good one.
-func (c *Client) checkConsistent(l erasure.StripeLayout, data [][]byte, report func(int, ProblemKind, string, ...any)) {
+func (r *Restriper) checkConsistent(l erasure.StripeLayout, data [][]byte, report func(int, ProblemKind, string, ...any)) {
 	var good []int
 	for i, b := range data {
 		if b != nil {
@@ -384,7 +384,7 @@ func (c *Client) checkConsistent(l erasure.StripeLayout, data [][]byte, report f
 	for _, i := range basis {
 		shards[i] = data[i]
 	}
-	if err := c.codec.Reconstruct(shards, l); err != nil {
+	if err := r.codec.Reconstruct(shards, l); err != nil {
 		return // cannot happen with K units of the right length
 	}
 	for _, i := range good[l.Needed():] {
@@ -397,37 +397,6 @@ func (c *Client) checkConsistent(l erasure.StripeLayout, data [][]byte, report f
 		}
 		report(i, ProblemInconsistent, "%s unit %d passes its checksums but differs from what units %v give", what, i, basis)
 	}
-}
-
-// readWholeBlock reads all of a unit's block (straight from the drive if
-// it is on this machine, else through its node's block service) with the
-// drive's header and segment checks, and returns its header.
-func (c *Client) readWholeBlock(ctx context.Context, u unitRef) ([]byte, drive.BlockHeader, error) {
-	id := drive.BlockID(u.unit.Block)
-	var (
-		data []byte
-		hdr  drive.BlockHeader
-		err  error
-	)
-	if ld := c.localDrive(u); ld != nil {
-		data, hdr, err = ld.Get(ctx, id, 0, -1)
-		if err == nil {
-			c.st.localReads.Add(1)
-		}
-	} else {
-		bc, berr := c.blocks(ctx, u.node)
-		if berr != nil {
-			return nil, hdr, berr
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.ioTimeout)
-		defer cancel()
-		data, hdr, err = bc.Get(rctx, drive.ID(u.unit.Drive), id, 0, -1)
-	}
-	if err != nil {
-		return nil, hdr, c.unitErr(err)
-	}
-	c.st.unitBytesRead.Add(int64(len(data)))
-	return data, hdr, nil
 }
 
 // classifyUnitErr turns a failed block read into a problem kind.

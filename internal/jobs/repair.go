@@ -10,12 +10,13 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
 
-// restripe is the shape shared by repair and drain: re-protect every file
+// restripeJob is the shape shared by repair and drain: re-protect every file
 // with units on "bad" drives (down drives always count) or unplaced
 // units, check that nothing is left, then mark drained drives removed.
-type restripe struct {
+type restripeJob struct {
 	name string
 	// bad returns the drives this job empties, besides down ones, from the
 	// job's "drives" parameter (drain) or the control plane (repair).
@@ -27,7 +28,7 @@ type restripe struct {
 // drives were down), then removes drives that were draining and are empty.
 // Phases: repair → verify → remove.
 func Repair() job.Type {
-	return &restripe{name: "repair", bad: func(ctx context.Context, e Env, _ string) (map[meta.DriveID]bool, error) {
+	return &restripeJob{name: "repair", bad: func(ctx context.Context, e Env, _ string) (map[meta.DriveID]bool, error) {
 		return drivesWithStatus(ctx, e, cluster.StatusDraining)
 	}}
 }
@@ -37,23 +38,23 @@ func Repair() job.Type {
 // draining, then marks them removed. Reads and writes go on meanwhile.
 // Phases: drain → verify → remove.
 func Drain() job.Type {
-	return &restripe{name: "drain", bad: func(_ context.Context, _ Env, drives string) (map[meta.DriveID]bool, error) {
+	return &restripeJob{name: "drain", bad: func(_ context.Context, _ Env, drives string) (map[meta.DriveID]bool, error) {
 		return parseDrives(drives)
 	}}
 }
 
 // Defaults: repairs restore protection, so they come first; a drain is an
 // administrator's planned change, close behind.
-func (r *restripe) Defaults() (int, string) {
+func (r *restripeJob) Defaults() (int, string) {
 	if r.name == "repair" {
 		return 2, "medium"
 	}
 	return 3, "medium"
 }
 
-func (r *restripe) Name() string          { return r.name }
-func (r *restripe) Set() job.ExclusionSet { return job.SetRestripe }
-func (r *restripe) Phases() []job.Phase {
+func (r *restripeJob) Name() string          { return r.name }
+func (r *restripeJob) Set() job.ExclusionSet { return job.SetRestripe }
+func (r *restripeJob) Phases() []job.Phase {
 	return []job.Phase{
 		&restripeScan{r: r, phase: r.name, fix: true},
 		&restripeScan{r: r, phase: "verify"},
@@ -96,22 +97,22 @@ func drivesWithStatus(ctx context.Context, e Env, st cluster.DriveStatus) (map[m
 }
 
 // isBad returns the predicate of drives to empty: the job's own, and the
-// drives that are down now (client.BadDrives). drives is the job's
+// drives that are down now (Restriper.BadDrives). drives is the job's
 // "drives" parameter, which Split also copies into every task's scope
 // (Items gets the scope, not the job).
-func (r *restripe) isBad(ctx context.Context, e Env, drives string) (func(meta.DriveID) bool, error) {
+func (r *restripeJob) isBad(ctx context.Context, e Env, drives string) (func(meta.DriveID) bool, error) {
 	own, err := r.bad(ctx, e, drives)
 	if err != nil {
 		return nil, err
 	}
-	return e.Client().BadDrives(ctx, func(d meta.DriveID) bool { return own[d] })
+	return e.Restriper().BadDrives(ctx, func(d meta.DriveID) bool { return own[d] })
 }
 
 // restripeScan is the LIN scan of a restripe job: with fix it repairs each
 // file that may need it; without, it counts the stripes still needing
 // repair (the verify phase).
 type restripeScan struct {
-	r     *restripe
+	r     *restripeJob
 	phase string
 	fix   bool
 }
@@ -150,7 +151,7 @@ func (p *restripeScan) Items(ctx context.Context, env job.Env, scope string, fro
 		return nil, err
 	}
 	return listLINs(ctx, e.Meta(), from, to, limit, func(in meta.Inode) bool {
-		return under[in.LIN] || client.FileMayNeedRepair(in.Attr, isBad)
+		return under[in.LIN] || restripe.FileMayNeedRepair(in.Attr, isBad)
 	})
 }
 
@@ -175,7 +176,7 @@ func (p *restripeScan) Process(ctx context.Context, env job.Env, _ *job.Job, sco
 		}
 		return res, err
 	}
-	fr, err := e.Client().RepairFile(ctx, lin, isBad)
+	fr, err := e.Restriper().RepairFile(ctx, lin, isBad)
 	if errors.Is(err, meta.ErrNotFound) {
 		return job.ItemResult{}, nil
 	}
@@ -201,7 +202,7 @@ func (p *restripeScan) Process(ctx context.Context, env job.Env, _ *job.Job, sco
 func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad func(meta.DriveID) bool) (int, error) {
 	n := 0
 	err := meta.EachStripe(ctx, m, lin, scanPage, func(s meta.Stripe) error {
-		if client.StripeNeedsRepair(s, isBad) {
+		if restripe.StripeNeedsRepair(s, isBad) {
 			n++
 		}
 		return nil
@@ -211,7 +212,7 @@ func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad
 
 // removeDrained marks the job's drained drives removed once no file uses
 // them. It is one item: a scan of every inode's WDL.
-type removeDrained struct{ r *restripe }
+type removeDrained struct{ r *restripeJob }
 
 func (p *removeDrained) Name() string { return "remove" }
 

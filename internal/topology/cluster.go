@@ -1,4 +1,4 @@
-package client
+package topology
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// ClusterTopology is the Topology of a running cluster, read from the
+// Cluster is the client.Topology of a running cluster, read from the
 // control plane (package cluster) and cached: a snapshot of drives, nodes
 // and pools is reused for the refresh interval, refreshed by the first call
 // after it expires, and dropped at once by Invalidate (the client calls it
@@ -25,7 +26,7 @@ import (
 //
 // Locking: mu guards the snapshot; fetchMu serialises refreshes so that
 // concurrent callers finding the cache stale read the control plane once.
-type ClusterTopology struct {
+type Cluster struct {
 	store   *cluster.Store
 	refresh time.Duration
 	now     func() time.Time
@@ -33,40 +34,40 @@ type ClusterTopology struct {
 	fetchMu sync.Mutex
 	mu      sync.Mutex
 	at      time.Time // when the snapshot was read; zero: stale
-	drives  []DriveState
+	drives  []client.DriveState
 	addrs   map[string]string // node name → gRPC address
 	pools   map[string]erasure.Protection
 }
 
 var (
-	_ Topology    = (*ClusterTopology)(nil)
-	_ Invalidator = (*ClusterTopology)(nil)
+	_ client.Topology    = (*Cluster)(nil)
+	_ client.Invalidator = (*Cluster)(nil)
 )
 
-// DefaultTopologyRefresh is the snapshot lifetime of a ClusterTopology
-// made with a refresh of 0.
-const DefaultTopologyRefresh = time.Second
+// DefaultRefresh is the snapshot lifetime of a Cluster made with a
+// refresh of 0.
+const DefaultRefresh = time.Second
 
-// NewClusterTopology returns a Topology over store whose snapshot lives
-// refresh (0: DefaultTopologyRefresh).
-func NewClusterTopology(store *cluster.Store, refresh time.Duration) *ClusterTopology {
+// New returns a Cluster over store whose snapshot lives refresh (0:
+// DefaultRefresh).
+func New(store *cluster.Store, refresh time.Duration) *Cluster {
 	if refresh <= 0 {
-		refresh = DefaultTopologyRefresh
+		refresh = DefaultRefresh
 	}
-	return &ClusterTopology{store: store, refresh: refresh, now: time.Now}
+	return &Cluster{store: store, refresh: refresh, now: time.Now}
 }
 
 // Invalidate drops the snapshot: the next call reads the control plane.
-func (t *ClusterTopology) Invalidate() {
+func (t *Cluster) Invalidate() {
 	t.mu.Lock()
 	t.at = time.Time{}
 	t.mu.Unlock()
 }
 
-// Drives implements Topology. A drive is Up when it and its node are up
+// Drives implements client.Topology. A drive is Up when it and its node are up
 // (published under a live lease without error), Usable when its status is
 // ready. The returned slice is shared: callers must not modify it.
-func (t *ClusterTopology) Drives(ctx context.Context) ([]DriveState, error) {
+func (t *Cluster) Drives(ctx context.Context) ([]client.DriveState, error) {
 	if err := t.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -75,9 +76,9 @@ func (t *ClusterTopology) Drives(ctx context.Context) ([]DriveState, error) {
 	return t.drives, nil
 }
 
-// NodeAddr implements Topology. It returns an error wrapping
-// ErrUnavailable for a node the control plane does not know.
-func (t *ClusterTopology) NodeAddr(ctx context.Context, node string) (string, error) {
+// NodeAddr implements client.Topology. It returns an error wrapping
+// client.ErrUnavailable for a node the control plane does not know.
+func (t *Cluster) NodeAddr(ctx context.Context, node string) (string, error) {
 	if err := t.ensure(ctx); err != nil {
 		return "", err
 	}
@@ -85,15 +86,15 @@ func (t *ClusterTopology) NodeAddr(ctx context.Context, node string) (string, er
 	addr, ok := t.addrs[node]
 	t.mu.Unlock()
 	if !ok || addr == "" {
-		return "", fmt.Errorf("%w: node %q is not registered or has no gRPC address (see weft status)", ErrUnavailable, node)
+		return "", fmt.Errorf("%w: node %q is not registered or has no gRPC address (see weft status)", client.ErrUnavailable, node)
 	}
 	return addr, nil
 }
 
-// PoolProtection implements Topology: the pool record's protection,
+// PoolProtection implements client.Topology: the pool record's protection,
 // cached with the snapshot. Errors wrap cluster.ErrNotFound for an unknown
 // pool and erasure.ErrBadProtection for an unparsable record.
-func (t *ClusterTopology) PoolProtection(ctx context.Context, pool string) (erasure.Protection, error) {
+func (t *Cluster) PoolProtection(ctx context.Context, pool string) (erasure.Protection, error) {
 	if err := t.ensure(ctx); err != nil {
 		return erasure.Protection{}, err
 	}
@@ -105,11 +106,11 @@ func (t *ClusterTopology) PoolProtection(ctx context.Context, pool string) (eras
 	}
 	rec, err := t.store.GetPool(ctx, pool)
 	if err != nil {
-		return erasure.Protection{}, fmt.Errorf("client: protection of pool %q: %w", pool, err)
+		return erasure.Protection{}, fmt.Errorf("topology: protection of pool %q: %w", pool, err)
 	}
 	p, err = erasure.ParseProtection(rec.Protection)
 	if err != nil {
-		return erasure.Protection{}, fmt.Errorf("client: pool %q: %w", pool, err)
+		return erasure.Protection{}, fmt.Errorf("topology: pool %q: %w", pool, err)
 	}
 	t.mu.Lock()
 	t.pools[pool] = p
@@ -118,7 +119,7 @@ func (t *ClusterTopology) PoolProtection(ctx context.Context, pool string) (eras
 }
 
 // ensure refreshes the snapshot if it is stale.
-func (t *ClusterTopology) ensure(ctx context.Context) error {
+func (t *Cluster) ensure(ctx context.Context) error {
 	if t.fresh() {
 		return nil
 	}
@@ -134,21 +135,21 @@ func (t *ClusterTopology) ensure(ctx context.Context) error {
 		if t.drives != nil {
 			return nil // keep serving the last snapshot
 		}
-		return fmt.Errorf("client: reading the cluster topology: %w", err)
+		return fmt.Errorf("topology: reading the cluster topology: %w", err)
 	}
 	t.drives, t.addrs, t.pools, t.at = drives, addrs, map[string]erasure.Protection{}, t.now()
 	return nil
 }
 
 // fresh reports whether the snapshot is younger than the refresh interval.
-func (t *ClusterTopology) fresh() bool {
+func (t *Cluster) fresh() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return !t.at.IsZero() && t.now().Sub(t.at) < t.refresh
 }
 
 // read lists nodes and drives from the control plane.
-func (t *ClusterTopology) read(ctx context.Context) ([]DriveState, map[string]string, error) {
+func (t *Cluster) read(ctx context.Context) ([]client.DriveState, map[string]string, error) {
 	nodes, err := t.store.ListNodes(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -166,9 +167,9 @@ func (t *ClusterTopology) read(ctx context.Context) ([]DriveState, map[string]st
 		nodeUp[n.Name] = n.State == cluster.Up
 		nodeLocal[n.Name] = n.Live != nil && host != "" && n.Live.Host == host
 	}
-	out := make([]DriveState, 0, len(ds))
+	out := make([]client.DriveState, 0, len(ds))
 	for _, d := range ds {
-		s := DriveState{
+		s := client.DriveState{
 			ID: meta.DriveID(d.ID), Node: d.Node, Pool: d.Pool,
 			Up:     d.State == cluster.Up && nodeUp[d.Node],
 			Usable: d.Status == cluster.StatusReady,

@@ -1,4 +1,4 @@
-package client
+package restripe_test
 
 import (
 	"errors"
@@ -9,44 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/restripe"
 )
-
-// writeClosed writes data to a new file of protection prot and closes it.
-func (f *fixture) writeClosed(c *Client, name, prot string, data []byte) meta.LIN {
-	f.tb.Helper()
-	lin, fh, err := f.writeFile(c, name, prot, data)
-	if err != nil {
-		f.tb.Fatal(err)
-	}
-	if err := fh.Close(bg); err != nil {
-		f.tb.Fatal(err)
-	}
-	return lin
-}
-
-// queued reports whether unit u's block is in the delete queue.
-func (f *fixture) queued(u meta.Unit) bool {
-	f.tb.Helper()
-	es, err := f.meta.ListDeletes(bg, u.Drive, meta.BlockID{}, 1<<20)
-	if err != nil {
-		f.tb.Fatal(err)
-	}
-	return slices.ContainsFunc(es, func(e meta.DeleteEntry) bool { return e.Block == u.Block })
-}
-
-// unitsOn counts the units of lin on drive d.
-func (f *fixture) unitsOn(lin meta.LIN, d meta.DriveID) int {
-	n := 0
-	for _, s := range f.stripes(lin) {
-		for _, u := range s.Units {
-			if u.Drive == d {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // repairCases are the protections every repair test runs: several ec
 // stripes with a small tail (stored as 3 copies), a mirror, and a small
@@ -68,36 +35,37 @@ var repairCases = []struct {
 func TestRepairDriveDown(t *testing.T) {
 	for _, tc := range repairCases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			c := f.client(testUnit)
-			data := randBytes(tc.size, 1)
-			lin := f.writeClosed(c, "f", tc.prot, data)
-			before := f.stripes(lin)
+			f := clienttest.New(t)
+			c := f.Client(testUnit)
+			rs := newRestriper(f, c)
+			data := clienttest.RandBytes(tc.size, 1)
+			lin := f.WriteClosed(c, "f", tc.prot, data)
+			before := f.Stripes(lin)
 			d := before[0].Units[0].Drive
-			f.setDriveDown(d, true)
+			f.SetDriveDown(d, true)
 
-			a, err := f.meta.GetAttr(bg, lin)
+			a, err := f.Meta.GetAttr(bg, lin)
 			if err != nil {
 				t.Fatal(err)
 			}
-			isBad, err := c.BadDrives(bg, nil)
+			isBad, err := rs.BadDrives(bg, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !FileMayNeedRepair(a, isBad) {
+			if !restripe.FileMayNeedRepair(a, isBad) {
 				t.Fatalf("FileMayNeedRepair false with drive %d down, WDL %v", d, a.WDL)
 			}
 			affected := 0
 			for _, s := range before {
-				if StripeNeedsRepair(s, isBad) {
+				if restripe.StripeNeedsRepair(s, isBad) {
 					affected++
 				}
 			}
-			res, err := c.RepairFile(bg, lin, nil)
+			res, err := rs.RepairFile(bg, lin, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := FileRepairResult{LIN: lin, Stripes: len(before), Skipped: len(before) - affected, Repaired: affected, Rebuilt: affected}
+			want := restripe.FileRepairResult{LIN: lin, Stripes: len(before), Skipped: len(before) - affected, Repaired: affected, Rebuilt: affected}
 			if res.BytesWritten <= 0 || res.BytesRead <= 0 {
 				t.Fatalf("result %+v: no bytes moved", res)
 			}
@@ -105,7 +73,7 @@ func TestRepairDriveDown(t *testing.T) {
 			if res != want {
 				t.Fatalf("result %+v, want %+v", res, want)
 			}
-			after := f.stripes(lin)
+			after := f.Stripes(lin)
 			for k, s := range after {
 				old := before[k]
 				for i, u := range s.Units {
@@ -113,7 +81,7 @@ func TestRepairDriveDown(t *testing.T) {
 					case u.Drive == d:
 						t.Fatalf("stripe %d unit %d still on down drive %d", s.Index, i, d)
 					case old.Units[i].Drive == d:
-						if !f.queued(old.Units[i]) {
+						if !f.Queued(old.Units[i]) {
 							t.Fatalf("stripe %d unit %d: old block %v not queued for deletion", s.Index, i, old.Units[i].Block)
 						}
 						if s.Gen != old.Gen+1 || u.CRC != old.Units[i].CRC || u.Length != old.Units[i].Length {
@@ -136,16 +104,16 @@ func TestRepairDriveDown(t *testing.T) {
 					t.Fatalf("stripe %d has %d units on down drives", s.Index, s.Unavailable)
 				}
 			}
-			mustEqual(t, "after repair, drive down", f.readBack(lin), data)
-			f.drainDeletes()
-			f.setDriveDown(d, false)
-			mustEqual(t, "after repair, drive up", f.readBack(lin), data)
+			clienttest.MustEqual(t, "after repair, drive down", f.ReadBack(lin), data)
+			f.DrainDeletes()
+			f.SetDriveDown(d, false)
+			clienttest.MustEqual(t, "after repair, drive up", f.ReadBack(lin), data)
 
-			again, err := c.RepairFile(bg, lin, nil)
+			again, err := rs.RepairFile(bg, lin, nil)
 			if err != nil || again.Repaired != 0 || again.Skipped != len(before) {
 				t.Fatalf("second repair: %+v, %v", again, err)
 			}
-			r, err := c.RepairStripe(bg, lin, 0, nil)
+			r, err := rs.RepairStripe(bg, lin, 0, nil)
 			if err != nil || !r.NothingToDo || r.Committed {
 				t.Fatalf("RepairStripe of a healthy stripe: %+v, %v", r, err)
 			}
@@ -158,18 +126,19 @@ func TestRepairDriveDown(t *testing.T) {
 // the node is still down cannot place the missing unit and changes
 // nothing; once the node is back it completes every stripe, on that node.
 func TestRepairUnderProtected(t *testing.T) {
-	f := newFixture(t)
-	f.setNodeDown("n3", true)
-	c := f.client(testUnit)
-	data := randBytes(2*6*testUnit+100, 2)
-	lin := f.writeClosed(c, "f", "ec:6+3", data)
-	refs, err := f.meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
+	f := clienttest.New(t)
+	f.SetNodeDown("n3", true)
+	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
+	data := clienttest.RandBytes(2*6*testUnit+100, 2)
+	lin := f.WriteClosed(c, "f", "ec:6+3", data)
+	refs, err := f.Meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
 	if err != nil || len(refs) != 2 {
 		t.Fatalf("ListUnderProtected = %v, %v; want the 2 ec stripes", refs, err)
 	}
-	before := f.stripes(lin)
+	before := f.Stripes(lin)
 	for _, ref := range refs {
-		r, err := c.RepairStripe(bg, ref.LIN, ref.Index, nil)
+		r, err := rs.RepairStripe(bg, ref.LIN, ref.Index, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,22 +147,22 @@ func TestRepairUnderProtected(t *testing.T) {
 			t.Fatalf("repair with n3 down: %+v", r)
 		}
 	}
-	if after := f.stripes(lin); !reflect.DeepEqual(after, before) {
+	if after := f.Stripes(lin); !reflect.DeepEqual(after, before) {
 		t.Fatalf("stripe maps changed by a repair that could not place anything:\n%+v\n%+v", before, after)
 	}
 
-	f.setNodeDown("n3", false)
+	f.SetNodeDown("n3", false)
 	for _, ref := range refs {
-		r, err := c.RepairStripe(bg, ref.LIN, ref.Index, nil)
+		r, err := rs.RepairStripe(bg, ref.LIN, ref.Index, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !r.Committed || r.Rebuilt != 1 || r.StillUnderProtected || r.Tolerance.Drives != 3 ||
-			len(r.Units) != 1 || r.Units[0].From != 0 || f.node(r.Units[0].To).name != "n3" {
+			len(r.Units) != 1 || r.Units[0].From != 0 || f.Node(r.Units[0].To).Name != "n3" {
 			t.Fatalf("repair with n3 up: %+v", r)
 		}
 	}
-	if refs, err := f.meta.ListUnderProtected(bg, meta.StripeRef{}, 100); err != nil || len(refs) != 0 {
+	if refs, err := f.Meta.ListUnderProtected(bg, meta.StripeRef{}, 100); err != nil || len(refs) != 0 {
 		t.Fatalf("ListUnderProtected after repair = %v, %v", refs, err)
 	}
 	l, err := c.Layout(bg, lin)
@@ -214,7 +183,7 @@ func TestRepairUnderProtected(t *testing.T) {
 			t.Fatalf("stripe %d: %d units placed, %d on n3", s.Index, s.Placed, onN3)
 		}
 	}
-	mustEqual(t, "after repair", f.readBack(lin), data)
+	clienttest.MustEqual(t, "after repair", f.ReadBack(lin), data)
 }
 
 // TestRepairPartial has two units of a stripe on down drives and one
@@ -222,26 +191,27 @@ func TestRepairUnderProtected(t *testing.T) {
 // entry as it was (its drive may come back), commits, and reports the
 // stripe still under-protected.
 func TestRepairPartial(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	data := randBytes(4*testUnit, 9)
-	lin := f.writeClosed(c, "f", "ec:4+2", data)
-	s := f.stripes(lin)[0]
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
+	data := clienttest.RandBytes(4*testUnit, 9)
+	lin := f.WriteClosed(c, "f", "ec:4+2", data)
+	s := f.Stripes(lin)[0]
 	used := map[meta.DriveID]bool{}
 	for _, u := range s.Units {
 		used[u.Drive] = true
 	}
 	var spare meta.DriveID
-	for _, d := range f.topo.drives {
+	for _, d := range f.Topo.States() {
 		if !used[d.ID] && spare == 0 {
 			spare = d.ID
 		}
 	}
-	f.topo.set(func(d *DriveState) bool { return !used[d.ID] && d.ID != spare }, func(d *DriveState) { d.Usable = false })
-	f.setDriveDown(s.Units[0].Drive, true)
-	f.setDriveDown(s.Units[1].Drive, true)
+	f.Topo.Set(func(d *client.DriveState) bool { return !used[d.ID] && d.ID != spare }, func(d *client.DriveState) { d.Usable = false })
+	f.SetDriveDown(s.Units[0].Drive, true)
+	f.SetDriveDown(s.Units[1].Drive, true)
 
-	r, err := c.RepairStripe(bg, lin, 0, nil)
+	r, err := rs.RepairStripe(bg, lin, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,11 +219,11 @@ func TestRepairPartial(t *testing.T) {
 		!strings.Contains(r.Reason, "1 of 2 units found no eligible drive") {
 		t.Fatalf("result %+v", r)
 	}
-	after := f.stripes(lin)[0]
+	after := f.Stripes(lin)[0]
 	if after.Units[0].Drive != spare || after.Units[1] != s.Units[1] || !slices.Equal(after.Units[2:], s.Units[2:]) {
 		t.Fatalf("units %+v → %+v, want unit 0 on drive %d and the rest unchanged", s.Units, after.Units, spare)
 	}
-	mustEqual(t, "partly repaired", f.readBack(lin), data)
+	clienttest.MustEqual(t, "partly repaired", f.ReadBack(lin), data)
 }
 
 // TestRepairDrain moves every unit off a drive that is up (a drain): each
@@ -261,31 +231,32 @@ func TestRepairPartial(t *testing.T) {
 // WDL, reads go on during the move, and a reader holding the old maps
 // still reads after the old blocks are deleted.
 func TestRepairDrain(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
 	type file struct {
 		lin  meta.LIN
 		data []byte
 	}
 	var files []file
 	for i, tc := range repairCases {
-		data := randBytes(tc.size, uint64(10+i))
-		files = append(files, file{f.writeClosed(c, tc.name, tc.prot, data), data})
+		data := clienttest.RandBytes(tc.size, uint64(10+i))
+		files = append(files, file{f.WriteClosed(c, tc.name, tc.prot, data), data})
 	}
-	d := f.stripes(files[0].lin)[0].Units[2].Drive
+	d := f.Stripes(files[0].lin)[0].Units[2].Drive
 	bad := func(x meta.DriveID) bool { return x == d }
-	isBad, err := c.BadDrives(bg, bad)
+	isBad, err := rs.BadDrives(bg, bad)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A reader that cached the old maps.
-	r := f.client(testUnit)
+	r := f.Client(testUnit)
 	old, err := r.Open(bg, files[0].lin, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer old.Close(bg)
-	mustEqual(t, "before the drain", readAll(t, old, 100*kib), files[0].data)
+	clienttest.MustEqual(t, "before the drain", clienttest.ReadAll(t, old, 100*kib), files[0].data)
 
 	// Readers run during the move.
 	stop := make(chan struct{})
@@ -317,15 +288,15 @@ func TestRepairDrain(t *testing.T) {
 	}
 	total := 0
 	for _, fl := range files {
-		a, err := f.meta.GetAttr(bg, fl.lin)
+		a, err := f.Meta.GetAttr(bg, fl.lin)
 		if err != nil {
 			t.Fatal(err)
 		}
-		on := f.unitsOn(fl.lin, d)
-		if FileMayNeedRepair(a, isBad) != (on > 0) {
+		on := f.UnitsOn(fl.lin, d)
+		if restripe.FileMayNeedRepair(a, isBad) != (on > 0) {
 			t.Fatalf("FileMayNeedRepair = %v with %d units on drive %d", !(on > 0), on, d)
 		}
-		res, err := c.RepairFile(bg, fl.lin, bad)
+		res, err := rs.RepairFile(bg, fl.lin, bad)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,10 +304,10 @@ func TestRepairDrain(t *testing.T) {
 			t.Fatalf("drain of LIN %d: %+v, want %d units moved", fl.lin, res, on)
 		}
 		total += on
-		if n := f.unitsOn(fl.lin, d); n != 0 {
+		if n := f.UnitsOn(fl.lin, d); n != 0 {
 			t.Fatalf("%d units still on drained drive %d", n, d)
 		}
-		if a, _ := f.meta.GetAttr(bg, fl.lin); slices.Contains(a.WDL, d) || FileMayNeedRepair(a, isBad) {
+		if a, _ := f.Meta.GetAttr(bg, fl.lin); slices.Contains(a.WDL, d) || restripe.FileMayNeedRepair(a, isBad) {
 			t.Fatalf("drive %d still in WDL %v", d, a.WDL)
 		}
 	}
@@ -345,10 +316,10 @@ func TestRepairDrain(t *testing.T) {
 	if total == 0 {
 		t.Fatal("no unit was on the drained drive")
 	}
-	f.drainDeletes()
-	mustEqual(t, "stale maps, old blocks deleted", readAll(t, old, 100*kib), files[0].data)
+	f.DrainDeletes()
+	clienttest.MustEqual(t, "stale maps, old blocks deleted", clienttest.ReadAll(t, old, 100*kib), files[0].data)
 	for _, fl := range files {
-		mustEqual(t, "after the drain", f.readBack(fl.lin), fl.data)
+		clienttest.MustEqual(t, "after the drain", f.ReadBack(fl.lin), fl.data)
 	}
 }
 
@@ -365,21 +336,23 @@ func TestRepairConcurrentWrite(t *testing.T) {
 			name = "generation moves"
 		}
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t)
-			w := f.client(testUnit)
-			want := randBytes(4*testUnit, 3)
-			lin := f.writeClosed(w, "f", "ec:4+2", want)
-			d := f.stripes(lin)[0].Units[1].Drive
-			f.setDriveDown(d, true)
+			f := clienttest.New(t)
+			w := f.Client(testUnit)
+			want := clienttest.RandBytes(4*testUnit, 3)
+			lin := f.WriteClosed(w, "f", "ec:4+2", want)
+			d := f.Stripes(lin)[0].Units[1].Drive
+			f.SetDriveDown(d, true)
 
-			rep, hook := f.hookedClient()
-			other := f.client(testUnit)
+			rep := f.Client(testUnit)
+			hook := &hookedData{DataPath: rep}
+			rs := newRestriper(f, hook)
+			other := f.Client(testUnit)
 			oh, err := other.Open(bg, lin, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer oh.Close(bg)
-			patch := randBytes(3000, 4)
+			patch := clienttest.RandBytes(3000, 4)
 			if rewrite {
 				copy(want[100:], patch)
 				if _, err := oh.WriteAt(bg, patch, 100); err != nil {
@@ -395,13 +368,13 @@ func TestRepairConcurrentWrite(t *testing.T) {
 						}
 						return
 					}
-					cur := f.stripes(l)[0]
-					if _, err := f.meta.CommitStripe(bg, l, cur, cur.Gen, meta.CommitOptions{}); err != nil {
+					cur := f.Stripes(l)[0]
+					if _, err := f.Meta.CommitStripe(bg, l, cur, cur.Gen, meta.CommitOptions{}); err != nil {
 						t.Errorf("moving the generation: %v", err)
 					}
 				})
 			})
-			res, err := rep.RepairStripe(bg, lin, 0, nil)
+			res, err := rs.RepairStripe(bg, lin, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -412,13 +385,13 @@ func TestRepairConcurrentWrite(t *testing.T) {
 				t.Fatalf("after the writer's rewrite: %+v, want nothing to do", res)
 			}
 			if !rewrite && (!res.Committed || res.Rebuilt != 1 || res.Gen != 3 || len(res.Units) != 1 ||
-				res.Units[0] != UnitRepair{Unit: 1, From: d, To: f.stripes(lin)[0].Units[1].Drive, Why: fmt.Sprintf("drive %d is down", d)}) {
+				res.Units[0] != restripe.UnitRepair{Unit: 1, From: d, To: f.Stripes(lin)[0].Units[1].Drive, Why: fmt.Sprintf("drive %d is down", d)}) {
 				t.Fatalf("after a generation bump: %+v, want the repair committed at gen 3", res)
 			}
-			if n := f.unitsOn(lin, d); n != 0 {
+			if n := f.UnitsOn(lin, d); n != 0 {
 				t.Fatalf("%d units on the down drive", n)
 			}
-			mustEqual(t, "after the race", f.readBack(lin), want)
+			clienttest.MustEqual(t, "after the race", f.ReadBack(lin), want)
 		})
 	}
 }
@@ -427,26 +400,27 @@ func TestRepairConcurrentWrite(t *testing.T) {
 // fewer than K units are readable, so the repair fails with
 // ErrUnavailable, writes nothing and leaves the map as it was.
 func TestRepairUnavailable(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	lin := f.writeClosed(c, "f", "ec:4+2", randBytes(4*testUnit, 5))
-	before := f.stripes(lin)
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	lin := f.WriteClosed(c, "f", "ec:4+2", clienttest.RandBytes(4*testUnit, 5))
+	before := f.Stripes(lin)
 	for _, u := range before[0].Units[:3] {
-		f.setDriveDown(u.Drive, true)
+		f.SetDriveDown(u.Drive, true)
 	}
-	c2 := f.client(testUnit)
-	r, err := c2.RepairStripe(bg, lin, 0, nil)
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "3 units readable, 4 needed") {
+	c2 := f.Client(testUnit)
+	rs2 := newRestriper(f, c2)
+	r, err := rs2.RepairStripe(bg, lin, 0, nil)
+	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "3 units readable, 4 needed") {
 		t.Fatalf("RepairStripe = %+v, %v; want ErrUnavailable", r, err)
 	}
-	fr, err := c2.RepairFile(bg, lin, nil)
-	if !errors.Is(err, ErrUnavailable) || fr.Failed != 1 || fr.Repaired != 0 {
+	fr, err := rs2.RepairFile(bg, lin, nil)
+	if !errors.Is(err, client.ErrUnavailable) || fr.Failed != 1 || fr.Repaired != 0 {
 		t.Fatalf("RepairFile = %+v, %v", fr, err)
 	}
 	if st := c2.Stats(); st.UnitBytesWritten != 0 || st.OrphansEnqueued != 0 {
 		t.Fatalf("a failed repair wrote: %+v", st)
 	}
-	if after := f.stripes(lin); !reflect.DeepEqual(after, before) {
+	if after := f.Stripes(lin); !reflect.DeepEqual(after, before) {
 		t.Fatalf("map changed:\n%+v\n%+v", before, after)
 	}
 }
@@ -455,26 +429,27 @@ func TestRepairUnavailable(t *testing.T) {
 // first surviving unit turns out corrupt when read: that unit is rebuilt
 // too, from the next ones.
 func TestRepairCorruptSurvivor(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	data := randBytes(4*testUnit, 6)
-	lin := f.writeClosed(c, "f", "ec:4+2", data)
-	s := f.stripes(lin)[0]
-	f.setDriveDown(s.Units[5].Drive, true)
-	flipByte(t, f.blockFile(s.Units[0]), 1000)
-	r, err := c.RepairStripe(bg, lin, 0, nil)
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
+	data := clienttest.RandBytes(4*testUnit, 6)
+	lin := f.WriteClosed(c, "f", "ec:4+2", data)
+	s := f.Stripes(lin)[0]
+	f.SetDriveDown(s.Units[5].Drive, true)
+	clienttest.FlipByte(t, f.BlockFile(s.Units[0]), 1000)
+	r, err := rs.RepairStripe(bg, lin, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.Committed || r.Rebuilt != 2 || r.StillUnderProtected {
 		t.Fatalf("result %+v, want units 0 and 5 rebuilt", r)
 	}
-	after := f.stripes(lin)[0]
+	after := f.Stripes(lin)[0]
 	if after.Units[0].Block == s.Units[0].Block || after.Units[5].Block == s.Units[5].Block || after.Units[1] != s.Units[1] {
 		t.Fatalf("units before %+v after %+v", s.Units, after.Units)
 	}
-	f.setDriveDown(s.Units[5].Drive, false)
-	mustEqual(t, "after repair", f.readBack(lin), data)
+	f.SetDriveDown(s.Units[5].Drive, false)
+	clienttest.MustEqual(t, "after repair", f.ReadBack(lin), data)
 }
 
 // TestMoveUnits moves chosen units of a healthy stripe to allowed drives
@@ -482,11 +457,12 @@ func TestRepairCorruptSurvivor(t *testing.T) {
 // the map no longer names is ignored, and a move no allowed drive can take
 // leaves the stripe as it was.
 func TestMoveUnits(t *testing.T) {
-	f := newFixture(t)
-	c := f.client(testUnit)
-	data := randBytes(3*4*testUnit+5000, 77)
-	lin := f.writeClosed(c, "ec", "ec:4+2", data)
-	s := f.stripes(lin)[0]
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	rs := newRestriper(f, c)
+	data := clienttest.RandBytes(3*4*testUnit+5000, 77)
+	lin := f.WriteClosed(c, "ec", "ec:4+2", data)
+	s := f.Stripes(lin)[0]
 	src := s.Units[1]
 	used := map[meta.DriveID]bool{}
 	for _, u := range s.Units {
@@ -494,8 +470,8 @@ func TestMoveUnits(t *testing.T) {
 	}
 	// Allowed: the drives of the source's node the stripe does not use.
 	var allowed []meta.DriveID
-	for _, d := range f.topo.drives {
-		if d.Node == f.node(src.Drive).name && !used[d.ID] {
+	for _, d := range f.Topo.States() {
+		if d.Node == f.Node(src.Drive).Name && !used[d.ID] {
 			allowed = append(allowed, d.ID)
 		}
 	}
@@ -503,18 +479,18 @@ func TestMoveUnits(t *testing.T) {
 		t.Fatal("no free drive on the source's node")
 	}
 	allow := func(d meta.DriveID) bool { return slices.Contains(allowed, d) }
-	moves := []UnitMove{
+	moves := []restripe.UnitMove{
 		{Drive: src.Drive, Block: src.Block, Why: "rebalance"},
 		{Drive: s.Units[2].Drive, Block: meta.BlockID{1}, Why: "a block the map does not name"},
 	}
-	res, err := c.MoveUnits(bg, lin, s.Index, moves, allow)
+	res, err := rs.MoveUnits(bg, lin, s.Index, moves, allow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.Committed || res.Moved != 1 || res.Rebuilt != 0 || len(res.Units) != 1 || !allow(res.Units[0].To) {
 		t.Fatalf("move: %+v", res)
 	}
-	ns := f.stripes(lin)[0]
+	ns := f.Stripes(lin)[0]
 	for i, u := range ns.Units {
 		if i == 1 {
 			if u.Drive != res.Units[0].To || u.Block == src.Block {
@@ -526,33 +502,33 @@ func TestMoveUnits(t *testing.T) {
 			t.Fatalf("unit %d changed: %+v -> %+v", i, s.Units[i], u)
 		}
 	}
-	if !f.queued(src) {
+	if !f.Queued(src) {
 		t.Fatal("the moved unit's old block is not queued for deletion")
 	}
 	// Nowhere allowed: nothing moves.
 	cur := ns.Units[3]
-	res, err = c.MoveUnits(bg, lin, s.Index, []UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(meta.DriveID) bool { return false })
+	res, err = rs.MoveUnits(bg, lin, s.Index, []restripe.UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(meta.DriveID) bool { return false })
 	if err != nil || res.Committed {
 		t.Fatalf("move with no allowed drive: %+v %v", res, err)
 	}
-	if f.stripes(lin)[0].Gen != ns.Gen {
+	if f.Stripes(lin)[0].Gen != ns.Gen {
 		t.Fatal("a move with no allowed drive committed")
 	}
 	// Only drives of another node allowed: that node would hold 3 of the 6
 	// units and the stripe would no longer survive a node loss.
 	other := map[meta.DriveID]bool{}
-	for _, d := range f.topo.drives {
-		if d.Node != f.node(cur.Drive).name && !slices.ContainsFunc(ns.Units, func(u meta.Unit) bool { return u.Drive == d.ID }) {
+	for _, d := range f.Topo.States() {
+		if d.Node != f.Node(cur.Drive).Name && !slices.ContainsFunc(ns.Units, func(u meta.Unit) bool { return u.Drive == d.ID }) {
 			other[d.ID] = true
 		}
 	}
-	res, err = c.MoveUnits(bg, lin, s.Index, []UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(d meta.DriveID) bool { return other[d] })
+	res, err = rs.MoveUnits(bg, lin, s.Index, []restripe.UnitMove{{Drive: cur.Drive, Block: cur.Block, Why: "x"}}, func(d meta.DriveID) bool { return other[d] })
 	if err != nil || res.Committed || !strings.Contains(res.Reason, "would survive") {
 		t.Fatalf("move that lowers tolerance: %+v %v", res, err)
 	}
-	if f.stripes(lin)[0].Gen != ns.Gen {
+	if f.Stripes(lin)[0].Gen != ns.Gen {
 		t.Fatal("a move that lowers tolerance committed")
 	}
-	f.drainDeletes()
-	mustEqual(t, "after the move", f.readBack(lin), data)
+	f.DrainDeletes()
+	clienttest.MustEqual(t, "after the move", f.ReadBack(lin), data)
 }

@@ -1,22 +1,26 @@
-package client
+package topology
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// TestClusterTopology reads drives, node addresses and pool protection
+var bg = context.Background()
+
+// TestCluster reads drives, node addresses and pool protection
 // from a real control plane, serves them from its snapshot, and sees a
 // node go down once invalidated.
-func TestClusterTopology(t *testing.T) {
+func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd")
 	}
@@ -51,12 +55,12 @@ func TestClusterTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	topo := NewClusterTopology(store, time.Hour)
+	topo := New(store, time.Hour)
 	ds, err := topo.Drives(bg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []DriveState{
+	want := []client.DriveState{
 		{ID: meta.DriveID(ids[0]), Node: "n1", Pool: "p0", Up: true, Usable: true, FreeBytes: 60, TotalBytes: 100},
 		{ID: meta.DriveID(ids[1]), Node: "n1", Pool: "p0", Up: true, Usable: false, FreeBytes: 60, TotalBytes: 100},
 	}
@@ -66,7 +70,7 @@ func TestClusterTopology(t *testing.T) {
 	if addr, err := topo.NodeAddr(bg, "n1"); err != nil || addr != "127.0.0.1:7001" {
 		t.Fatalf("NodeAddr = %q, %v", addr, err)
 	}
-	if _, err := topo.NodeAddr(bg, "nope"); !errors.Is(err, ErrUnavailable) {
+	if _, err := topo.NodeAddr(bg, "nope"); !errors.Is(err, client.ErrUnavailable) {
 		t.Fatalf("unknown node: %v", err)
 	}
 	if p, err := topo.PoolProtection(bg, "p0"); err != nil || p != (erasure.Protection{Data: 4, Parity: 2}) {

@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/weftfs/weft/internal/meta"
+)
+
+// CommitStripe commits ns as the map of stripe ns.Index of lin if the
+// stripe is still at generation expectGen: the copy-on-write commit of a
+// caller that changed where a stripe's units are (moved, rebuilt) rather
+// than its bytes. co goes to meta.Meta.CommitStripe (Restripe: keep the
+// file's times). The units of ns the map at expectGen does not name must
+// be stored already (PutUnit); fresh lists them. On success this Client's
+// cached map of the stripe is dropped, so its readers see ns at once, and
+// meta queues the replaced blocks for deletion in the same transaction.
+//
+// When the commit surely did not happen (a lost compare-and-swap, the
+// file gone, an invalid map), fresh are queued for deletion; when it may
+// have happened (a lost reply), they are left for the collect job rather
+// than risk deleting committed data. Not idempotent: retry from a fresh
+// map. Safe for concurrent use.
+//
+// Errors: wrapping meta.ErrStripeConflict when the stripe is no longer at
+// expectGen (counted in Stats.Conflicts: re-read the stripe and decide
+// again); meta's other errors (meta.ErrNotFound: the file was deleted)
+// and context errors, wrapped.
+func (c *Client) CommitStripe(ctx context.Context, lin meta.LIN, ns meta.Stripe, expectGen uint64, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
+	committed, err := c.meta.CommitStripe(ctx, lin, ns, expectGen, co)
+	if err != nil {
+		if errors.Is(err, meta.ErrStripeConflict) {
+			c.st.conflicts.Add(1)
+		}
+		if errors.Is(err, meta.ErrStripeConflict) || definite(err) {
+			c.enqueueOrphans(ctx, lin, ns.Index, fresh)
+		}
+		return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d at generation %d: %w", lin, ns.Index, expectGen, err)
+	}
+	c.forgetMap(lin, ns.Index)
+	return committed, nil
+}
+
+// forgetMap drops this Client's cached map of stripe idx of lin, if the
+// file is open here, so its readers do not wait for MapTTL or a "not
+// found" to see a stripe changed outside its file path.
+func (c *Client) forgetMap(lin meta.LIN, idx uint64) {
+	c.mu.Lock()
+	ino := c.inodes[lin]
+	c.mu.Unlock()
+	if ino == nil {
+		return
+	}
+	ino.mu.Lock()
+	ino.forgetMapLocked(int64(idx))
+	ino.mu.Unlock()
+}
