@@ -12,17 +12,8 @@ const EdgeAPI = "internal/vfs"
 // brings that kind's rules, see Kind) and the weft packages it may import.
 // A package importing a Shared package needs no entry for it. To let a
 // package import a new one, add the new one to the importer's row. For
-// example, a future restriper package imported by jobs would be
-//
-//	{Pkg: "internal/restripe", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
-//
-// with "internal/restripe" added to the row of "internal/jobs"; the
-// client's cluster-topology adapter, used by the server and the mount,
-//
-//	{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster"}},
-//
-// with "internal/topology" added to their rows; a runner of background
-// workers that everything but the edges may use
+// example, a runner of background workers that everything but the edges
+// may use is
 //
 //	{Pkg: "internal/runner", Kind: Shared},
 //
