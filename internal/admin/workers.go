@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -107,8 +109,32 @@ func (c *Client) NodeWorkers(ctx context.Context, name string) (Workers, error) 
 }
 
 // MountWorkers returns the background workers of the mount whose
-// --metrics address the Client was made with (its /workers).
+// --metrics address the Client was made with (its /workers). Its errors
+// say the address does not answer, or is not a mount's.
 func (c *Client) MountWorkers(ctx context.Context) (Workers, error) {
 	var v Workers
-	return v, c.do(ctx, http.MethodGet, "/workers", nil, &v)
+	base := c.Base()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/workers", nil)
+	if err != nil {
+		return v, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return v, fmt.Errorf("admin: nothing answers at %s (%w): is the mount running with --metrics at that address?", base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err == nil && v.Mount == "" {
+		err = errors.New("the answer names no mount")
+	}
+	if err != nil {
+		return Workers{}, fmt.Errorf("admin: %s/workers: %w; is %s a mount's --metrics address? (a node's workers: weft node workers)", base, err, base)
+	}
+	return v, nil
 }
