@@ -147,17 +147,13 @@ func lastStep(now time.Time, ws runner.WorkerStatus) string {
 	return fmt.Sprintf("%s ago, took %s", roughly(now.Sub(ws.LastStep)), roughly(ws.LastDuration))
 }
 
-// lastError describes a worker's last failure: "2m ago: MESSAGE" (cut to
-// a line's worth; --json has it whole), or "-".
+// lastError describes a worker's last failure, "2m ago: MESSAGE" (the
+// last column: a long message does not disturb the others), or "-".
 func lastError(now time.Time, ws runner.WorkerStatus) string {
 	if ws.LastError == "" {
 		return "-"
 	}
-	msg := ws.LastError
-	if r := []rune(msg); len(r) > 72 {
-		msg = string(r[:71]) + "…"
-	}
-	return fmt.Sprintf("%s ago: %s", roughly(now.Sub(ws.LastErrorAt)), msg)
+	return fmt.Sprintf("%s ago: %s", roughly(now.Sub(ws.LastErrorAt)), ws.LastError)
 }
 
 // roughly rounds d for reading: whole seconds from 10 s (3m2s), else
