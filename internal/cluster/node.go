@@ -176,7 +176,10 @@ type leaseWorker struct {
 	lost bool // logged as lost, not renewed yet
 }
 
-var _ runner.Waker = (*leaseWorker)(nil)
+var (
+	_ runner.Worker = (*leaseWorker)(nil)
+	_ runner.Waker  = (*leaseWorker)(nil)
+)
 
 func (l *leaseWorker) done() <-chan struct{} {
 	l.ns.mu.Lock()

@@ -365,7 +365,10 @@ func (w *writeBack) taken(dirs []LIN) {
 // wbWorker is the write-back's "delegations" worker.
 type wbWorker writeBack
 
-var _ runner.Waker = (*wbWorker)(nil)
+var (
+	_ runner.Worker = (*wbWorker)(nil)
+	_ runner.Waker  = (*wbWorker)(nil)
+)
 
 // WakeC wakes the worker at every delivery of the cache's follow stream:
 // a recall is a change of the delegation record.

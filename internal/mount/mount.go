@@ -173,6 +173,11 @@ type fuseWorker struct {
 	done chan struct{}
 }
 
+var (
+	_ runner.Worker = fuseWorker{}
+	_ runner.Worker = serveWorker{}
+)
+
 func (w fuseWorker) Step(context.Context) (runner.State, error) {
 	w.mnt.Wait()
 	close(w.done)

@@ -202,7 +202,7 @@ func (w *worker) run() {
 			w.set(func(st *WorkerStatus) { st.Steps++; st.LastDuration = took })
 			return // stopped: whatever the step says
 		}
-		backoff := w.finish(took, err)
+		backoff := w.finish(took, err, state == Done)
 		var ok bool
 		switch {
 		case state == Done && err != nil:
@@ -228,8 +228,9 @@ func (w *worker) run() {
 
 // finish records a finished step and returns the back-off after it if it
 // failed. It logs the first failure of a run, then at most once per
-// LogEvery, and the recovery after a run of failures.
-func (w *worker) finish(took time.Duration, err error) time.Duration {
+// LogEvery, and the recovery after a run of failures; a failure that ends
+// the worker (done) always.
+func (w *worker) finish(took time.Duration, err error, done bool) time.Duration {
 	now := w.r.clock.Now()
 	w.mu.Lock()
 	w.st.Steps++
@@ -252,12 +253,15 @@ func (w *worker) finish(took time.Duration, err error) time.Duration {
 		backoff *= 2
 	}
 	backoff = min(backoff, w.o.MaxBackoff)
-	log := streak == 1 || now.Sub(w.logged) >= w.r.logEvery
+	log := done || streak == 1 || now.Sub(w.logged) >= w.r.logEvery
 	if log {
 		w.logged = now
 	}
 	w.mu.Unlock()
-	if log {
+	switch {
+	case done:
+		w.r.log.Error("background worker failed and ended", "worker", w.name, "err", err)
+	case log:
 		w.r.log.Warn("background worker failed; backing off", "worker", w.name, "err", err, "failures", streak, "retry", backoff)
 	}
 	return backoff

@@ -424,10 +424,14 @@ func TestDoneAndFailed(t *testing.T) {
 	}
 	// A finished worker's name may be used again.
 	w, h = f.start("w", Options{})
+	f.logs.take()
 	f.step(w, answer{state: Done, err: errors.New("disk on fire")})
 	<-h.Done()
 	if st := h.Status(); st.State != StateFailed || st.Errors != 1 || st.LastError != "disk on fire" {
 		t.Fatalf("failed: %+v", st)
+	}
+	if logs := f.logs.take(); len(logs) != 1 || !strings.Contains(logs[0], "ended") || !strings.Contains(logs[0], "disk on fire") {
+		t.Fatalf("logs of a failed worker: %q", logs)
 	}
 	if st := f.r.Status(); len(st) != 1 || st[0].State != StateFailed {
 		t.Fatalf("runner status: %+v", st)

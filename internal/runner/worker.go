@@ -22,6 +22,7 @@ const (
 	Done
 )
 
+// String names the state: busy, idle, throttled or done.
 func (s State) String() string {
 	switch s {
 	case Busy:

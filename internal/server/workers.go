@@ -30,6 +30,15 @@ import (
 // take a new lease after the revoke. The servers are shut down gracefully
 // before, which ends their steps.
 
+var (
+	_ runner.Worker = serveWorker{}
+	_ runner.Worker = memberWorker{}
+	_ runner.Worker = publishWorker{}
+	_ runner.Worker = drainWorker{}
+	_ runner.Worker = throttleWorker{}
+	_ runner.Worker = eventWorker{}
+)
+
 // startWorkers starts the node's own workers (lease, throttle and events
 // are started with the session and the job engine).
 func (s *Server) startWorkers() error {

@@ -151,6 +151,8 @@ func (o *opens) register(ctx context.Context, lin meta.LIN) error {
 // RegisterDelay; it steps every RegisterDelay/2.
 type opensWorker opens
 
+var _ runner.Worker = (*opensWorker)(nil)
+
 func (w *opensWorker) Step(ctx context.Context) (runner.State, error) {
 	o := (*opens)(w)
 	o.mu.Lock()

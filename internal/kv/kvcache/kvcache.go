@@ -408,6 +408,12 @@ func (s *Store) Sync(ctx context.Context) error {
 // start, except after a restart the Store asked for (overflow).
 type followWorker Store
 
+var (
+	_ runner.Worker = (*followWorker)(nil)
+	_ runner.Worker = (*progressWorker)(nil)
+	_ runner.Worker = (*flushWorker)(nil)
+)
+
 func (f *followWorker) Step(ctx context.Context) (runner.State, error) {
 	s := (*Store)(f)
 	err := s.follow(ctx)
