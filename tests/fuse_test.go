@@ -312,7 +312,7 @@ func TestMount(t *testing.T) {
 		// Past the documented window (RegisterDelay) with a wide margin.
 		time.Sleep(10 * vfs.RegisterDelay)
 		must(t, os.Remove(filepath.Join(other, "across")))
-		time.Sleep(1500 * time.Millisecond) // the nodes' deleter runs every second
+		time.Sleep(1500 * time.Millisecond) // the nodes' drainers run every second
 		got, err := io.ReadAll(f)
 		f.Close()
 		if err != nil || !bytes.Equal(got, data) {

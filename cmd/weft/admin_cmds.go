@@ -86,38 +86,6 @@ threshold plus one point; see weft job settings and weft job events list).`,
 	}
 }
 
-func newNodeCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "node", Short: "List the cluster's nodes"}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "list",
-		Short: "List nodes with their state, addresses and process",
-		Long: `List every node that ever registered, with its state (up while its
-etcd lease lives; down once the lease expires, within the lease TTL of a
-crash), its block-service and admin addresses, and its process id.`,
-		Example: `  weft node list
-  weft node list --json | jq '.[] | {name, state, pid: .live.pid}'`,
-		Args: exactArgs(0, "no arguments"),
-		RunE: func(c *cobra.Command, _ []string) error {
-			return query(g, c, (*admin.Client).Nodes, func(w io.Writer, nodes []cluster.Node) error {
-				t := newTable(w, "NAME", "STATE", "GRPC", "ADMIN", "ETCD", "PID", "VERSION", "SINCE")
-				for _, n := range nodes {
-					pid, ver, since := "-", "-", "-"
-					if n.Live != nil {
-						pid, ver, since = strconv.Itoa(n.Live.PID), n.Live.Version, n.Live.Started.Local().Format("2006-01-02 15:04:05")
-					}
-					etcd := "-"
-					if n.EtcdClient != "" {
-						etcd = "member"
-					}
-					t.row(n.Name, string(n.State), n.GRPCAddr, n.AdminAddr, etcd, pid, ver, since)
-				}
-				return t.flush()
-			})
-		},
-	})
-	return cmd
-}
-
 func newDriveCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drive",

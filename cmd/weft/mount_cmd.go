@@ -6,6 +6,7 @@ import (
 	"net/http"
 	_ "net/http/pprof" // --pprof
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -83,7 +84,33 @@ as NFS does.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().BoolVar(&noCache, "no-meta-cache", false, "ask etcd for every lookup and getattr instead of the watch-coherent metadata cache")
 	cmd.Flags().BoolVar(&syncOps, "sync-dirops", false, "commit every create and unlink to etcd before replying (no write-back)")
-	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount's metadata cache and write-back at http://ADDR/metrics")
+	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount at http://ADDR/metrics and its workers at http://ADDR/workers (weft mount workers ADDR)")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "workers ADDR",
+		Short: "Show a running mount's background workers (needs weft mount --metrics ADDR)",
+		Long: `Show the background workers of the mount serving --metrics ADDR: its
+metadata cache (cache-follow, cache-progress, cache-flush), its write-back
+(delegations), its open files (opens), the metrics server (metrics) and
+the wait for the FUSE server's end (fuse). The table is weft node
+workers' (see its help for the columns), with the mount point in the NODE
+column; --json prints the mount's entry with every field.
+
+A mount point named "workers" is mounted with weft mount ./workers.`,
+		Example: `  weft mount --metrics 127.0.0.1:9100 /mnt/weft &
+  weft mount workers 127.0.0.1:9100
+  weft mount workers 127.0.0.1:9100 --json | jq '.workers[] | {name, state, errors}'`,
+		Args: exactArgs(1, "the mount's --metrics address (e.g. 127.0.0.1:9100)"),
+		RunE: func(c *cobra.Command, args []string) error {
+			ws, err := admin.NewClient(args[0]).MountWorkers(c.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), ws)
+			}
+			return printWorkers(c.OutOrStdout(), time.Now(), ws)
+		},
+	})
 	return cmd
 }

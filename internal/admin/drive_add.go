@@ -70,34 +70,17 @@ func (h *handler) addDrive(w http.ResponseWriter, r *http.Request) {
 		h.reply(w, r, v, err)
 		return
 	}
-	nodes, err := h.store.ListNodes(ctx)
+	n, err := h.upNode(ctx, req.Node, "start it, then add the drive")
 	if err != nil {
 		h.reply(w, r, nil, err)
 		return
 	}
-	for _, n := range nodes {
-		if n.Name != req.Node {
-			continue
-		}
-		if n.State != cluster.Up {
-			h.reply(w, r, nil, fmt.Errorf("%w: node %s is %s; start it, then add the drive", ErrNodeDown, n.Name, n.State))
-			return
-		}
-		var v AddDriveReply
-		err := NewClient(n.AdminAddr).do(ctx, http.MethodPost, APIVersion+"/node/drives", req, &v)
-		var ae *Error
-		switch {
-		case errors.As(err, &ae):
-			writeError(w, ae.Status, ae.Code, ae.Msg)
-		case err != nil:
-			writeError(w, http.StatusBadGateway, "unreachable", fmt.Sprintf("node %s is up but its admin API at %s did not answer: %v; try again, or run the command against that node (--admin %s)",
-				n.Name, n.AdminAddr, err, n.AdminAddr))
-		default:
-			writeJSON(w, http.StatusCreated, v)
-		}
+	var v AddDriveReply
+	if err := NewClient(n.AdminAddr).do(ctx, http.MethodPost, APIVersion+"/node/drives", req, &v); err != nil {
+		relayError(w, n, err)
 		return
 	}
-	h.reply(w, r, nil, fmt.Errorf("%w: no node %q in the cluster (see weft node list)", cluster.ErrNotFound, req.Node))
+	writeJSON(w, http.StatusCreated, v)
 }
 
 // addNodeDrive serves POST /v1/node/drives: this node adds the drive. The

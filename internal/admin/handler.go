@@ -76,8 +76,10 @@ type Deps struct {
 	Policies *impact.PolicyStore
 	// Drives adds drives to this node at run time; nil refuses drive add.
 	Drives DriveAdder
-	Node   NodeInfo
-	Log    *slog.Logger
+	// Workers are this node's background workers; nil answers 503.
+	Workers WorkerLister
+	Node    NodeInfo
+	Log     *slog.Logger
 }
 
 type handler struct {
@@ -87,6 +89,7 @@ type handler struct {
 	throttle *impact.Controller
 	policies *impact.PolicyStore
 	adder    DriveAdder
+	workers  WorkerLister
 	node     NodeInfo
 	log      *slog.Logger
 }
@@ -98,6 +101,8 @@ type handler struct {
 //	GET  /v1/status                  Status: cluster.Status and the job
 //	                                 engine's mode
 //	GET  /v1/nodes                   []cluster.Node
+//	GET  /v1/node/workers            Workers: this node's background workers
+//	GET  /v1/nodes/{name}/workers    Workers of node name (routed to it)
 //	GET  /v1/drives                  []cluster.Drive
 //	POST /v1/drives                  AddDriveRequest → AddDriveReply (routed to its node)
 //	POST /v1/node/drives             AddDriveRequest → AddDriveReply (this node only)
@@ -113,7 +118,7 @@ type handler struct {
 // down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, node: d.Node, log: d.Log}
+	h := &handler{store: store, layouts: d.Layouts, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, node: d.Node, log: d.Log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
@@ -126,6 +131,8 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("POST "+APIVersion+"/pools", h.createPool)
 	mux.HandleFunc("POST "+APIVersion+"/drives", h.addDrive)
 	mux.HandleFunc("POST "+APIVersion+"/node/drives", h.addNodeDrive)
+	mux.HandleFunc("GET "+APIVersion+"/node/workers", h.nodeWorkers)
+	mux.HandleFunc("GET "+APIVersion+"/nodes/{name}/workers", h.namedNodeWorkers)
 	mux.HandleFunc("GET "+APIVersion+"/files/{lin}", func(w http.ResponseWriter, r *http.Request) {
 		lin, err := strconv.ParseUint(r.PathValue("lin"), 10, 64)
 		if err != nil || lin == 0 {

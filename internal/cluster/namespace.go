@@ -13,6 +13,7 @@ import (
 	"github.com/weftfs/weft/internal/kv/etcdkv"
 	"github.com/weftfs/weft/internal/kv/kvcache"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Namespace opens the cluster's namespace, kept in the same etcd under
@@ -41,6 +42,9 @@ type CacheOptions struct {
 	// directories it holds before they are committed (meta.Config).
 	WriteBack bool
 	Log       *slog.Logger
+	// Runner runs the cache's and the write-back's workers (see
+	// kvcache.Config and meta.Config); nil: runners of their own.
+	Runner *runner.Runner
 }
 
 // SessionAlive reports whether session (an etcd lease id) still exists:
@@ -63,19 +67,19 @@ func (s *Store) SessionAlive(ctx context.Context, session meta.SessionID) (bool,
 // creates and unlinks commit without reading first. Another client's
 // change is served once the watch has delivered it (normally within a
 // millisecond or two); the cache stops serving when the watch has been
-// silent for a second. stop ends the watch; call it after the last use of
-// the Meta.
+// silent for a second. stop ends the watch (and the cache's workers); call
+// it after the last use of the Meta, and before stopping o.Runner.
 func (s *Store) CachedNamespace(ctx context.Context, embedded bool, o CacheOptions) (m *meta.Meta, stop func(), err error) {
 	store, err := s.metaStore(embedded, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	preload, presume := meta.CacheRanges()
-	c, err := kvcache.New(kvcache.Config{Inner: store, Preload: preload, Presume: presume, Log: o.Log})
+	c, err := kvcache.New(kvcache.Config{Inner: store, Preload: preload, Presume: presume, Log: o.Log, Runner: o.Runner})
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: s.SessionAlive, Log: o.Log}
+	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: s.SessionAlive, Log: o.Log, Runner: o.Runner}
 	if m, err = openNamespace(ctx, c, cfg); err != nil {
 		c.Close()
 		return nil, nil, err

@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Node is a node as listed: its record, and its liveness joined in.
@@ -51,9 +53,10 @@ func (s *Store) ListNodes(ctx context.Context) ([]Node, error) {
 }
 
 // Session keeps a node registered and alive: it holds an etcd lease and the
-// node's live keys bound to it, renews the lease, and if the lease is lost
-// (etcd unreachable for longer than the TTL) obtains a new one and publishes
-// again. Close revokes the lease, so the node shows down at once.
+// node's live keys bound to it, and if the lease is lost (etcd unreachable
+// for longer than the TTL) its "lease" worker obtains a new one and
+// publishes again. (The etcd client renews the lease itself while it
+// lives.) Close revokes the lease, so the node shows down at once.
 type Session struct {
 	store *Store
 	name  string
@@ -65,19 +68,41 @@ type Session struct {
 	sess   *concurrency.Session
 	drives map[DriveID]DriveLive // last published, republished on a new lease
 
-	stop chan struct{}
-	done chan struct{}
+	worker *runner.Handle
+	own    *runner.Runner // the Session's own runner, when none was given
 }
 
-// RegisterNode writes rec and starts a Session whose lease TTL is ttl.
+// Registration is a node registering: its record and live record, the
+// lease TTL, and where the Session's worker runs.
+type Registration struct {
+	Record NodeRecord
+	Live   NodeLive
+	// TTL is the lease's time to live, at least a second.
+	TTL time.Duration
+	Log *slog.Logger
+	// Runner runs the Session's "lease" worker; nil: a runner of its own,
+	// stopped by Close.
+	Runner *runner.Runner
+}
+
+// RegisterNode is Register without a runner (the Session runs its own).
+func (s *Store) RegisterNode(ctx context.Context, rec NodeRecord, live NodeLive, ttl time.Duration, log *slog.Logger) (*Session, error) {
+	return s.Register(ctx, Registration{Record: rec, Live: live, TTL: ttl, Log: log})
+}
+
+// Register writes r.Record and starts a Session whose lease TTL is r.TTL.
 // It refuses (ErrNodeInUse) when another live process already holds the
 // name — two processes must never serve as the same node.
-func (s *Store) RegisterNode(ctx context.Context, rec NodeRecord, live NodeLive, ttl time.Duration, log *slog.Logger) (*Session, error) {
+func (s *Store) Register(ctx context.Context, r Registration) (*Session, error) {
+	rec, live, ttl := r.Record, r.Live, r.TTL
 	if !ValidName(rec.Name) {
 		return nil, fmt.Errorf("%w: node name %q: use 1-63 characters of a-z, 0-9, '-', '_', '.'", ErrInvalid, rec.Name)
 	}
 	if ttl < time.Second {
 		return nil, fmt.Errorf("%w: lease TTL %s is below 1s", ErrInvalid, ttl)
+	}
+	if r.Log == nil {
+		r.Log = slog.Default()
 	}
 	var cur NodeLive
 	if _, err := s.getRecord(ctx, liveNodeKey(rec.Name), &cur); err == nil && cur.BootID != live.BootID {
@@ -94,12 +119,28 @@ func (s *Store) RegisterNode(ctx context.Context, rec NodeRecord, live NodeLive,
 	if _, err := s.cli.Put(ctx, nodeKey(rec.Name), encode(rec)); err != nil {
 		return nil, fmt.Errorf("cluster: register node %s: %w", rec.Name, err)
 	}
-	ns := &Session{store: s, name: rec.Name, ttl: ttl, log: log, live: live,
-		drives: map[DriveID]DriveLive{}, stop: make(chan struct{}), done: make(chan struct{})}
+	ns := &Session{store: s, name: rec.Name, ttl: ttl, log: r.Log, live: live, drives: map[DriveID]DriveLive{}}
 	if err := ns.renew(ctx); err != nil {
 		return nil, err
 	}
-	go ns.loop()
+	run := r.Runner
+	if run == nil {
+		ns.own = runner.New(runner.Config{Log: r.Log})
+		run = ns.own
+	}
+	// Re-registering is retried every second: the node shows down until
+	// it succeeds, so a longer back-off would only lengthen that.
+	h, err := run.Go("lease", &leaseWorker{ns: ns}, runner.Options{MinBackoff: time.Second, MaxBackoff: time.Second})
+	if err != nil {
+		ns.mu.Lock()
+		ns.sess.Close()
+		ns.mu.Unlock()
+		if ns.own != nil {
+			_ = ns.own.Stop(ctx)
+		}
+		return nil, err
+	}
+	ns.worker = h
 	return ns, nil
 }
 
@@ -127,34 +168,49 @@ func (ns *Session) renew(ctx context.Context) error {
 	return nil
 }
 
-func (ns *Session) loop() {
-	defer close(ns.done)
-	for {
-		ns.mu.Lock()
-		done := ns.sess.Done()
-		ns.mu.Unlock()
-		select {
-		case <-ns.stop:
-			return
-		case <-done:
-		}
-		ns.log.Warn("node lease lost; re-registering", "node", ns.name)
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), ns.ttl)
-			err := ns.renew(ctx)
-			cancel()
-			if err == nil {
-				ns.log.Info("node lease renewed", "node", ns.name)
-				break
-			}
-			ns.log.Warn("re-register failed", "node", ns.name, "err", err)
-			select {
-			case <-ns.stop:
-				return
-			case <-time.After(time.Second):
-			}
-		}
+// leaseWorker is the Session's "lease" worker: it rests until the lease
+// is lost (the etcd session's Done channel wakes it), then takes a new
+// lease and publishes the live keys again, one attempt per step.
+type leaseWorker struct {
+	ns   *Session
+	lost bool // logged as lost, not renewed yet
+}
+
+var (
+	_ runner.Worker = (*leaseWorker)(nil)
+	_ runner.Waker  = (*leaseWorker)(nil)
+)
+
+func (l *leaseWorker) done() <-chan struct{} {
+	l.ns.mu.Lock()
+	defer l.ns.mu.Unlock()
+	return l.ns.sess.Done()
+}
+
+// WakeC wakes the worker when the current lease ends.
+func (l *leaseWorker) WakeC() <-chan struct{} { return l.done() }
+
+// Step renews a lost lease; with the lease alive it does nothing.
+func (l *leaseWorker) Step(ctx context.Context) (runner.State, error) {
+	ns := l.ns
+	select {
+	case <-l.done():
+	default:
+		return runner.Idle, nil
 	}
+	if !l.lost {
+		ns.log.Warn("node lease lost; re-registering", "node", ns.name)
+		l.lost = true
+	}
+	rctx, cancel := context.WithTimeout(ctx, ns.ttl)
+	err := ns.renew(rctx)
+	cancel()
+	if err != nil {
+		return runner.Idle, fmt.Errorf("re-register node %s: %w", ns.name, err)
+	}
+	l.lost = false
+	ns.log.Info("node lease renewed", "node", ns.name)
+	return runner.Idle, nil
 }
 
 // PublishDrive records a drive's usage and health under the node's lease, so
@@ -181,11 +237,13 @@ func (ns *Session) Lease() clientv3.LeaseID {
 	return ns.sess.Lease()
 }
 
-// Close stops renewing and revokes the lease: the node and its drives show
-// down immediately.
+// Close stops the lease worker and revokes the lease: the node and its
+// drives show down immediately.
 func (ns *Session) Close() error {
-	close(ns.stop)
-	<-ns.done
+	_ = ns.worker.Stop(context.Background())
+	if ns.own != nil {
+		_ = ns.own.Stop(context.Background())
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	return ns.sess.Close()

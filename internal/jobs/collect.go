@@ -20,8 +20,10 @@ import (
 //     header names an owner LIN that is gone, or a stripe whose unit list
 //     does not name this drive and block, is deleted. The block header is
 //     the mark (it names owner, stripe and unit), so no mark set is stored.
-//   - queue: the delete queue (blocks unreferenced by a commit) is drained
-//     drive by drive, as the nodes also do in the background.
+//   - queue: waits until the delete queue (blocks unreferenced by a
+//     commit) of each drive in service is drained by the drive's node,
+//     whose drainer worker is the queue's one drainer, and reports what
+//     was freed.
 //   - orphans: unlinked inodes no session holds open are purged; those
 //     still open (meta.ErrBusy) are counted and kept.
 //
@@ -38,19 +40,34 @@ import (
 func Collect() job.Type { return newCollect(clusterDrives) }
 
 func newCollect(drives driveLister) *collect {
-	c := &collect{drives: drives, nodes: newDriveNodes(drives), now: time.Now}
+	c := &collect{drives: drives, nodes: newDriveNodes(drives), now: time.Now, wait: waitCtx}
 	c.phases = []job.Phase{&sweepPhase{c}, &queuePhase{c}, &orphanPhase{}}
 	return c
 }
 
 // collect is the collect job type; drives is how it finds the drives in
 // service (the control plane; tests pass their own), now its clock (the
-// grace period's reference; tests move it).
+// grace period's and the queue phase's reference; tests move it), wait
+// how the queue phase waits between looks at a queue (tests drain the
+// queue or move the clock instead).
 type collect struct {
 	drives driveLister
 	nodes  *driveNodes
 	now    func() time.Time
+	wait   func(ctx context.Context, d time.Duration) error
 	phases []job.Phase
+}
+
+// waitCtx waits d, or until ctx ends (its error).
+func waitCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 var (
@@ -221,7 +238,7 @@ const (
 	keptOnError
 )
 
-// blockClient is what the sweep and queue phases use of a block client.
+// blockClient is what the sweep phase uses of a block client.
 type blockClient interface {
 	Stat(ctx context.Context, d drive.ID, id drive.BlockID) (drive.BlockHeader, int64, time.Time, error)
 	Delete(ctx context.Context, d drive.ID, id drive.BlockID) error
@@ -288,8 +305,30 @@ func referenced(ctx context.Context, m *meta.Meta, d drive.ID, hdr drive.BlockHe
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
-// queuePhase drains the delete queue: one task, one item, per drive.
+// queuePhase waits for the nodes to drain the delete queue: one task, one
+// item, per drive.
+//
+// The node serving a drive is the one drainer of its queue (its "drainer"
+// worker, package server): a queued block is a local file delete there,
+// freed within about a second of the commit that queued it, whether or
+// not collect ever runs. The phase does not delete blocks itself (two
+// drainers of one queue would only race each other); it waits for the
+// drainer, so that a collect (or the collect half of a multiscan) ends
+// with the space of what was queued when it reached the phase freed.
 type queuePhase struct{ c *collect }
+
+// Tunables of the queue phase.
+const (
+	// queuePoll is how often it looks at a queue being drained.
+	queuePoll = 250 * time.Millisecond
+	// queueStall is how long a queue's head may stay put before the phase
+	// stops waiting (the node is down or its drainer fails: weft node
+	// workers shows why); what is left stays queued for the drainer.
+	queueStall = 30 * time.Second
+	// queueWaitMax bounds the wait for one drive's queue, which a steady
+	// stream of deletes may keep from ever being empty.
+	queueWaitMax = 10 * time.Minute
+)
 
 func (*queuePhase) Name() string { return "queue" }
 
@@ -324,6 +363,11 @@ func oneItem(from, to uint64) []uint64 {
 // queueBatch is the number of queue entries read and acknowledged at once.
 const queueBatch = 256
 
+// Process counts drive d's queue (Items entries of Bytes), then waits
+// until its node's drainer has emptied it; with "dry-run=true" it only
+// counts. It stops waiting when the queue's head has not moved for
+// queueStall or after queueWaitMax, and counts the entries left (at most
+// Items) as Errors: they stay queued for the drainer.
 func (p *queuePhase) Process(ctx context.Context, env job.Env, j *job.Job, scope string, _ uint64) (job.ItemResult, error) {
 	e, err := envOf(env)
 	if err != nil {
@@ -333,59 +377,67 @@ func (p *queuePhase) Process(ctx context.Context, env job.Env, j *job.Job, scope
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	dry := j.Params["dry-run"] == "true"
 	var res job.ItemResult
-	var bc blockClient
-	var after meta.BlockID
-	for ctx.Err() == nil {
-		q, err := e.Meta().ListDeletes(ctx, meta.DriveID(d), after, queueBatch)
+	res.Items, res.Bytes, err = countQueue(ctx, e.Meta(), meta.DriveID(d))
+	if err != nil || res.Items == 0 {
+		return res, err
+	}
+	if j.Params["dry-run"] == "true" {
+		res.Note = fmt.Sprintf("%v: %d queued deletes, %s (dry run: not waited for)", d, res.Items, mib(res.Bytes))
+		return res, nil
+	}
+	start := p.c.now()
+	moved, head := start, meta.BlockID{}
+	for {
+		q, err := e.Meta().ListDeletes(ctx, meta.DriveID(d), meta.BlockID{}, 1)
 		if err != nil {
 			return res, err
 		}
 		if len(q) == 0 {
 			break
 		}
-		after = q[len(q)-1].Block
-		res.Items += int64(len(q))
-		if dry {
-			for _, x := range q {
-				res.Bytes += int64(x.Length)
-			}
-			continue
+		now := p.c.now()
+		if q[0].Block != head {
+			head, moved = q[0].Block, now
 		}
-		if bc == nil {
-			node, err := p.c.nodes.of(ctx, e, d, "collect")
+		if now.Sub(moved) >= queueStall || now.Sub(start) >= queueWaitMax {
+			left, _, err := countQueue(ctx, e.Meta(), meta.DriveID(d))
 			if err != nil {
 				return res, err
 			}
-			c, err := e.Blocks(ctx, node)
-			if err != nil {
-				return res, err
-			}
-			bc = c
+			res.Errors = min(left, res.Items)
+			e.Log().Warn("collect: the delete queue of a drive is not drained; what is left stays queued for its node's drainer (see weft node workers)",
+				"drive", d.String(), "left", left, "waited", now.Sub(start).Round(time.Second))
+			break
 		}
-		var done []meta.DeleteEntry
-		for _, x := range q {
-			err := bc.Delete(ctx, d, drive.BlockID(x.Block))
-			if err != nil && !errors.Is(err, drive.ErrNotFound) {
-				res.Errors++ // stays queued for the next run or the node's drainer
-				e.Log().Warn("collect: cannot delete queued block", "drive", d.String(), "block", drive.BlockID(x.Block).String(), "err", err)
-				continue
-			}
-			res.Bytes += int64(x.Length)
-			done = append(done, x)
-		}
-		if err := e.Meta().AckDeletes(ctx, done); err != nil {
+		if err := p.c.wait(ctx, queuePoll); err != nil {
 			return res, err
 		}
 	}
-	if res.Items > 0 {
-		res.Note = fmt.Sprintf("%v: %d queued deletes, %s freed, %d left on errors", d, res.Items-res.Errors, mib(res.Bytes), res.Errors)
-		if dry {
-			res.Note = fmt.Sprintf("%v: %d queued deletes, %s (dry run: not deleted)", d, res.Items, mib(res.Bytes))
-		}
+	res.Note = fmt.Sprintf("%v: %d queued deletes, %s freed by the node's drainer", d, res.Items, mib(res.Bytes))
+	if res.Errors > 0 {
+		res.Note = fmt.Sprintf("%v: %d queued deletes of %s, %d left queued for the node's drainer", d, res.Items, mib(res.Bytes), res.Errors)
 	}
-	return res, ctx.Err()
+	return res, nil
+}
+
+// countQueue returns the entries of drive d's delete queue and their bytes.
+func countQueue(ctx context.Context, m *meta.Meta, d meta.DriveID) (n, bytes int64, err error) {
+	var after meta.BlockID
+	for {
+		q, err := m.ListDeletes(ctx, d, after, queueBatch)
+		if err != nil {
+			return n, bytes, err
+		}
+		for _, x := range q {
+			n++
+			bytes += int64(x.Length)
+		}
+		if len(q) < queueBatch {
+			return n, bytes, nil
+		}
+		after = q[len(q)-1].Block
+	}
 }
 
 // orphanPhase purges unlinked inodes that no session holds open.

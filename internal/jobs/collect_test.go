@@ -311,26 +311,68 @@ func (s statOnly) Delete(ctx context.Context, d drive.ID, id drive.BlockID) erro
 	return s.bc.Delete(ctx, d, id)
 }
 
+// drainOnce frees one batch of the first drive's queue that is not empty,
+// as its node's drainer does (package server): the phase, waiting on the
+// drives in order, sees each queue drained while it waits on it.
+func (e *collectEnv) drainOnce(t *testing.T, batch int) {
+	t.Helper()
+	for i, d := range e.drives {
+		q, err := e.m.ListDeletes(bg, meta.DriveID(i+1), meta.BlockID{}, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q) == 0 {
+			continue
+		}
+		for _, x := range q {
+			if err := d.Delete(drive.BlockID(x.Block)); err != nil && !errors.Is(err, drive.ErrNotFound) {
+				t.Fatal(err)
+			}
+		}
+		if err := e.m.AckDeletes(bg, q); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+}
+
+// TestCollectQueue: the queue phase leaves the deleting to the nodes'
+// drainers and waits for them; it stops waiting on a queue that does not
+// move, and what is left stays queued.
 func TestCollectQueue(t *testing.T) {
 	e := newCollectEnv(t)
 	c := newCollect(e.lister)
-	var entries []meta.DeleteEntry
-	var ids []placed
-	for i := range 10 {
-		d := drive.ID(1 + i%2)
-		id := e.put(t, d, 5, uint64(i), 0)
-		ids = append(ids, placed{d, id})
-		entries = append(entries, meta.DeleteEntry{Drive: meta.DriveID(d), Block: meta.BlockID(id), Length: 100})
+	enqueue := func() []placed {
+		var entries []meta.DeleteEntry
+		var ids []placed
+		for i := range 10 {
+			d := drive.ID(1 + i%2)
+			id := e.put(t, d, 5, uint64(i), 0)
+			ids = append(ids, placed{d, id})
+			entries = append(entries, meta.DeleteEntry{Drive: meta.DriveID(d), Block: meta.BlockID(id), Length: 100})
+		}
+		// A queued block already gone counts too.
+		entries = append(entries, meta.DeleteEntry{Drive: 1, Block: meta.BlockID(drive.NewBlockID()), Length: 100})
+		if err := e.m.EnqueueDeletes(bg, entries); err != nil {
+			t.Fatal(err)
+		}
+		return ids
 	}
-	// A queued block already gone is acknowledged too.
-	entries = append(entries, meta.DeleteEntry{Drive: 1, Block: meta.BlockID(drive.NewBlockID()), Length: 100})
-	if err := e.m.EnqueueDeletes(bg, entries); err != nil {
-		t.Fatal(err)
-	}
+	ids := enqueue()
 	queue := c.Phases()[1]
+	// The phase's waits are the test's turns: a drainer frees two entries
+	// per drive at each.
+	var now time.Time
+	c.now = func() time.Time { return now }
+	waits := 0
+	c.wait = func(context.Context, time.Duration) error {
+		waits++
+		e.drainOnce(t, 2)
+		return nil
+	}
 	j := &job.Job{Type: "collect", Params: map[string]string{"dry-run": "true"}}
-	if r := collectRun(t, e, queue, j); r.Items != 11 {
-		t.Fatalf("dry run: %+v", r)
+	if r := collectRun(t, e, queue, j); r.Items != 11 || r.Bytes != 1100 || waits != 0 {
+		t.Fatalf("dry run: %+v after %d waits", r, waits)
 	}
 	for _, b := range ids {
 		if !e.exists(t, b.d, b.id) {
@@ -338,8 +380,8 @@ func TestCollectQueue(t *testing.T) {
 		}
 	}
 	j.Params = nil
-	if r := collectRun(t, e, queue, j); r.Items != 11 || r.Errors != 0 || r.Bytes != 1100 {
-		t.Fatalf("queue: %+v", r)
+	if r := collectRun(t, e, queue, j); r.Items != 11 || r.Errors != 0 || r.Bytes != 1100 || waits == 0 {
+		t.Fatalf("queue: %+v after %d waits", r, waits)
 	}
 	for _, b := range ids {
 		if e.exists(t, b.d, b.id) {
@@ -349,6 +391,22 @@ func TestCollectQueue(t *testing.T) {
 	for d := meta.DriveID(1); d <= 2; d++ {
 		if q, err := e.m.ListDeletes(bg, d, meta.BlockID{}, 100); err != nil || len(q) != 0 {
 			t.Fatalf("drive %d: %d entries left, %v", d, len(q), err)
+		}
+	}
+
+	// No drainer: the phase gives up once the queue has not moved for
+	// queueStall, and leaves every entry queued.
+	ids = enqueue()
+	c.wait = func(context.Context, time.Duration) error {
+		now = now.Add(queuePoll)
+		return nil
+	}
+	if r := collectRun(t, e, queue, j); r.Items != 11 || r.Errors != 11 {
+		t.Fatalf("queue with no drainer: %+v", r)
+	}
+	for _, b := range ids {
+		if !e.exists(t, b.d, b.id) {
+			t.Fatal("the queue phase deleted a queued block itself")
 		}
 	}
 }

@@ -81,6 +81,7 @@ func Weft() Table {
 			// Infrastructure.
 			{Pkg: "internal/failpoint", Kind: Shared},
 			{Pkg: "internal/durable", Kind: Shared},
+			{Pkg: "internal/runner", Kind: Shared},
 
 			// Test support.
 			{Pkg: "internal/datadriven", Kind: Test},

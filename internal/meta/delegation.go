@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Directory delegations and namespace write-back.
@@ -252,9 +253,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// writeBack is a client's delegations and its deferred changes.
+// writeBack is a client's delegations and its deferred changes. Its
+// "delegations" worker (one step: catch up on delegations taken, or give
+// back those recalled or idle) runs on Config.Runner.
 //
-// Locking: mu guards held and cooldown.
+// Locking: mu guards held, cooldown and pending.
 type writeBack struct {
 	m   *Meta
 	d   deferrer
@@ -269,9 +272,18 @@ type writeBack struct {
 	held     map[LIN]*held
 	cooldown map[LIN]time.Time
 	coolFor  time.Duration // DelegationCooldown; tests shorten it
+	// pending are delegations committed and not caught up with yet (see
+	// taken), in order.
+	pending []takenDirs
 
-	stop chan struct{}
-	done chan struct{}
+	worker *runner.Handle
+	own    *runner.Runner // the writeBack's own runner, when none was given
+}
+
+// takenDirs is one commit's delegations, waiting for the cache to catch up.
+type takenDirs struct {
+	dirs []LIN
+	hs   []*held
 }
 
 // held is one delegation this client holds.
@@ -280,11 +292,22 @@ type held struct {
 	used  time.Time // last deferred change
 }
 
-func newWriteBack(m *Meta, d deferrer) *writeBack {
-	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go w.loop()
-	return w
+// delegationsIdle is how often the worker looks at the delegations held
+// when no change of the cache wakes it.
+const delegationsIdle = time.Second
+
+func newWriteBack(m *Meta, d deferrer, run *runner.Runner) (*writeBack, error) {
+	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown}
+	if run == nil {
+		w.own = runner.New(runner.Config{Log: m.log})
+		run = w.own
+	}
+	h, err := run.Go("delegations", (*wbWorker)(w), runner.Options{Idle: delegationsIdle})
+	if err != nil {
+		return nil, fmt.Errorf("meta: write-back: %w", err)
+	}
+	w.worker = h
+	return w, nil
 }
 
 // cooling reports whether dir's delegation is not to be taken now.
@@ -321,7 +344,8 @@ func (w *writeBack) ready(dir LIN) bool {
 // committed before it is then in the cache). The cache then loads each
 // directory's entries whole (unless it has too many), so that a name
 // there is known taken or free without asking etcd; a directory this
-// client created is known whole already.
+// client created is known whole already. Both are done by the worker
+// (catchUp), woken here.
 func (w *writeBack) taken(dirs []LIN) {
 	if len(dirs) == 0 {
 		return
@@ -333,46 +357,71 @@ func (w *writeBack) taken(dirs []LIN) {
 		w.held[d] = h
 		hs = append(hs, h)
 	}
+	w.pending = append(w.pending, takenDirs{dirs: dirs, hs: hs})
 	w.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := w.d.CatchUp(ctx); err != nil {
-			return
-		}
-		w.mu.Lock()
-		for _, h := range hs {
+	w.worker.Wake()
+}
+
+// wbWorker is the write-back's "delegations" worker.
+type wbWorker writeBack
+
+var (
+	_ runner.Worker = (*wbWorker)(nil)
+	_ runner.Waker  = (*wbWorker)(nil)
+)
+
+// WakeC wakes the worker at every delivery of the cache's follow stream:
+// a recall is a change of the delegation record.
+func (ww *wbWorker) WakeC() <-chan struct{} { return ww.d.Changed() }
+
+// Step catches up on the delegations taken since the last step, if any
+// (Busy), or else gives back those recalled, lost or idle (Idle).
+func (ww *wbWorker) Step(ctx context.Context) (runner.State, error) {
+	w := (*writeBack)(ww)
+	w.mu.Lock()
+	taken := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	if len(taken) > 0 {
+		w.catchUp(ctx, taken)
+		return runner.Busy, nil
+	}
+	w.check(ctx, false)
+	return runner.Idle, nil
+}
+
+// catchUp makes the delegations of taken ready once the cache has caught
+// up with this client's newest commit, then loads their directories'
+// entries whole. A failure leaves them not ready (changes there stay
+// synchronous) until they are given back.
+func (w *writeBack) catchUp(ctx context.Context, taken []takenDirs) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.d.CatchUp(ctx); err != nil {
+		return
+	}
+	w.mu.Lock()
+	for _, t := range taken {
+		for _, h := range t.hs {
 			h.ready = true
 		}
-		w.mu.Unlock()
-		for _, d := range dirs {
+	}
+	w.mu.Unlock()
+	for _, t := range taken {
+		for _, d := range t.dirs {
 			start, end := entriesRange(d)
 			if _, err := w.d.Complete(ctx, kv.Range{Start: start, End: end}, maxCompleteEntries); err != nil {
 				return
 			}
 		}
-	}()
-}
-
-// loop gives delegations back when recalled or idle.
-func (w *writeBack) loop() {
-	defer close(w.done)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.d.Changed():
-		case <-tick.C:
-		}
-		w.check(false)
 	}
 }
 
 // check gives back the delegations that were recalled, that this client
-// no longer holds, or (all with everything) that went unused.
-func (w *writeBack) check(everything bool) {
+// no longer holds, or (all with everything) that went unused. Once it
+// gives back, it finishes even if ctx is cancelled (bounded by a minute):
+// the commit of what was deferred must not be cut short by a stop.
+func (w *writeBack) check(ctx context.Context, everything bool) {
 	w.mu.Lock()
 	dirs := make([]LIN, 0, len(w.held))
 	idle := map[LIN]bool{}
@@ -384,7 +433,7 @@ func (w *writeBack) check(everything bool) {
 	if len(dirs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	var give []LIN
 	err := w.m.store.View(ctx, func(tx kv.Tx) error {
@@ -437,11 +486,14 @@ func (w *writeBack) check(everything bool) {
 	w.mu.Unlock()
 }
 
-// close gives back every delegation after committing what was deferred.
-func (w *writeBack) close() {
-	close(w.stop)
-	<-w.done
-	w.check(true)
+// close stops the worker, then gives back every delegation after
+// committing what was deferred.
+func (w *writeBack) close(ctx context.Context) {
+	_ = w.worker.Stop(context.Background())
+	if w.own != nil {
+		_ = w.own.Stop(context.Background())
+	}
+	w.check(ctx, true)
 }
 
 // opMode says how an operation that may be deferred runs.

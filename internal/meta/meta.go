@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Config configures a Meta.
@@ -36,6 +37,10 @@ type Config struct {
 	SessionAlive func(ctx context.Context, s SessionID) (bool, error)
 	// Log receives write-back warnings. Nil means slog.Default().
 	Log *slog.Logger
+	// Runner runs the write-back's worker ("delegations"); nil: a runner
+	// of the Meta's own, stopped by Close. Without write-back the Meta
+	// runs no worker.
+	Runner *runner.Runner
 }
 
 // Meta is the namespace of one weft cluster, as seen by one client. It is
@@ -163,7 +168,9 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 		m.log = slog.Default()
 	}
 	if d, ok := cfg.Store.(deferrer); ok && cfg.WriteBack && cfg.Session != 0 {
-		m.wb = newWriteBack(m, d)
+		if m.wb, err = newWriteBack(m, d, cfg.Runner); err != nil {
+			return nil, err
+		}
 	}
 	if m.batch == 0 {
 		m.batch = 1024
@@ -244,13 +251,14 @@ func (m *Meta) noteLost(err error) {
 	m.lostMu.Unlock()
 }
 
-// Close commits what this client deferred and gives back its directory
-// delegations. The Meta must not be used after it. The store stays open.
+// Close stops the write-back's worker, commits what this client deferred
+// and gives back its directory delegations. The Meta must not be used
+// after it. The store stays open.
 func (m *Meta) Close(ctx context.Context) error {
 	if m.wb == nil {
 		return nil
 	}
-	m.wb.close()
+	m.wb.close(ctx)
 	return m.Flush(ctx)
 }
 

@@ -1,9 +1,10 @@
 package mount
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -12,9 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/kv/kvcache"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // metaCollector exports a mount's metadata cache and write-back as
@@ -127,13 +130,16 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("corrupt", st.CorruptUnits)
 }
 
-// serveMetrics serves /metrics at addr until stop is called.
-func serveMetrics(addr string, m *meta.Meta, c *client.Client, log *slog.Logger) (stop func(), err error) {
+// serveMetrics serves, at addr until stop is called, /metrics (the
+// collectors above, run's workers, Go and process metrics) and /workers
+// (run's workers, as admin.Workers of mount point dir), from run's
+// "metrics" worker.
+func serveMetrics(addr string, m *meta.Meta, c *client.Client, run *runner.Runner, dir string) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	if c, ok := m.Store().(*kvcache.Store); ok {
 		reg.MustRegister(newMetaCollector(m, c))
 	}
-	reg.MustRegister(newDataCollector(c))
+	reg.MustRegister(newDataCollector(c), runner.NewCollector(run))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -141,11 +147,35 @@ func serveMetrics(addr string, m *meta.Meta, c *client.Client, log *slog.Logger)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/workers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(admin.Workers{Mount: dir, Workers: run.Status()})
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics server", "err", err)
-		}
-	}()
-	return func() { srv.Close() }, nil
+	h, err := run.Go("metrics", serveWorker{srv: srv, ln: ln}, runner.Options{})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("mount: --metrics %s: %w", addr, err)
+	}
+	return func() {
+		srv.Close()
+		_ = h.Stop(context.Background())
+	}, nil
+}
+
+// serveWorker serves srv on ln in one blocking step, until srv is closed
+// or the worker stopped.
+type serveWorker struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func (w serveWorker) Step(ctx context.Context) (runner.State, error) {
+	defer context.AfterFunc(ctx, func() { w.srv.Close() })()
+	if err := w.srv.Serve(w.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return runner.Done, fmt.Errorf("mount: metrics server: %w", err)
+	}
+	return runner.Done, nil
 }

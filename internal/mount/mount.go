@@ -18,6 +18,7 @@ import (
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/gateway/fuse"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 	"github.com/weftfs/weft/internal/vfs"
 )
@@ -44,7 +45,9 @@ type Options struct {
 	// (fsync of the file or directory waits for that).
 	SyncDirOps bool
 	// Metrics, if set, is an address (host:port) where the mount serves
-	// Prometheus metrics of its metadata cache and write-back at /metrics.
+	// Prometheus metrics of its metadata cache, write-back, file I/O and
+	// workers at /metrics, and its workers' status at /workers (JSON,
+	// admin.Workers: weft mount workers ADDR).
 	Metrics string
 	Debug   bool
 	Log     *slog.Logger
@@ -53,6 +56,14 @@ type Options struct {
 // Run mounts the cluster at o.Dir and serves it until ctx is done or the
 // file system is unmounted from outside; then it unmounts, writes out
 // buffered data and closes the session.
+//
+// The mount's background work runs as workers of one runner (package
+// runner), listed by weft mount workers: cache-follow, cache-progress and
+// cache-flush (the metadata cache, kvcache), delegations (the write-back,
+// meta), opens (open files, vfs), metrics (the --metrics server, one
+// blocking step) and fuse (waits for the FUSE server to end). Each
+// component stops its own workers when it closes; the runner stops last,
+// before the etcd client closes, and names any worker that did not stop.
 func Run(ctx context.Context, o Options) error {
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -74,6 +85,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer cli.Close()
+	run := runner.New(runner.Config{Log: o.Log})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := run.Stop(sctx); err != nil {
+			o.Log.Warn("stopping the mount's workers", "err", err)
+		}
+	}()
 	store, err := cluster.Open(ctx, cli)
 	if err != nil {
 		return err
@@ -92,7 +111,7 @@ func Run(ctx context.Context, o Options) error {
 	} else {
 		var stopCache func()
 		m, stopCache, err = store.CachedNamespace(ctx, info.EmbeddedEtcd, cluster.CacheOptions{
-			Session: meta.SessionID(sess.Lease()), WriteBack: !o.SyncDirOps, Log: o.Log})
+			Session: meta.SessionID(sess.Lease()), WriteBack: !o.SyncDirOps, Log: o.Log, Runner: run})
 		if stopCache != nil {
 			defer stopCache()
 		}
@@ -107,13 +126,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer c.Close()
 	if o.Metrics != "" {
-		stop, err := serveMetrics(o.Metrics, m, c, o.Log)
+		stop, err := serveMetrics(o.Metrics, m, c, run, dir)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	fs := vfs.New(vfs.Config{Meta: m, Client: c, Session: meta.SessionID(sess.Lease()), Capacity: capacity(store), Log: o.Log})
+	fs := vfs.New(vfs.Config{Meta: m, Client: c, Session: meta.SessionID(sess.Lease()), Capacity: capacity(store), Log: o.Log, Runner: run})
 	mnt, err := fuse.New(fs, dir, fuse.Options{FsName: "weft:" + store.ClusterID()[:8], AllowOther: o.AllowOther, Debug: o.Debug, Log: o.Log})
 	if err != nil {
 		return err
@@ -123,7 +142,10 @@ func Run(ctx context.Context, o Options) error {
 		o.Ready(dir)
 	}
 	unmounted := make(chan struct{})
-	go func() { mnt.Wait(); close(unmounted) }()
+	if _, err := run.Go("fuse", fuseWorker{mnt: mnt, done: unmounted}, runner.Options{}); err != nil {
+		_ = mnt.Unmount()
+		return err
+	}
 	select {
 	case <-ctx.Done():
 		unmount(mnt, dir, unmounted, o.Log)
@@ -142,6 +164,25 @@ func Run(ctx context.Context, o Options) error {
 		o.Log.Warn("closing the session", "err", err)
 	}
 	return nil
+}
+
+// fuseWorker is the mount's "fuse" worker: one blocking step waits until
+// the FUSE server ends (the file system is unmounted), then closes done.
+// It cannot be cancelled: Run unmounts before it stops the runner.
+type fuseWorker struct {
+	mnt  *fuse.Mount
+	done chan struct{}
+}
+
+var (
+	_ runner.Worker = fuseWorker{}
+	_ runner.Worker = serveWorker{}
+)
+
+func (w fuseWorker) Step(context.Context) (runner.State, error) {
+	w.mnt.Wait()
+	close(w.done)
+	return runner.Done, nil
 }
 
 // unmount unmounts, retrying while the mount is busy, and detaches it

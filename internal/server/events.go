@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // DefaultRepairGrace is how long a drive (or its node) may be down before
@@ -29,8 +30,9 @@ const (
 	rebalanceCooldown = 10 * time.Minute
 )
 
-// eventLoop turns cluster events into jobs, on the coordinator's node only,
-// and records each in the job engine's event log (weft job events list):
+// eventWorker is the node's "events" worker: it turns cluster events into
+// jobs, on the coordinator's node only, and records each in the job
+// engine's event log (weft job events list):
 //
 //   - a drive in service down for longer than the repair grace period
 //     starts a repair job at priority 1, unless one is already queued or
@@ -45,34 +47,30 @@ const (
 //     the engine's low-space mode on; it ends when every pool is back at
 //     the threshold plus one point.
 //
-// What it must remember across coordinator changes (drives and nodes seen,
-// down-since times) is in cluster.WatchRecord; which outcome it last
+// One step runs every check once (eventInterval apart, failed or not).
+// What it must remember across coordinator changes (drives and nodes
+// seen, down-since times) is in cluster.WatchRecord; which outcome it last
 // recorded for a drive or pool is in memory, so a new coordinator may
 // record a still-unbalanced pool once more.
-func (s *Server) eventLoop() {
-	defer s.wg.Done()
-	w := &watcher{s: s}
-	t := time.NewTicker(min(s.cfg.RepairGrace/4+time.Second, 5*time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-		}
-		if !s.jobs.IsCoordinator() {
-			w.reset()
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := w.check(ctx, time.Now()); err != nil {
-			s.log.Warn("events", "err", err)
-		}
-		cancel()
+type eventWorker struct{ w *watcher }
+
+// eventInterval is how often the events worker checks.
+func eventInterval(grace time.Duration) time.Duration { return min(grace/4+time.Second, 5*time.Second) }
+
+func (e eventWorker) Step(ctx context.Context) (runner.State, error) {
+	if !e.w.s.jobs.IsCoordinator() {
+		e.w.reset()
+		return runner.Idle, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.w.check(ctx, time.Now()); err != nil {
+		return runner.Idle, fmt.Errorf("events: %w", err)
+	}
+	return runner.Idle, nil
 }
 
-// watcher is the event loop's state while this node is coordinator.
+// watcher is the events worker's state while this node is coordinator.
 type watcher struct {
 	s *Server
 

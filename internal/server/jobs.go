@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/cluster"
@@ -15,6 +14,7 @@ import (
 	"github.com/weftfs/weft/internal/jobs"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/restripe"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // jobEnv is what job phases get on this node: it implements job.Env and
@@ -139,19 +139,31 @@ func (s *Server) startJobs(ctx context.Context) error {
 	if err := ctl.Tick(ctx); err != nil {
 		s.log.Warn("throttle", "err", err)
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(impact.DefaultThrottleInterval)
-		defer t.Stop()
-		tctx, cancel := context.WithCancel(context.Background())
-		go func() { <-s.stop; cancel() }()
-		ctl.Run(tctx, t.C)
-	}()
+	// The throttle ticks at its interval whether a tick failed or not: a
+	// tick moves each job's workers one step, so ticking faster after
+	// errors would move them faster.
+	every := impact.DefaultThrottleInterval
+	if _, err := s.run.Go("throttle", throttleWorker{ctl}, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	if err := s.jobs.Start(ctx); err != nil {
 		return err
 	}
-	s.wg.Add(1)
-	go s.eventLoop()
+	every = eventInterval(s.cfg.RepairGrace)
+	if _, err := s.run.Go("events", eventWorker{&watcher{s: s}}, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	return nil
+}
+
+// throttleWorker is the node's "throttle" worker: a step is one tick of
+// the job throttle (sample the load, refresh the policies, move each job's
+// workers one step).
+type throttleWorker struct{ ctl *impact.Controller }
+
+func (w throttleWorker) Step(ctx context.Context) (runner.State, error) {
+	if err := w.ctl.Tick(ctx); err != nil {
+		return runner.Idle, fmt.Errorf("job throttle: tick: %w", err)
+	}
+	return runner.Idle, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -29,6 +28,7 @@ import (
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 )
 
@@ -39,6 +39,8 @@ var Version = "0.1.0-dev"
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// run runs the node's background workers (workers.go).
+	run *runner.Runner
 
 	member  *etcdx.Member
 	etcd    *clientv3.Client
@@ -63,8 +65,7 @@ type Server struct {
 	admin    *http.Server
 
 	stopOnce sync.Once
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	stop     chan struct{} // closed when shutdown begins
 	fatal    chan error
 }
 
@@ -76,6 +77,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		return nil, err
 	}
 	s = &Server{cfg: cfg, log: log.With("node", cfg.Name), stop: make(chan struct{}), fatal: make(chan error, 4)}
+	s.run = runner.New(runner.Config{Log: s.log})
 	defer func() {
 		if err != nil {
 			s.shutdown(context.Background())
@@ -114,7 +116,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		rec.EtcdClient = cfg.Etcd.ClientURL
 	}
 	live := cluster.NodeLive{PID: os.Getpid(), Host: host, BootID: bootID(), Version: Version, Started: time.Now().UTC()}
-	if s.session, err = s.store.RegisterNode(ctx, rec, live, cfg.LeaseTTL, s.log); err != nil {
+	if s.session, err = s.store.Register(ctx, cluster.Registration{Record: rec, Live: live, TTL: cfg.LeaseTTL, Log: s.log, Runner: s.run}); err != nil {
 		return s, err
 	}
 	if err = s.openDrives(ctx); err != nil {
@@ -138,7 +140,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		return s, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(block.NewCollector(s.blocks))
+	reg.MustRegister(block.NewCollector(s.blocks), runner.NewCollector(s.run))
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
@@ -156,28 +158,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	}
 	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s,
+		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},
 	}))
 	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	s.serve("block service", func() error { return s.grpc.Serve(s.grpcLis) })
-	s.serve("admin API", func() error { return s.admin.Serve(s.adminLis) })
-	s.wg.Add(2)
-	go s.publishLoop()
-	go s.deleterLoop()
-	if s.member != nil {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			select {
-			case err := <-s.member.Err():
-				s.fatal <- fmt.Errorf("server: embedded etcd: %w", err)
-			case <-s.stop:
-			}
-		}()
+	if err = s.startWorkers(); err != nil {
+		return s, err
 	}
 	s.log.Info("node up", "cluster", s.store.ClusterID(), "grpc", rec.GRPCAddr, "admin", rec.AdminAddr, "drives", len(s.drives))
 	return s, nil
@@ -189,50 +178,15 @@ func bootID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// serve runs fn in the background; an unexpected error is fatal for the node.
-func (s *Server) serve(what string, fn func() error) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := fn(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) {
-			select {
-			case <-s.stop:
-			default:
-				s.fatal <- fmt.Errorf("server: %s: %w", what, err)
-			}
-		}
-	}()
-}
-
-// publishDrive publishes one drive's usage, or its error (drive down).
-func (s *Server) publishDrive(ctx context.Context, d *drive.Drive) {
+// publishUsage publishes one drive's usage, or its error (drive down).
+func (s *Server) publishUsage(ctx context.Context, d *drive.Drive) error {
 	dl := cluster.DriveLive{CapacityBytes: d.Capacity()}
 	if u, err := d.Usage(); err != nil {
 		dl.Error = err.Error()
 	} else {
 		dl.TotalBytes, dl.FreeBytes, dl.UsedBytes, dl.Blocks = u.TotalBytes, u.FreeBytes, u.UsedBytes, u.Blocks
 	}
-	if err := s.session.PublishDrive(ctx, d.ID(), dl); err != nil {
-		s.log.Warn("publish drive usage", "drive", d.ID(), "err", err)
-	}
-}
-
-func (s *Server) publishLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.UsageInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.UsageInterval)
-			for _, d := range s.openDriveList() {
-				s.publishDrive(ctx, d)
-			}
-			cancel()
-		}
-	}
+	return s.session.PublishDrive(ctx, d.ID(), dl)
 }
 
 // Store returns the node's control-plane store.
@@ -260,8 +214,9 @@ func (s *Server) Wait(ctx context.Context) error {
 }
 
 // shutdown stops every started role, in reverse order: stop accepting
-// requests, drain them, leave the cluster (revoke the lease so the node
-// shows down at once), close drives, stop etcd.
+// requests, drain them, stop the job engine and the node's workers (within
+// ctx), leave the cluster (revoke the lease so the node shows down at
+// once), close drives, stop etcd.
 func (s *Server) shutdown(ctx context.Context) {
 	s.stopOnce.Do(func() {
 		close(s.stop)
@@ -286,7 +241,9 @@ func (s *Server) shutdown(ctx context.Context) {
 				s.log.Warn("stopping the job engine", "err", err)
 			}
 		}
-		s.wg.Wait()
+		if err := s.run.Stop(ctx); err != nil {
+			s.log.Warn("stopping the node's workers", "err", err)
+		}
 		if s.session != nil {
 			if err := s.session.Close(); err != nil {
 				s.log.Warn("leaving the cluster", "err", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Capacity reports the bytes of the cluster's drives, for statfs.
@@ -27,6 +28,9 @@ type Config struct {
 	// CheckPermissions makes vfs check POSIX permissions itself. A FUSE
 	// mount with default_permissions leaves that to the kernel; NFS needs it.
 	CheckPermissions bool
+	// Runner runs the FS's worker ("opens", see RegisterDelay); nil: a
+	// runner of its own, stopped by Close.
+	Runner *runner.Runner
 }
 
 // FS is a mounted namespace: what a gateway serves. It is safe for
@@ -51,7 +55,7 @@ func New(cfg Config) *FS {
 		cfg.Log = slog.Default()
 	}
 	return &FS{cfg: cfg, m: cfg.Meta, c: cfg.Client, log: cfg.Log, handles: map[uint64]*Handle{}, nextFH: 1,
-		opens: newOpens(cfg.Meta, cfg.Session, cfg.Log)}
+		opens: newOpens(cfg.Meta, cfg.Session, cfg.Log, cfg.Runner)}
 }
 
 // Lookup returns the attributes of name in directory parent ("." is parent

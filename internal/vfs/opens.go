@@ -2,10 +2,12 @@ package vfs
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // RegisterDelay is how long a file may be open in this mount before its
@@ -30,28 +32,42 @@ type openRec struct {
 	registered bool // recorded in meta (meta.Open done, meta.Release due)
 }
 
-// opens tracks this mount's open files and records them in meta.
+// opens tracks this mount's open files and records them in meta; its
+// "opens" worker records those open for RegisterDelay.
 type opens struct {
 	m       *meta.Meta
 	session meta.SessionID
-	log     logger
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	recs    map[meta.LIN]*openRec
 	pending map[meta.LIN]time.Time // opened, not yet recorded: since when
-	stop    chan struct{}
-	done    chan struct{}
+
+	worker *runner.Handle
+	own    *runner.Runner // when no runner was given, or its name was taken
 }
 
-type logger interface {
-	Warn(msg string, args ...any)
-}
-
-func newOpens(m *meta.Meta, session meta.SessionID, log logger) *opens {
-	o := &opens{m: m, session: session, log: log, recs: map[meta.LIN]*openRec{}, pending: map[meta.LIN]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	go o.loop()
+// newOpens starts the "opens" worker on run, or on a runner of its own if
+// run is nil or already runs an "opens" (another FS on the same runner).
+func newOpens(m *meta.Meta, session meta.SessionID, log *slog.Logger, run *runner.Runner) *opens {
+	o := &opens{m: m, session: session, log: log, recs: map[meta.LIN]*openRec{}, pending: map[meta.LIN]time.Time{}}
+	o.worker, o.own = startWorker(run, "opens", (*opensWorker)(o), runner.Options{Idle: RegisterDelay / 2}, log)
 	return o
+}
+
+// startWorker starts w on run, or on a new runner of its own (returned)
+// when run is nil, or stopped, or runs a worker of that name already.
+func startWorker(run *runner.Runner, name string, w runner.Worker, o runner.Options, log *slog.Logger) (*runner.Handle, *runner.Runner) {
+	if run != nil {
+		h, err := run.Go(name, w, o)
+		if err == nil {
+			return h, nil
+		}
+		log.Warn("vfs: the worker runs on a runner of its own", "worker", name, "why", err)
+	}
+	own := runner.New(runner.Config{Log: log})
+	h, _ := own.Go(name, w, o) // a new runner runs nothing yet: it cannot fail
+	return h, own
 }
 
 // open counts a new handle of lin.
@@ -131,41 +147,37 @@ func (o *opens) register(ctx context.Context, lin meta.LIN) error {
 	return nil
 }
 
-// loop records opens older than RegisterDelay.
-func (o *opens) loop() {
-	defer close(o.done)
-	t := time.NewTicker(RegisterDelay / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-o.stop:
-			return
-		case <-t.C:
-		}
-		o.mu.Lock()
-		var due []meta.LIN
-		for lin, since := range o.pending {
-			if time.Since(since) >= RegisterDelay {
-				due = append(due, lin)
-			}
-		}
-		o.mu.Unlock()
-		for _, lin := range due {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := o.register(ctx, lin); err != nil {
-				o.log.Warn("recording an open file", "lin", lin, "err", err)
-			}
-			cancel()
+// opensWorker is the "opens" worker: a step records the opens older than
+// RegisterDelay; it steps every RegisterDelay/2.
+type opensWorker opens
+
+var _ runner.Worker = (*opensWorker)(nil)
+
+func (w *opensWorker) Step(ctx context.Context) (runner.State, error) {
+	o := (*opens)(w)
+	o.mu.Lock()
+	var due []meta.LIN
+	for lin, since := range o.pending {
+		if time.Since(since) >= RegisterDelay {
+			due = append(due, lin)
 		}
 	}
+	o.mu.Unlock()
+	for _, lin := range due {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := o.register(rctx, lin); err != nil && ctx.Err() == nil {
+			o.log.Warn("recording an open file", "lin", lin, "err", err)
+		}
+		cancel()
+	}
+	return runner.Idle, nil
 }
 
-// close stops recording; open handles are released by FS.Close.
+// close stops recording (and waits for the worker); open handles are
+// released by FS.Close.
 func (o *opens) close() {
-	select {
-	case <-o.stop:
-	default:
-		close(o.stop)
+	_ = o.worker.Stop(context.Background())
+	if o.own != nil {
+		_ = o.own.Stop(context.Background())
 	}
-	<-o.done
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/btree"
 
 	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Defaults of Config.
@@ -45,6 +46,13 @@ type Config struct {
 	// Options tune the retry loop (limits come from Inner).
 	Options kv.Options
 	Log     *slog.Logger
+	// Runner runs the Store's workers: "cache-follow" (follows the
+	// store), "cache-progress" (asks the stream for progress every
+	// MaxStale/4) and "cache-flush" (commits deferred transactions).
+	// Names are unique in a runner, so one Store per runner. Nil: a
+	// runner of the Store's own, stopped by Close. Close the Store before
+	// stopping the runner: Close commits through "cache-flush".
+	Runner *runner.Runner
 }
 
 // Store is a kv.Store over Config.Inner with a local, coherent cache.
@@ -102,15 +110,14 @@ type Store struct {
 	lastCommit  int64 // revision of this Store's newest commit
 	wbClosed    bool
 
-	deferMu                         sync.Mutex // one local run at a time
-	wbWake, wbUrgent                chan struct{}
-	wbCancel                        context.CancelFunc
-	wbDone                          chan struct{}
+	deferMu                         sync.Mutex    // one local run at a time
+	wbUrgent                        chan struct{} // ends the flusher's GroupDelay
 	deferredN, committedN, droppedN atomic.Int64
 
 	hits, misses atomic.Int64
-	cancel       context.CancelFunc
-	done         chan struct{}
+
+	followW, progressW, flushW *runner.Handle
+	own                        *runner.Runner // the Store's own runner, when none was given
 }
 
 // entry is one key as of revision asOf: present with val and modRev, or
@@ -137,8 +144,8 @@ type pending struct {
 var _ kv.Store = (*Store)(nil)
 
 // New returns a Store over cfg.Inner and starts following it in the
-// background; until the first start completes, it serves from the inner
-// store. Close stops it.
+// background (its workers, see Config.Runner); until the first start
+// completes, it serves from the inner store. Close stops it.
 func New(cfg Config) (*Store, error) {
 	if cfg.Inner == nil {
 		return nil, errors.New("kvcache: no inner store in Config")
@@ -153,16 +160,39 @@ func New(cfg Config) (*Store, error) {
 		cfg.Log = slog.Default()
 	}
 	cfg.Options.Limits = cfg.Inner.Limits()
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Store{cfg: cfg, inner: cfg.Inner, entries: btree.NewG(16, lessEntry), pendings: map[*pending]struct{}{},
-		changed: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		changed:   make(chan struct{}),
 		overlay:   btree.NewG(16, func(a, b *ovEntry) bool { return bytes.Compare(a.w.Key, b.w.Key) < 0 }),
-		settledCh: make(chan struct{}), wbWake: make(chan struct{}, 1), wbUrgent: make(chan struct{}, 1), wbDone: make(chan struct{})}
-	wctx, wcancel := context.WithCancel(context.Background())
-	s.wbCancel = wcancel
-	go s.run(ctx)
-	go s.flusher(wctx)
+		settledCh: make(chan struct{}), wbUrgent: make(chan struct{}, 1)}
+	run := cfg.Runner
+	if run == nil {
+		s.own = runner.New(runner.Config{Log: cfg.Log})
+		run = s.own
+	}
+	var err error
+	// A broken stream is followed again after 50 ms, then up to 2 s.
+	if s.followW, err = run.Go("cache-follow", (*followWorker)(s), runner.Options{MinBackoff: 50 * time.Millisecond, MaxBackoff: 2 * time.Second}); err == nil {
+		if s.progressW, err = run.Go("cache-progress", (*progressWorker)(s), runner.Options{Idle: cfg.MaxStale / 4, Delay: cfg.MaxStale / 4}); err == nil {
+			s.flushW, err = run.Go("cache-flush", (*flushWorker)(s), runner.Options{})
+		}
+	}
+	if err != nil {
+		s.stopWorkers()
+		return nil, fmt.Errorf("kvcache: %w", err)
+	}
 	return s, nil
+}
+
+// stopWorkers stops the Store's workers (those started) and its own runner.
+func (s *Store) stopWorkers() {
+	for _, h := range []*runner.Handle{s.flushW, s.progressW, s.followW} {
+		if h != nil {
+			_ = h.Stop(context.Background())
+		}
+	}
+	if s.own != nil {
+		_ = s.own.Stop(context.Background())
+	}
 }
 
 // Update implements kv.Store.
@@ -179,7 +209,7 @@ func (s *Store) View(ctx context.Context, fn func(kv.Tx) error) error {
 func (s *Store) Limits() kv.Limits { return s.inner.Limits() }
 
 // Close commits what is deferred (waiting at most CloseTimeout), then
-// stops following; the inner store stays open. Idempotent.
+// stops the Store's workers; the inner store stays open. Idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.wbClosed = true
@@ -187,10 +217,7 @@ func (s *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
 	err := s.Flush(ctx)
 	cancel()
-	s.wbCancel()
-	<-s.wbDone
-	s.cancel()
-	<-s.done
+	s.stopWorkers()
 	if err != nil {
 		return fmt.Errorf("kvcache: close: %w", err)
 	}
@@ -375,31 +402,51 @@ func (s *Store) Sync(ctx context.Context) error {
 	}
 }
 
-// run keeps the cache following the inner store, starting over after a
-// broken stream.
-func (s *Store) run(ctx context.Context) {
-	defer close(s.done)
-	backoff := 50 * time.Millisecond
-	for {
-		err := s.follow(ctx)
-		s.mu.Lock()
-		s.running = false
-		s.entries.Clear(false)
-		s.complete = nil
-		s.mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		if !errors.Is(err, context.Canceled) { // a restart asked for (overflow) is quiet
-			s.cfg.Log.Warn("kvcache: following the store; reads go to the store until it restarts", "err", err, "retry", backoff)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 2*time.Second)
-		}
+// followWorker is the Store's "cache-follow" worker: one step follows the
+// inner store from a fresh start until the stream breaks (a blocking
+// step), then empties the cache; the runner backs off before the next
+// start, except after a restart the Store asked for (overflow).
+type followWorker Store
+
+var (
+	_ runner.Worker = (*followWorker)(nil)
+	_ runner.Worker = (*progressWorker)(nil)
+	_ runner.Worker = (*flushWorker)(nil)
+)
+
+func (f *followWorker) Step(ctx context.Context) (runner.State, error) {
+	s := (*Store)(f)
+	err := s.follow(ctx)
+	s.mu.Lock()
+	s.running = false
+	s.entries.Clear(false)
+	s.complete = nil
+	s.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return runner.Done, nil
+	case errors.Is(err, context.Canceled): // a restart asked for (overflow) is quiet
+		return runner.Busy, nil
+	case err == nil:
+		err = errors.New("the stream ended")
 	}
+	return runner.Busy, fmt.Errorf("kvcache: following the store; reads go to the store until it restarts: %w", err)
+}
+
+// progressWorker is the Store's "cache-progress" worker: while the cache
+// follows, each step asks the stream for a progress report, so that a
+// quiet store still tells the cache it is current (MaxStale).
+type progressWorker Store
+
+func (p *progressWorker) Step(ctx context.Context) (runner.State, error) {
+	s := (*Store)(p)
+	s.mu.Lock()
+	running := s.running
+	s.mu.Unlock()
+	if running {
+		_ = s.inner.Progress(ctx) // a broken stream is the follower's to report
+	}
+	return runner.Idle, nil
 }
 
 // follow preloads, then applies the stream until it breaks.
@@ -442,18 +489,6 @@ func (s *Store) follow(ctx context.Context) error {
 	s.epoch++
 	s.restart = cancel
 	s.mu.Unlock()
-	go func() {
-		t := time.NewTicker(s.cfg.MaxStale / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-fctx.Done():
-				return
-			case <-t.C:
-				_ = s.inner.Progress(fctx)
-			}
-		}
-	}()
 	return s.inner.Follow(fctx, rev, s.apply)
 }
 

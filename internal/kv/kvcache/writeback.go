@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Write-back: Defer decides a transaction on what the cache knows, makes
@@ -98,10 +99,7 @@ func (s *Store) Defer(ctx context.Context, fn func(kv.Tx) error) (bool, error) {
 	full := len(s.queue) >= s.batchLimit()
 	s.deferredN.Add(1)
 	s.mu.Unlock()
-	select {
-	case s.wbWake <- struct{}{}:
-	default:
-	}
+	s.flushW.Wake()
 	if full {
 		s.hurry()
 	}
@@ -184,39 +182,38 @@ func (s *Store) CatchUp(ctx context.Context) error {
 // operations themselves.
 const GroupDelay = 5 * time.Millisecond
 
-// flusher commits deferred transactions until ctx ends. Each batch waits
-// GroupDelay from when the flusher turns to it, so that under a steady
+// flushWorker is the Store's "cache-flush" worker: one step commits the
+// oldest batch of deferred transactions. Each batch waits GroupDelay from
+// when the step turns to it (within the step), so that under a steady
 // stream of operations every commit carries GroupDelay's worth of them
 // (not just those that arrived during the previous commit); a Flush
-// waiting, or a full batch, skips the wait.
-func (s *Store) flusher(ctx context.Context) {
-	defer close(s.wbDone)
-	t := time.NewTimer(GroupDelay)
-	t.Stop()
-	for {
-		queued, hurried := s.flushState()
-		if queued == 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.wbWake:
-			case <-s.wbUrgent:
-			}
-			continue
+// waiting, or a full batch, skips the wait. With nothing queued it rests
+// until Defer or Flush wakes it.
+type flushWorker Store
+
+func (f *flushWorker) Step(ctx context.Context) (runner.State, error) {
+	s := (*Store)(f)
+	queued, hurried := s.flushState()
+	if queued == 0 {
+		select { // a hurry with nothing to commit is spent
+		case <-s.wbUrgent:
+		default:
 		}
-		if !hurried {
-			t.Reset(GroupDelay)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-s.wbUrgent:
-			case <-t.C:
-			}
-			t.Stop()
-		}
-		s.commitNext(ctx)
+		return runner.Idle, nil
 	}
+	if !hurried {
+		t := time.NewTimer(GroupDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return runner.Idle, ctx.Err()
+		case <-s.wbUrgent:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	s.commitNext(ctx)
+	return runner.Busy, nil
 }
 
 // flushState returns how many deferred transactions are queued, and
@@ -244,6 +241,7 @@ func (s *Store) hurry() {
 	case s.wbUrgent <- struct{}{}:
 	default:
 	}
+	s.flushW.Wake()
 }
 
 // commitNext commits the oldest batch of deferred transactions; it
