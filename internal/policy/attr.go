@@ -73,6 +73,24 @@ const (
 	AttrsAtCreate = AttrPath | AttrName | AttrUID | AttrGID | AttrMode
 )
 
+// String names the set's attributes as the language does, separated by
+// commas ("PATH_NAME,FILE_SIZE,XATTR"); "none" for the empty set.
+func (s AttrSet) String() string {
+	var names []string
+	for a := attr(0); a < numAttrs; a++ {
+		if set := attrs[a].set; set != 0 && s&set != 0 {
+			names = append(names, attrs[a].name)
+		}
+	}
+	if s&AttrXattrs != 0 {
+		names = append(names, "XATTR")
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
 // attr identifies an attribute of the language.
 type attr uint8
 

@@ -306,15 +306,28 @@ func (p *parser) name() node {
 		}
 		return n
 	}
-	switch {
+	switch later := p.definedLater(key); {
 	case key == p.defining:
 		p.errorAt(t.pos, "macro %s cannot use itself", t.text)
+	case later != Pos{}:
+		p.errorAt(t.pos, "macro %s is used before its DEFINE at %s: define it first", t.text, later)
 	case isFunction(t.text):
 		p.errorAt(t.pos, "%s is a function: %s(...)", strings.ToUpper(t.text), strings.ToUpper(t.text))
 	default:
 		p.errorAt(t.pos, "unknown name %s%s", t.text, p.suggest(t.text))
 	}
 	return badNode(t.pos)
+}
+
+// definedLater returns the position of a DEFINE of key after the
+// current token, or the zero Pos.
+func (p *parser) definedLater(key string) Pos {
+	for j := p.i; j+2 < len(p.toks); j++ {
+		if p.toks[j].kw == kwDefine && p.toks[j+1].kind == tLParen && strings.EqualFold(p.toks[j+2].text, key) {
+			return p.toks[j+2].pos
+		}
+	}
+	return Pos{}
 }
 
 func isFunction(name string) bool { _, ok := lookupFunction(name); return ok }
@@ -389,7 +402,7 @@ func (p *parser) suggest(name string) string {
 			try(d.name)
 		}
 	}
-	if best == "" || bestD >= len(name) {
+	if best == "" || bestD > 1 && len(name) < 7 {
 		return ""
 	}
 	return "; did you mean " + best + "?"
@@ -446,7 +459,7 @@ func (p *parser) interval() node {
 	p.next()
 	n.unit = u
 	if s := n.n * unitSeconds[u]; s > maxNumber || s < -maxNumber {
-		p.errorAt(pos, "INTERVAL too long: at most %s seconds", fmtNum(maxNumber))
+		p.errorAt(pos, "INTERVAL '%s' %s is too long", n.text, unitNames[u])
 	}
 	return n
 }
