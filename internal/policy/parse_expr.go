@@ -259,7 +259,7 @@ func (p *parser) primary() node {
 		return x
 	case tIdent:
 		switch t.kw {
-		case kwNone:
+		case kwNone, kwProtection: // PROTECTION is also an attribute
 			return p.name()
 		case kwTrue, kwFalse:
 			p.next()
