@@ -124,7 +124,7 @@ func randomFile(r *rand.Rand, now time.Time) File {
 	}
 	xa := pick("a", "ab", "x")
 	return File{
-		Known: AttrSet(r.Uint32()) & AttrsAll | AttrSet(r.IntN(2))*AttrsAll,
+		Known: AttrSet(r.Uint32())&AttrsAll | AttrSet(r.IntN(2))*AttrsAll,
 		Path:  pick("/a", "/x/ab", "/A/b.tar", "/"), Size: int64(r.IntN(3) * 1024), Allocated: int64(r.IntN(3000)),
 		Access: ago(), Modify: ago(), Create: ago(), Change: ago(),
 		UID: uint32(r.IntN(3)), GID: uint32(r.IntN(2)), Mode: uint32(r.IntN(1 << 16)), Nlink: uint32(r.IntN(3)),
