@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -45,20 +46,40 @@ type (
 	strFn  func(*env) (string, bool)
 )
 
-// env is one evaluation: the file, now, and values computed at most
-// once per evaluation.
+// env is one evaluation: a copy of the file, now, and values computed at
+// most once per evaluation. Envs are recycled through their policy's
+// pool, so that evaluating allocates nothing.
 type env struct {
-	f      *File
+	f      File
 	now    float64
 	nowOK  bool
+	name   string
+	nameOK bool
 	mode   string
 	modeOK bool
 }
 
-func newEnv(f *File, now time.Time) *env {
-	e := &env{f: f}
+// envPool recycles a policy's envs.
+type envPool struct {
+	pool sync.Pool
+}
+
+// get returns an env for f at now; put it back when done.
+func (p *envPool) get(f *File, now time.Time) *env {
+	e, _ := p.pool.Get().(*env)
+	if e == nil {
+		e = new(env)
+	}
+	e.f = *f
 	e.now, e.nowOK = seconds(now)
 	return e
+}
+
+// put clears e, so that the pool holds nothing of the caller's (Xattr
+// may be a closure over its data), and recycles it.
+func (p *envPool) put(e *env) {
+	*e = env{}
+	p.pool.Put(e)
 }
 
 // compileError is raised (panic) for an expression the checker should
@@ -587,19 +608,33 @@ func compileAttrNum(a attr) numFn {
 		return func(e *env) (float64, bool) { return float64(e.f.Nlink), e.f.Known&AttrNlink != 0 }
 	case aNow:
 		return func(e *env) (float64, bool) { return e.now, e.nowOK }
-	case aAccess, aModify, aChange, aCreate:
-		bit := attrs[a].set
-		get := map[attr]func(*File) time.Time{
-			aAccess: func(f *File) time.Time { return f.Access },
-			aModify: func(f *File) time.Time { return f.Modify },
-			aChange: func(f *File) time.Time { return f.Change },
-			aCreate: func(f *File) time.Time { return f.Create },
-		}[a]
+	case aAccess:
 		return func(e *env) (float64, bool) {
-			if e.f.Known&bit == 0 {
+			if e.f.Known&AttrAccess == 0 {
 				return 0, false
 			}
-			return seconds(get(e.f))
+			return seconds(e.f.Access)
+		}
+	case aModify:
+		return func(e *env) (float64, bool) {
+			if e.f.Known&AttrModify == 0 {
+				return 0, false
+			}
+			return seconds(e.f.Modify)
+		}
+	case aChange:
+		return func(e *env) (float64, bool) {
+			if e.f.Known&AttrChange == 0 {
+				return 0, false
+			}
+			return seconds(e.f.Change)
+		}
+	case aCreate:
+		return func(e *env) (float64, bool) {
+			if e.f.Known&AttrCreate == 0 {
+				return 0, false
+			}
+			return seconds(e.f.Create)
 		}
 	}
 	panic(fmt.Sprintf("policy: attribute %s is not a number", attrs[a].name))
@@ -755,7 +790,10 @@ func compileAttrStr(a attr) strFn {
 			if e.f.Known&AttrName == 0 {
 				return "", false
 			}
-			return fileName(e.f), true
+			if !e.nameOK {
+				e.name, e.nameOK = fileName(&e.f), true
+			}
+			return e.name, true
 		}
 	case aMode:
 		return func(e *env) (string, bool) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -225,7 +226,11 @@ func (s *scenario) evalCmd(t *testing.T, c datadriven.Case) string {
 			b.WriteString(";")
 		}
 		var matched []string
+		all := s.pol.Matching(f, now, nil)
 		for _, r := range s.pol.Rules() {
+			if r.Match(f, now) != slices.Contains(all, r) {
+				t.Fatalf("%s: %s: rule %s: Match and Matching disagree", c.Pos, f.Path, r.Name())
+			}
 			if !r.Match(f, now) {
 				continue
 			}

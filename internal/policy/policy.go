@@ -45,6 +45,7 @@ type Policy struct {
 	rules  []*Rule
 	needs  AttrSet
 	xattrs []string
+	envs   *envPool
 }
 
 // Rule is one rule of a policy. It is immutable and safe for concurrent
@@ -63,8 +64,9 @@ type Rule struct {
 	limit                        float64
 	where, weight                node
 
-	cond  boolFn // nil: no WHERE
-	weigh numFn  // nil: no WEIGHT
+	cond  boolFn   // nil: no WHERE
+	weigh numFn    // nil: no WEIGHT
+	envs  *envPool // its policy's
 
 	// Positions of the parameters, for the checker's messages; zero
 	// when absent.
@@ -102,9 +104,10 @@ func Parse(src string, cat Catalog) (*Policy, error) {
 	if len(p.errs) > 0 {
 		return nil, sortErrors(p.errs)
 	}
-	pol := &Policy{stmts: p.stmts, rules: p.rules}
+	pol := &Policy{stmts: p.stmts, rules: p.rules, envs: &envPool{}}
 	xattrs := map[string]bool{}
 	for _, r := range pol.rules {
+		r.envs = pol.envs
 		if r.where != nil {
 			r.cond, _ = compileBool(r.where)
 			pol.noteNeeds(r.where, xattrs)
@@ -249,7 +252,8 @@ func (p *Policy) Place(f File, now time.Time) (pl Placement, ok bool) {
 // tier job, for instance, may apply the first MIGRATE and the first
 // DELETE rule.
 func (p *Policy) First(k Kind, f File, now time.Time) (*Rule, bool) {
-	e := newEnv(&f, now)
+	e := p.envs.get(&f, now)
+	defer p.envs.put(e)
 	for _, r := range p.rules {
 		if r.kind == k && r.match(e) {
 			return r, true
@@ -258,17 +262,37 @@ func (p *Policy) First(k Kind, f File, now time.Time) (*Rule, bool) {
 	return nil, false
 }
 
+// Matching appends to dst every rule that matches f at now (see
+// Rule.Match), in the policy's order, and returns the extended slice. It
+// evaluates the file once for all rules (names, modes and the like are
+// computed once): the tier job's scan, which passes the same dst[:0] for
+// each file, allocates nothing.
+func (p *Policy) Matching(f File, now time.Time, dst []*Rule) []*Rule {
+	e := p.envs.get(&f, now)
+	defer p.envs.put(e)
+	for _, r := range p.rules {
+		if r.match(e) {
+			dst = append(dst, r)
+		}
+	}
+	return dst
+}
+
 // Match reports whether the rule applies to f at now: its WHERE
 // condition is TRUE (not FALSE, not UNKNOWN), or it has none. A MIGRATE
 // rule also requires f's pool to be known, to be its FROM POOL if it
 // names one, and f not to be where the rule would put it already (in its
 // TO POOL with its PROTECTION, or any protection if it names none; with
 // the protection unknown that is UNKNOWN, so no match).
-func (r *Rule) Match(f File, now time.Time) bool { return r.match(newEnv(&f, now)) }
+func (r *Rule) Match(f File, now time.Time) bool {
+	e := r.envs.get(&f, now)
+	defer r.envs.put(e)
+	return r.match(e)
+}
 
 func (r *Rule) match(e *env) bool {
 	if r.kind == KindMigrate {
-		f := e.f
+		f := &e.f
 		if f.Known&AttrPool == 0 || r.from != "" && f.Pool != r.from {
 			return false
 		}
@@ -285,7 +309,9 @@ func (r *Rule) Weight(f File, now time.Time) float64 {
 	if r.weigh == nil {
 		return 0
 	}
-	v, ok := r.weigh(newEnv(&f, now))
+	e := r.envs.get(&f, now)
+	defer r.envs.put(e)
+	v, ok := r.weigh(e)
 	if !ok {
 		return 0
 	}
