@@ -37,6 +37,7 @@ const (
 	StopCandidates
 )
 
+// String returns the reason in words ("reached low").
 func (s StopReason) String() string {
 	switch s {
 	case StopNotTriggered:
