@@ -68,6 +68,7 @@ func Weft() Table {
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},
 			{Pkg: "internal/placement", Kind: Leaf},
+			{Pkg: "internal/policy", Kind: Leaf},
 			{Pkg: "internal/erasure", Kind: Leaf},
 			{Pkg: "internal/drive", Kind: Leaf},
 			{Pkg: "internal/kv", Kind: Leaf},
