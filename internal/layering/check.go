@@ -86,6 +86,15 @@ func Check(g Graph, t Table) []Violation {
 					strings.Join(r.Libraries, ", "), EdgeAPI)})
 			}
 		}
+		// A row says exactly what the package imports: an allowance the
+		// code no longer uses is stale, and would let the direction back
+		// in unnoticed.
+		for _, to := range r.Imports {
+			if !seen[g.Module+"/"+to] {
+				vs = append(vs, Violation{Pkg: rel, Import: to, Reason: "its row allows this import, but the package no longer makes it: " +
+					"remove it from the row in internal/layering/rules.go and run go test ./internal/layering -update"})
+			}
+		}
 	}
 	for _, r := range t.Rules {
 		if !present[r.Pkg] {

@@ -101,6 +101,9 @@ func TestCheck(t *testing.T) {
 		{"vfs imports more than meta and client", edit(clean, "internal/vfs", func(p *Package) {
 			p.Imports = append(p.Imports, weft("internal/kv")...)
 		}), map[string]string{"internal/vfs → internal/kv": "add it to the row"}},
+		{"a row allows an import the package no longer makes", edit(clean, "internal/vfs", func(p *Package) {
+			p.Imports = slices.DeleteFunc(p.Imports, func(s string) bool { return s == mod+"/internal/client" })
+		}), map[string]string{"internal/vfs → internal/client": "no longer makes it"}},
 		{"non-test code imports test support", edit(clean, "internal/client", func(p *Package) {
 			p.Imports = append(p.Imports, weft("internal/kv/kvtest")...)
 		}), map[string]string{"internal/client → internal/kv/kvtest": "test files only"}},

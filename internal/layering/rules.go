@@ -34,12 +34,15 @@ func Weft() Table {
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster",
 				"internal/drive", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount", "internal/server"}},
+			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
+				"internal/kv/kvcache", "internal/meta"}},
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/impact", "internal/job",
-				"internal/jobs", "internal/meta", "internal/restripe", "internal/topology"}},
+				"internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster",
-				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/topology", "internal/vfs"}},
+				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/topology",
+				"internal/vfs"}},
 
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
@@ -58,8 +61,7 @@ func Weft() Table {
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement"}},
-			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/kv",
-				"internal/kv/etcdkv", "internal/kv/kvcache", "internal/meta"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/rpc/pb"}},
 
@@ -93,7 +95,7 @@ func Weft() Table {
 			{Pkg: "internal/layering", Kind: Test},
 			{Pkg: "tests", Kind: Test},
 			{Pkg: "tests/harness", Kind: Test, Imports: []string{"internal/admin", "internal/cluster", "internal/etcdx",
-				"internal/job", "internal/local", "internal/meta"}},
+				"internal/job", "internal/local", "internal/meta", "internal/namespace"}},
 		},
 		Forbidden: []Forbid{
 			{From: "internal/meta", To: "internal/client",

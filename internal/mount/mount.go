@@ -18,6 +18,7 @@ import (
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/gateway/fuse"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/namespace"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 	"github.com/weftfs/weft/internal/vfs"
@@ -107,10 +108,10 @@ func Run(ctx context.Context, o Options) error {
 	defer sess.Close()
 	var m *meta.Meta
 	if o.NoCache {
-		m, err = store.Namespace(ctx, info.EmbeddedEtcd, true)
+		m, err = namespace.Open(ctx, cli, info.EmbeddedEtcd, true)
 	} else {
 		var stopCache func()
-		m, stopCache, err = store.CachedNamespace(ctx, info.EmbeddedEtcd, cluster.CacheOptions{
+		m, stopCache, err = namespace.OpenCached(ctx, cli, info.EmbeddedEtcd, namespace.CacheOptions{
 			Session: meta.SessionID(sess.Lease()), WriteBack: !o.SyncDirOps, Log: o.Log, Runner: run})
 		if stopCache != nil {
 			defer stopCache()

@@ -28,6 +28,7 @@ import (
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/namespace"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 )
@@ -136,7 +137,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 			s.embedded = s.embedded || n.EtcdClient != ""
 		}
 	}
-	if s.meta, err = s.store.Namespace(ctx, s.embedded, false); err != nil {
+	if s.meta, err = namespace.Open(ctx, s.etcd, s.embedded, false); err != nil {
 		return s, err
 	}
 	reg := prometheus.NewRegistry()

@@ -25,6 +25,7 @@ import (
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/local"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/namespace"
 )
 
 var (
@@ -393,11 +394,10 @@ func (c *Cluster) Namespace() *meta.Meta {
 		c.tb.Fatal(err)
 	}
 	c.tb.Cleanup(func() { cli.Close() })
-	store, err := cluster.Open(ctx, cli)
-	if err != nil {
+	if _, err := cluster.Open(ctx, cli); err != nil { // checks the cluster's schema
 		c.tb.Fatal(err)
 	}
-	m, err := store.Namespace(ctx, info.EmbeddedEtcd, false)
+	m, err := namespace.Open(ctx, cli, info.EmbeddedEtcd, false)
 	if err != nil {
 		c.tb.Fatal(err)
 	}

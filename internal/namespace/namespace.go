@@ -1,4 +1,4 @@
-package cluster
+package namespace
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/kv/etcdkv"
 	"github.com/weftfs/weft/internal/kv/kvcache"
@@ -16,8 +17,8 @@ import (
 	"github.com/weftfs/weft/internal/runner"
 )
 
-// Namespace opens the cluster's namespace, kept in the same etcd under
-// MetaPrefix, formatting it (root directory in pool "default") if this is a
+// Open opens the cluster's namespace, kept in etcd (cli) under
+// cluster.MetaPrefix, formatting it (root directory in pool "default") if this is a
 // new cluster. embedded selects the transaction limits of weft's embedded
 // etcd members (1024 operations, 8 MiB); otherwise etcd's defaults apply.
 // Concurrent first calls are safe: one formats, the others find it formatted.
@@ -26,15 +27,15 @@ import (
 // linearizability (see etcdkv.Config.SessionReads): a mount sees its own
 // changes at once and others' within the members' apply lag, and its
 // lookups and getattrs cost half as much.
-func (s *Store) Namespace(ctx context.Context, embedded, sessionReads bool) (*meta.Meta, error) {
-	store, err := s.metaStore(embedded, sessionReads)
+func Open(ctx context.Context, cli *clientv3.Client, embedded, sessionReads bool) (*meta.Meta, error) {
+	store, err := metaStore(cli, embedded, sessionReads)
 	if err != nil {
 		return nil, err
 	}
-	return openNamespace(ctx, store, meta.Config{SessionAlive: s.SessionAlive})
+	return open(ctx, store, meta.Config{SessionAlive: SessionAlive(cli)})
 }
 
-// CacheOptions configure CachedNamespace.
+// CacheOptions configure OpenCached.
 type CacheOptions struct {
 	// Session is the mount's session (its etcd lease).
 	Session meta.SessionID
@@ -47,30 +48,32 @@ type CacheOptions struct {
 	Runner *runner.Runner
 }
 
-// SessionAlive reports whether session (an etcd lease id) still exists:
-// directory delegations of a client whose lease expired are taken back at
-// once.
-func (s *Store) SessionAlive(ctx context.Context, session meta.SessionID) (bool, error) {
-	resp, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(session))
-	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return false, nil
+// SessionAlive returns meta's check of whether a session (an etcd lease
+// id) still exists: directory delegations of a client whose lease expired
+// are taken back at once.
+func SessionAlive(cli *clientv3.Client) func(ctx context.Context, session meta.SessionID) (bool, error) {
+	return func(ctx context.Context, session meta.SessionID) (bool, error) {
+		resp, err := cli.TimeToLive(ctx, clientv3.LeaseID(session))
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return resp.TTL > 0, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return resp.TTL > 0, nil
 }
 
-// CachedNamespace is Namespace for a mount: session reads, and a local
+// OpenCached is Open for a mount: session reads, and a local
 // cache of the namespace (package kvcache) kept coherent by an etcd watch
-// on MetaPrefix, so that lookups and getattrs are answered locally and
+// on cluster.MetaPrefix, so that lookups and getattrs are answered locally and
 // creates and unlinks commit without reading first. Another client's
 // change is served once the watch has delivered it (normally within a
 // millisecond or two); the cache stops serving when the watch has been
 // silent for a second. stop ends the watch (and the cache's workers); call
 // it after the last use of the Meta, and before stopping o.Runner.
-func (s *Store) CachedNamespace(ctx context.Context, embedded bool, o CacheOptions) (m *meta.Meta, stop func(), err error) {
-	store, err := s.metaStore(embedded, true)
+func OpenCached(ctx context.Context, cli *clientv3.Client, embedded bool, o CacheOptions) (m *meta.Meta, stop func(), err error) {
+	store, err := metaStore(cli, embedded, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,26 +82,26 @@ func (s *Store) CachedNamespace(ctx context.Context, embedded bool, o CacheOptio
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: s.SessionAlive, Log: o.Log, Runner: o.Runner}
-	if m, err = openNamespace(ctx, c, cfg); err != nil {
+	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: SessionAlive(cli), Log: o.Log, Runner: o.Runner}
+	if m, err = open(ctx, c, cfg); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
 	return m, func() { c.Close() }, nil
 }
 
-func (s *Store) metaStore(embedded, sessionReads bool) (*etcdkv.Store, error) {
+func metaStore(cli *clientv3.Client, embedded, sessionReads bool) (*etcdkv.Store, error) {
 	limits := etcdkv.DefaultLimits
 	if embedded {
 		limits = etcdkv.EmbeddedLimits
 	}
-	return etcdkv.New(etcdkv.Config{Client: s.cli, Prefix: MetaPrefix, Options: kv.Options{Limits: limits}, SessionReads: sessionReads})
+	return etcdkv.New(etcdkv.Config{Client: cli, Prefix: cluster.MetaPrefix, Options: kv.Options{Limits: limits}, SessionReads: sessionReads})
 }
 
-func openNamespace(ctx context.Context, store kv.Store, cfg meta.Config) (*meta.Meta, error) {
+func open(ctx context.Context, store kv.Store, cfg meta.Config) (*meta.Meta, error) {
 	err := meta.Format(ctx, store, meta.FormatOptions{Pool: "default", Mode: 0o755})
 	if err != nil && !errors.Is(err, meta.ErrExists) {
-		return nil, fmt.Errorf("cluster: format the namespace: %w", err)
+		return nil, fmt.Errorf("namespace: format the namespace: %w", err)
 	}
 	cfg.Store = store
 	return meta.Open(ctx, cfg)
