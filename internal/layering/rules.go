@@ -101,7 +101,11 @@ func Weft() Table {
 			{From: "internal/meta", To: "internal/client",
 				Why: "the namespace never touches block data; the data path is written over it"},
 			{From: "internal/meta", To: "internal/cluster",
-				Why: "the control plane opens the namespace it hosts, not the other way round"},
+				Why: "the namespace knows nothing of the control plane that hosts it"},
+			{From: "internal/cluster", To: "internal/meta",
+				Why: "the control plane knows nodes, drives and pools; the wiring (internal/namespace) opens the namespace"},
+			{From: "internal/cluster", To: "internal/kv",
+				Why: "the control plane speaks etcd directly; the namespace's store is the wiring's business"},
 		},
 	}
 }
