@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weftfs/weft/internal/events"
 	"github.com/weftfs/weft/internal/server"
 )
 
@@ -136,7 +137,7 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&flagCfg.Pprof, "pprof", false, "serve Go profiles at ADMIN_ADDR/debug/pprof/")
-	f.DurationVar(&flagCfg.RepairGrace, "repair-grace", server.DefaultRepairGrace, "how long a drive may be down before a repair job starts by itself")
+	f.DurationVar(&flagCfg.RepairGrace, "repair-grace", events.DefaultRepairGrace, "how long a drive may be down before a repair job starts by itself")
 	return cmd
 }
 

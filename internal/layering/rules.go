@@ -33,13 +33,14 @@ func Weft() Table {
 		Rules: []Rule{
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster",
-				"internal/drive", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount", "internal/server"}},
+				"internal/drive", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount",
+				"internal/server"}},
 			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
 				"internal/kv/kvcache", "internal/meta"}},
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
-				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/impact", "internal/job",
-				"internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
+				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
+				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/topology",
 				"internal/vfs"}},
@@ -66,6 +67,7 @@ func Weft() Table {
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/rpc/pb"}},
 
 			{Pkg: "internal/impact", Kind: Part, Imports: []string{"internal/job"}},
+			{Pkg: "internal/events", Kind: Part, Imports: []string{"internal/cluster", "internal/job"}},
 
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},

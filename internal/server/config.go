@@ -13,6 +13,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/events"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -43,7 +44,7 @@ type Config struct {
 	// Pprof serves Go profiles under /debug/pprof/ on the admin address.
 	Pprof bool `yaml:"pprof"`
 	// RepairGrace is how long a drive may be down before a repair job
-	// starts by itself (DefaultRepairGrace).
+	// starts by itself (events.DefaultRepairGrace).
 	RepairGrace time.Duration `yaml:"repair_grace"`
 }
 
@@ -163,7 +164,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: lease TTL %s: use whole seconds, at least 2s (--lease-ttl)", ErrConfig, c.LeaseTTL)
 	}
 	if c.RepairGrace == 0 {
-		c.RepairGrace = DefaultRepairGrace
+		c.RepairGrace = events.DefaultRepairGrace
 	}
 	if c.RepairGrace < time.Second {
 		return fmt.Errorf("%w: repair grace %s: at least 1s (--repair-grace)", ErrConfig, c.RepairGrace)

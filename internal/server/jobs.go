@@ -9,6 +9,7 @@ import (
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/events"
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/jobs"
@@ -149,8 +150,13 @@ func (s *Server) startJobs(ctx context.Context) error {
 	if err := s.jobs.Start(ctx); err != nil {
 		return err
 	}
-	every = eventInterval(s.cfg.RepairGrace)
-	if _, err := s.run.Go("events", eventWorker{&watcher{s: s}}, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
+	every = events.Interval(s.cfg.RepairGrace)
+	watcher := events.New(events.Config{Store: s.store, Jobs: s.jobs, RepairGrace: s.cfg.RepairGrace, Log: s.log,
+		Allocated: func(ctx context.Context) (int64, error) {
+			st, err := s.meta.StatFS(ctx)
+			return st.Total.Allocated, err
+		}})
+	if _, err := s.run.Go("events", watcher, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	return nil

@@ -22,7 +22,7 @@ import (
 //	publish        publishes the drives' usage every UsageInterval
 //	drainer        frees the drives' queued deletes (drainer.go)
 //	throttle       ticks the job throttle every impact.DefaultThrottleInterval (jobs.go)
-//	events         turns cluster events into jobs on the coordinator (events.go)
+//	events         turns cluster events into jobs on the coordinator (package events)
 //
 // The runner is created first and stopped in shutdown after the job
 // engine, before the lease is revoked and the etcd client closed: every
@@ -36,7 +36,6 @@ var (
 	_ runner.Worker = publishWorker{}
 	_ runner.Worker = drainWorker{}
 	_ runner.Worker = throttleWorker{}
-	_ runner.Worker = eventWorker{}
 )
 
 // startWorkers starts the node's own workers (lease, throttle and events

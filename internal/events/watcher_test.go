@@ -1,4 +1,4 @@
-package server
+package events
 
 import (
 	"context"
@@ -115,7 +115,7 @@ func (e nopEnv) Log() *slog.Logger { return e.log }
 type watchFixture struct {
 	t     *testing.T
 	ctx   context.Context
-	s     *Server
+	cfg   Config
 	sess  map[string]*cluster.Session
 	now   time.Time
 	seen  uint64 // events already checked
@@ -146,7 +146,7 @@ func newWatchFixture(t *testing.T, grace time.Duration, types ...string) *watchF
 		}
 	}
 	f := &watchFixture{t: t, ctx: ctx, sess: map[string]*cluster.Session{}, now: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC),
-		s: &Server{cfg: Config{RepairGrace: grace}, log: log, store: store, jobs: eng}}
+		cfg: Config{RepairGrace: grace, Log: log, Store: store, Jobs: eng}}
 	t.Cleanup(func() {
 		for _, s := range f.sess {
 			s.Close()
@@ -157,7 +157,7 @@ func newWatchFixture(t *testing.T, grace time.Duration, types ...string) *watchF
 
 func (f *watchFixture) node(name string) {
 	f.t.Helper()
-	s, err := f.s.store.RegisterNode(f.ctx, cluster.NodeRecord{Name: name, GRPCAddr: name + ":1"}, cluster.NodeLive{PID: 1}, 10*time.Second, f.s.log)
+	s, err := f.cfg.Store.RegisterNode(f.ctx, cluster.NodeRecord{Name: name, GRPCAddr: name + ":1"}, cluster.NodeLive{PID: 1}, 10*time.Second, f.cfg.Log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func (f *watchFixture) node(name string) {
 // bytes of 1000 and blocks; errMsg non-empty marks it down.
 func (f *watchFixture) drive(node string, id cluster.DriveID, used, free, blocks int64, errMsg string) {
 	f.t.Helper()
-	if _, err := f.s.store.RegisterDrive(f.ctx, cluster.DriveRecord{ID: id, Node: node, Path: fmt.Sprintf("/%s/%s", node, id), Class: "ssd", Pool: "default"}); err != nil {
+	if _, err := f.cfg.Store.RegisterDrive(f.ctx, cluster.DriveRecord{ID: id, Node: node, Path: fmt.Sprintf("/%s/%s", node, id), Class: "ssd", Pool: "default"}); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := f.sess[node].PublishDrive(f.ctx, id, cluster.DriveLive{TotalBytes: 1000, UsedBytes: used, FreeBytes: free, Blocks: blocks, Error: errMsg}); err != nil {
@@ -177,7 +177,7 @@ func (f *watchFixture) drive(node string, id cluster.DriveID, used, free, blocks
 }
 
 // check runs one check of w at the fixture's clock plus d.
-func (f *watchFixture) check(w *watcher, d time.Duration) {
+func (f *watchFixture) check(w *Watcher, d time.Duration) {
 	f.t.Helper()
 	f.now = f.now.Add(d)
 	if err := w.check(f.ctx, f.now); err != nil {
@@ -189,7 +189,7 @@ func (f *watchFixture) check(w *watcher, d time.Duration) {
 // "kind subject job outcome" lines.
 func (f *watchFixture) newEvents() []string {
 	f.t.Helper()
-	evs, err := f.s.jobs.Events(f.ctx, job.DefaultKeepEvents)
+	evs, err := f.cfg.Jobs.Events(f.ctx, job.DefaultKeepEvents)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -213,12 +213,12 @@ func (f *watchFixture) expect(what string, want ...string) {
 
 func (f *watchFixture) settings(lowSpace, rebalance int) {
 	f.t.Helper()
-	st, err := f.s.jobs.Settings(f.ctx)
+	st, err := f.cfg.Jobs.Settings(f.ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	st.LowSpaceThreshold, st.RebalanceThreshold = lowSpace, rebalance
-	if err := f.s.jobs.SetSettings(f.ctx, st); err != nil {
+	if err := f.cfg.Jobs.SetSettings(f.ctx, st); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -231,7 +231,7 @@ func TestWatcherAdditions(t *testing.T) {
 	f.node("n1")
 	f.drive("n1", 1, 100, 900, 5, "")
 	f.drive("n1", 2, 100, 900, 5, "")
-	w := &watcher{s: f.s}
+	w := New(f.cfg)
 	f.check(w, 0)
 	f.expect("first watch")
 
@@ -250,7 +250,7 @@ func TestWatcherAdditions(t *testing.T) {
 	f.expect("nothing new")
 
 	// A coordinator change keeps what was seen.
-	w = &watcher{s: f.s}
+	w = New(f.cfg)
 	f.drive("n2", 5, 0, 1000, 0, "")
 	f.check(w, 5*time.Second)
 	f.expect("drive added while the multiscan is queued, after a coordinator change",
@@ -260,12 +260,12 @@ func TestWatcherAdditions(t *testing.T) {
 
 func TestWatcherNewClusterStartsNoMultiscan(t *testing.T) {
 	f := newWatchFixture(t, time.Minute, "multiscan")
-	if _, err := f.s.store.SaveWatch(f.ctx, cluster.WatchRecord{}, 0); err != nil { // as bootstrap writes it
+	if _, err := f.cfg.Store.SaveWatch(f.ctx, cluster.WatchRecord{}, 0); err != nil { // as bootstrap writes it
 		t.Fatal(err)
 	}
 	f.node("n1")
 	f.drive("n1", 1, 0, 1000, 0, "")
-	w := &watcher{s: f.s}
+	w := New(f.cfg)
 	f.check(w, 0)
 	f.expect("the first node of a new cluster",
 		"node-added node n1 0 no job: the cluster stores no blocks yet, so there is nothing to spread",
@@ -276,7 +276,7 @@ func TestWatcherNewClusterStartsNoMultiscan(t *testing.T) {
 	f.expect("late node of a new cluster",
 		"node-added node n2 0 no job: the cluster stores no blocks yet, so there is nothing to spread",
 		"drive-added d2 0 no job: the cluster stores no blocks yet, so there is nothing to spread")
-	if jobs, err := f.s.jobs.List(f.ctx); err != nil || len(jobs) != 0 {
+	if jobs, err := f.cfg.Jobs.List(f.ctx); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs %+v, %v; want none", jobs, err)
 	}
 }
@@ -290,7 +290,7 @@ func TestWatcherBalance(t *testing.T) {
 	f.node("n1")
 	f.drive("n1", 1, 400, 600, 9, "")
 	f.drive("n1", 2, 380, 620, 9, "")
-	w := &watcher{s: f.s}
+	w := New(f.cfg)
 	f.check(w, 0)
 	f.expect("balanced")
 	f.drive("n1", 2, 300, 700, 9, "") // 10 points apart
@@ -298,14 +298,14 @@ func TestWatcherBalance(t *testing.T) {
 	f.expect("before the balance interval")
 	f.check(w, balanceInterval)
 	f.expect("unbalanced", "pool-unbalanced pool default 1 started rebalance job 1")
-	j, err := f.s.jobs.Get(f.ctx, 1)
+	j, err := f.cfg.Jobs.Get(f.ctx, 1)
 	if err != nil || j.Type != "rebalance" || j.Params["pool"] != "default" {
 		t.Fatalf("job 1 = %+v, %v", j, err)
 	}
 	f.check(w, balanceInterval)
 	f.expect("still unbalanced, job queued")
 	f.settings(5, 20)
-	if err := f.s.jobs.Cancel(f.ctx, 1); err != nil {
+	if err := f.cfg.Jobs.Cancel(f.ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	f.check(w, balanceInterval)
@@ -318,7 +318,7 @@ func TestWatcherBalance(t *testing.T) {
 	g.node("n1")
 	g.drive("n1", 1, 900, 100, 9, "")
 	g.drive("n1", 2, 100, 900, 9, "")
-	w = &watcher{s: g.s}
+	w = New(g.cfg)
 	g.check(w, 0)
 	evs := g.newEvents()
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "pool-unbalanced pool default 0 no job: job: unknown job type: \"rebalance\"") {
@@ -335,12 +335,12 @@ func TestWatcherLowSpace(t *testing.T) {
 	f.node("n1")
 	f.drive("n1", 1, 900, 100, 9, "")
 	f.drive("n1", 2, 900, 100, 9, "")
-	w := &watcher{s: f.s}
+	w := New(f.cfg)
 	f.check(w, 0)
 	f.expect("10% free")
 	mode := func() job.Mode {
 		t.Helper()
-		m, err := f.s.jobs.Mode(f.ctx)
+		m, err := f.cfg.Jobs.Mode(f.ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,17 +381,17 @@ func TestWatcherDownDrive(t *testing.T) {
 	f.node("n1")
 	f.drive("n1", 1, 100, 900, 9, "")
 	f.drive("n1", 2, 100, 900, 9, "")
-	w := &watcher{s: f.s}
+	w := New(f.cfg)
 	f.check(w, 0)
 	f.drive("n1", 2, 100, 900, 9, "read-only file system")
 	f.check(w, time.Second)
 	f.expect("down", "drive-down d2 0 repair due at 2026-03-02T10:01:01Z (grace 1m0s) unless it returns")
-	w = &watcher{s: f.s} // coordinator change: the grace period runs on
+	w = New(f.cfg) // coordinator change: the grace period runs on
 	f.check(w, 40*time.Second)
 	f.expect("within the grace period")
 	f.check(w, 20*time.Second)
 	f.expect("past the grace period", "drive-down d2 1 started repair job 1")
-	j, err := f.s.jobs.Get(f.ctx, 1)
+	j, err := f.cfg.Jobs.Get(f.ctx, 1)
 	if err != nil || j.Priority != 1 || !strings.Contains(j.Params["reason"], "d2") {
 		t.Fatalf("repair job = %+v, %v", j, err)
 	}

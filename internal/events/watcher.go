@@ -1,9 +1,10 @@
-package server
+package events
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -30,7 +31,58 @@ const (
 	rebalanceCooldown = 10 * time.Minute
 )
 
-// eventWorker is the node's "events" worker: it turns cluster events into
+// Config wires a Watcher.
+type Config struct {
+	Store *cluster.Store
+	Jobs  *job.Engine
+	// Allocated returns the bytes the namespace has allocated (its usage
+	// counters): a cluster that stores nothing yet gets no multiscan for
+	// its nodes' registrations. Nil: judged by the drives alone.
+	Allocated func(ctx context.Context) (int64, error)
+	// RepairGrace is how long a drive may be down before a repair starts
+	// (DefaultRepairGrace when 0).
+	RepairGrace time.Duration
+	Log         *slog.Logger
+	// Now is the clock (time.Now when nil); tests drive it.
+	Now func() time.Time
+}
+
+// Interval is how often the events worker checks.
+func Interval(grace time.Duration) time.Duration { return min(grace/4+time.Second, 5*time.Second) }
+
+// Step runs every check once if this node is the coordinator, and forgets
+// the in-memory state if it is not.
+func (w *Watcher) Step(ctx context.Context) (runner.State, error) {
+	if !w.cfg.Jobs.IsCoordinator() {
+		w.reset()
+		return runner.Idle, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.check(ctx, w.cfg.Now()); err != nil {
+		return runner.Idle, fmt.Errorf("events: %w", err)
+	}
+	return runner.Idle, nil
+}
+
+// New returns the Watcher of a node; run it as a worker of the node's
+// runner, Interval(cfg.RepairGrace) apart.
+func New(cfg Config) *Watcher {
+	if cfg.RepairGrace <= 0 {
+		cfg.RepairGrace = DefaultRepairGrace
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Watcher{cfg: cfg}
+}
+
+var _ runner.Worker = (*Watcher)(nil)
+
+// Watcher is the node's "events" worker: it turns cluster events into
 // jobs, on the coordinator's node only, and records each in the job
 // engine's event log (weft job events list):
 //
@@ -47,32 +99,13 @@ const (
 //     the engine's low-space mode on; it ends when every pool is back at
 //     the threshold plus one point.
 //
-// One step runs every check once (eventInterval apart, failed or not).
+// One step runs every check once (Interval apart, failed or not).
 // What it must remember across coordinator changes (drives and nodes
 // seen, down-since times) is in cluster.WatchRecord; which outcome it last
 // recorded for a drive or pool is in memory, so a new coordinator may
 // record a still-unbalanced pool once more.
-type eventWorker struct{ w *watcher }
-
-// eventInterval is how often the events worker checks.
-func eventInterval(grace time.Duration) time.Duration { return min(grace/4+time.Second, 5*time.Second) }
-
-func (e eventWorker) Step(ctx context.Context) (runner.State, error) {
-	if !e.w.s.jobs.IsCoordinator() {
-		e.w.reset()
-		return runner.Idle, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := e.w.check(ctx, time.Now()); err != nil {
-		return runner.Idle, fmt.Errorf("events: %w", err)
-	}
-	return runner.Idle, nil
-}
-
-// watcher is the events worker's state while this node is coordinator.
-type watcher struct {
-	s *Server
+type Watcher struct {
+	cfg Config
 
 	loaded bool
 	rec    cluster.WatchRecord
@@ -92,31 +125,30 @@ type watcher struct {
 
 // reset forgets the in-memory state (this node is not, or no longer,
 // coordinator).
-func (w *watcher) reset() {
-	*w = watcher{s: w.s}
+func (w *Watcher) reset() {
+	*w = Watcher{cfg: w.cfg}
 }
 
 // check runs every check once.
-func (w *watcher) check(ctx context.Context, now time.Time) error {
-	s := w.s
+func (w *Watcher) check(ctx context.Context, now time.Time) error {
 	w.jobs = nil
 	if w.reported == nil {
 		w.reported, w.rebalanced = map[string]string{}, map[string]job.JobID{}
 	}
-	drives, err := s.store.ListDrives(ctx)
+	drives, err := w.cfg.Store.ListDrives(ctx)
 	if err != nil {
 		return err
 	}
-	nodes, err := s.store.ListNodes(ctx)
+	nodes, err := w.cfg.Store.ListNodes(ctx)
 	if err != nil {
 		return err
 	}
-	settings, err := s.jobs.Settings(ctx)
+	settings, err := w.cfg.Jobs.Settings(ctx)
 	if err != nil {
 		return err
 	}
 	if !w.loaded {
-		rec, rev, found, err := s.store.Watch(ctx)
+		rec, rev, found, err := w.cfg.Store.Watch(ctx)
 		if err != nil {
 			return err
 		}
@@ -126,7 +158,7 @@ func (w *watcher) check(ctx context.Context, now time.Time) error {
 			// initial membership, not an addition.
 			w.rec.Remember(drives, nodes)
 			w.dirty = true
-			s.log.Info("event watcher initialised", "drives", len(w.rec.Drives), "nodes", len(w.rec.Nodes))
+			w.cfg.Log.Info("event watcher initialised", "drives", len(w.rec.Drives), "nodes", len(w.rec.Nodes))
 		}
 	}
 	var errs []error
@@ -139,7 +171,7 @@ func (w *watcher) check(ctx context.Context, now time.Time) error {
 		errs = append(errs, w.checkBalance(ctx, drives, settings.RebalanceThreshold, now))
 	}
 	if w.dirty {
-		rev, err := s.store.SaveWatch(ctx, w.rec, w.rev)
+		rev, err := w.cfg.Store.SaveWatch(ctx, w.rec, w.rev)
 		if err != nil {
 			w.loaded = false // read it again next time
 			errs = append(errs, err)
@@ -151,11 +183,11 @@ func (w *watcher) check(ctx context.Context, now time.Time) error {
 }
 
 // listJobs returns the jobs, read once per check.
-func (w *watcher) listJobs(ctx context.Context) ([]job.JobView, error) {
+func (w *Watcher) listJobs(ctx context.Context) ([]job.JobView, error) {
 	if w.jobs != nil {
 		return w.jobs, nil
 	}
-	jobs, err := w.s.jobs.List(ctx)
+	jobs, err := w.cfg.Jobs.List(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +198,7 @@ func (w *watcher) listJobs(ctx context.Context) ([]job.JobView, error) {
 // record adds an event to the log, unless the subject's last event named
 // the same job (started, then seen queued and running: one event), or no
 // job for the same reason.
-func (w *watcher) record(ctx context.Context, ev job.Event) error {
+func (w *Watcher) record(ctx context.Context, ev job.Event) error {
 	key := ev.Outcome
 	if ev.Job != 0 {
 		key = fmt.Sprintf("job %d", ev.Job)
@@ -174,7 +206,7 @@ func (w *watcher) record(ctx context.Context, ev job.Event) error {
 	if w.reported[ev.Subject] == key {
 		return nil
 	}
-	if _, err := w.s.jobs.RecordEvent(ctx, ev); err != nil {
+	if _, err := w.cfg.Jobs.RecordEvent(ctx, ev); err != nil {
 		return err
 	}
 	w.reported[ev.Subject] = key
@@ -183,7 +215,7 @@ func (w *watcher) record(ctx context.Context, ev job.Event) error {
 
 // submit starts a job for an event, unless cover names a live job that
 // already covers it; it returns the job and the event's outcome.
-func (w *watcher) submit(ctx context.Context, typ string, o job.Options, cover func(job.JobView) bool) (job.JobID, string) {
+func (w *Watcher) submit(ctx context.Context, typ string, o job.Options, cover func(job.JobView) bool) (job.JobID, string) {
 	jobs, err := w.listJobs(ctx)
 	if err != nil {
 		return 0, "no job: " + err.Error()
@@ -191,7 +223,7 @@ func (w *watcher) submit(ctx context.Context, typ string, o job.Options, cover f
 	if j, ok := covering(jobs, cover); ok {
 		return j.ID, fmt.Sprintf("%s job %d already %s", j.Type, j.ID, stateWords(j.State))
 	}
-	id, err := w.s.jobs.Submit(ctx, typ, o)
+	id, err := w.cfg.Jobs.Submit(ctx, typ, o)
 	if err != nil {
 		return 0, "no job: " + err.Error()
 	}
@@ -230,9 +262,8 @@ func stateWords(s job.State) string {
 // checkDownDrives records drives in service going down and starts a repair
 // once they stay down past the grace period. Down-since times live in the
 // watch record, so a coordinator change does not restart the grace period.
-func (w *watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, now time.Time) error {
-	s := w.s
-	grace := s.cfg.RepairGrace
+func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, now time.Time) error {
+	grace := w.cfg.RepairGrace
 	if w.rec.DownSince == nil {
 		w.rec.DownSince = map[string]time.Time{}
 	}
@@ -248,7 +279,7 @@ func (w *watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, n
 		since, ok := w.rec.DownSince[name]
 		if !ok {
 			w.rec.DownSince[name], w.dirty = now.UTC(), true
-			s.log.Warn("drive down; repair starts after the grace period unless it returns", "drive", d.ID, "node", d.Node, "grace", grace)
+			w.cfg.Log.Warn("drive down; repair starts after the grace period unless it returns", "drive", d.ID, "node", d.Node, "grace", grace)
 			errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: name, Detail: downDetail(d),
 				Outcome: fmt.Sprintf("repair due at %s (grace %s) unless it returns", now.Add(grace).UTC().Format(time.RFC3339), grace)}))
 			continue
@@ -276,7 +307,7 @@ func (w *watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, n
 	}}, liveOf("repair"))
 	started := strings.HasPrefix(outcome, "started")
 	if started {
-		s.log.Warn("repair started by the down-drive event", "job", id, "drives", strings.Join(names, ","))
+		w.cfg.Log.Warn("repair started by the down-drive event", "job", id, "drives", strings.Join(names, ","))
 		// Give the repair the whole grace period before another could start.
 		for name := range w.rec.DownSince {
 			w.rec.DownSince[name] = now.UTC()
@@ -301,7 +332,7 @@ func downDetail(d cluster.Drive) string {
 // checkAdded records drives and nodes not seen before and starts one
 // multiscan for all of them, unless one is queued (it will see them when
 // it starts). It reports whether anything was added.
-func (w *watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes []cluster.Node) (bool, error) {
+func (w *Watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes []cluster.Node) (bool, error) {
 	newDrives, newNodes := w.rec.Added(drives, nodes)
 	if len(newDrives)+len(newNodes) == 0 {
 		return false, nil
@@ -324,7 +355,7 @@ func (w *watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	}
 	var errs []error
 	for _, ev := range evs {
-		if _, err := w.s.jobs.RecordEvent(ctx, ev); err != nil {
+		if _, err := w.cfg.Jobs.RecordEvent(ctx, ev); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -340,12 +371,12 @@ func (w *watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 // allocated bytes. The namespace is the one that cannot lag: drives publish
 // their usage every few seconds, and a cluster written to right after it
 // started may not have yet.
-func (w *watcher) storesNoData(ctx context.Context, drives []cluster.Drive) bool {
+func (w *Watcher) storesNoData(ctx context.Context, drives []cluster.Drive) bool {
 	if !storesNoBlocks(drives) {
 		return false
 	}
-	if w.s.meta != nil {
-		if st, err := w.s.meta.StatFS(ctx); err == nil && st.Total.Allocated > 0 {
+	if w.cfg.Allocated != nil {
+		if n, err := w.cfg.Allocated(ctx); err == nil && n > 0 {
 			return false
 		}
 	}
@@ -364,8 +395,8 @@ func storesNoBlocks(drives []cluster.Drive) bool {
 }
 
 // checkSpace turns low-space mode on or off from the pools' free space.
-func (w *watcher) checkSpace(ctx context.Context, drives []cluster.Drive, threshold int) error {
-	mode, err := w.s.jobs.Mode(ctx)
+func (w *Watcher) checkSpace(ctx context.Context, drives []cluster.Drive, threshold int) error {
+	mode, err := w.cfg.Jobs.Mode(ctx)
 	if err != nil {
 		return err
 	}
@@ -374,15 +405,15 @@ func (w *watcher) checkSpace(ctx context.Context, drives []cluster.Drive, thresh
 	if v.On == on {
 		return nil
 	}
-	if err := w.s.jobs.SetLowSpace(ctx, v.On, v.Reason); err != nil {
+	if err := w.cfg.Jobs.SetLowSpace(ctx, v.On, v.Reason); err != nil {
 		return err
 	}
 	ev := job.Event{Kind: job.EventLowSpace, Subject: v.Subject, Detail: v.Reason, Outcome: "low-space mode on: jobs that do not free space pause"}
 	if !v.On {
 		ev.Kind, ev.Outcome = job.EventSpaceRecovered, "low-space mode off: jobs paused for it resume"
 	}
-	w.s.log.Warn("low-space mode", "on", v.On, "reason", v.Reason)
-	_, err = w.s.jobs.RecordEvent(ctx, ev)
+	w.cfg.Log.Warn("low-space mode", "on", v.On, "reason", v.Reason)
+	_, err = w.cfg.Jobs.RecordEvent(ctx, ev)
 	return err
 }
 
@@ -462,7 +493,7 @@ func imbalances(pools []cluster.PoolUsage, threshold int) []imbalance {
 // checkBalance starts a rebalance for each pool out of balance, unless a
 // rebalance of that pool or a multiscan is queued or running, and records
 // the event once per outcome (a new job, or the job that covers it).
-func (w *watcher) checkBalance(ctx context.Context, drives []cluster.Drive, threshold int, now time.Time) error {
+func (w *Watcher) checkBalance(ctx context.Context, drives []cluster.Drive, threshold int, now time.Time) error {
 	bad := imbalances(cluster.PoolUsages(drives), threshold)
 	unbalanced := map[string]bool{}
 	var errs []error
