@@ -64,9 +64,10 @@ type Session struct {
 	log   *slog.Logger
 	live  NodeLive
 
-	mu     sync.Mutex
-	sess   *concurrency.Session
-	drives map[DriveID]DriveLive // last published, republished on a new lease
+	mu      sync.Mutex
+	sess    *concurrency.Session
+	renewed chan struct{}         // closed (and replaced) when sess is replaced
+	drives  map[DriveID]DriveLive // last published, republished on a new lease
 
 	worker *runner.Handle
 	own    *runner.Runner // the Session's own runner, when none was given
@@ -119,7 +120,7 @@ func (s *Store) Register(ctx context.Context, r Registration) (*Session, error) 
 	if _, err := s.cli.Put(ctx, nodeKey(rec.Name), encode(rec)); err != nil {
 		return nil, fmt.Errorf("cluster: register node %s: %w", rec.Name, err)
 	}
-	ns := &Session{store: s, name: rec.Name, ttl: ttl, log: r.Log, live: live, drives: map[DriveID]DriveLive{}}
+	ns := &Session{store: s, name: rec.Name, ttl: ttl, log: r.Log, live: live, drives: map[DriveID]DriveLive{}, renewed: make(chan struct{})}
 	if err := ns.renew(ctx); err != nil {
 		return nil, err
 	}
@@ -165,8 +166,37 @@ func (ns *Session) renew(ctx context.Context) error {
 		ns.sess.Orphan()
 	}
 	ns.sess = sess
+	close(ns.renewed)
+	ns.renewed = make(chan struct{})
 	return nil
 }
+
+// Current returns the node's lease as an etcd session while it lives; if
+// it was lost, Current waits until the "lease" worker has taken a new one
+// (or ctx ends). It is the node's one definition of alive: the job engine
+// binds its claims and candidacy to it (it implements job.LeaseSource).
+// The caller must not close the session; Close does.
+func (ns *Session) Current(ctx context.Context) (*concurrency.Session, error) {
+	for {
+		ns.mu.Lock()
+		sess, renewed := ns.sess, ns.renewed
+		ns.mu.Unlock()
+		select {
+		case <-sess.Done():
+		default:
+			return sess, nil
+		}
+		select {
+		case <-renewed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: node %s has no live lease: %w", ns.name, ctx.Err())
+		}
+	}
+}
+
+// Release is the job engine's word that it no longer uses sess: nothing
+// to do, the lease is the node's (Close revokes it).
+func (*Session) Release(*concurrency.Session, bool) {}
 
 // leaseWorker is the Session's "lease" worker: it rests until the lease
 // is lost (the etcd session's Done channel wakes it), then takes a new

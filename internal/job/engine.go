@@ -28,9 +28,15 @@ type Config struct {
 	// Log receives the engine's logs; nil discards them.
 	Log *slog.Logger
 
-	// LeaseTTL is the TTL of the node's engine lease, which binds its task
-	// claims and its coordinator candidacy: a crashed node's tasks become
-	// claimable, and another node coordinator, within about this time.
+	// Lease gives the engine the node's liveness lease, which binds its
+	// task claims, its status and its coordinator candidacy: a node is
+	// alive for the engine exactly when it is for the rest of the cluster,
+	// and a crashed node's tasks become claimable, and another node
+	// coordinator, when that lease expires. Nil: the engine takes leases
+	// of its own (OwnLeases), for tests and tools that run an engine
+	// without a node.
+	Lease LeaseSource
+	// LeaseTTL is the TTL of the engine's own leases when Lease is nil.
 	// Default 5 s; whole seconds, at least 1 s.
 	LeaseTTL time.Duration
 	// Tick is how often the coordinator and directors reconcile without a
@@ -125,6 +131,8 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 
+	lease LeaseSource
+
 	mu      sync.Mutex
 	types   map[string]Type
 	running bool
@@ -151,7 +159,11 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("%w: lease TTL %s is below 1s", ErrInvalid, cfg.LeaseTTL)
 	}
 	cfg.setDefaults()
-	return &Engine{cfg: cfg, log: cfg.Log.With("node", cfg.Node), types: map[string]Type{}}, nil
+	lease := cfg.Lease
+	if lease == nil {
+		lease = &ownLeases{cli: cfg.Client, ttl: cfg.LeaseTTL, node: cfg.Node}
+	}
+	return &Engine{cfg: cfg, lease: lease, log: cfg.Log.With("node", cfg.Node), types: map[string]Type{}}, nil
 }
 
 // Register adds a job type. It refuses a malformed name, phases or
@@ -198,20 +210,20 @@ func (e *Engine) typeNames() []string {
 	return out
 }
 
-// Start takes the node's engine lease, starts the director and campaigns
-// for coordinator. It returns once the lease is held; the rest runs until
-// Stop. If the lease is ever lost (etcd unreachable past the TTL), the node
-// drops its tasks (others reclaim them from their checkpoints), takes a new
-// lease and carries on.
+// Start takes the node's lease (Config.Lease), starts the director and
+// campaigns for coordinator. It returns once the lease is held; the rest
+// runs until Stop. If the lease is ever lost (etcd unreachable past the
+// TTL), the node drops its tasks (others reclaim them from their
+// checkpoints), waits for the next lease and carries on.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running {
 		return fmt.Errorf("%w: engine on node %s already started", ErrInvalid, e.cfg.Node)
 	}
-	sess, err := e.newSession(ctx)
+	sess, err := e.lease.Current(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("job: lease for node %s: %w", e.cfg.Node, err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	e.running, e.cancel, e.done = true, cancel, make(chan struct{})
@@ -219,18 +231,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) newSession(ctx context.Context) (*concurrency.Session, error) {
-	ttl := int((e.cfg.LeaseTTL + time.Second - 1) / time.Second)
-	sess, err := concurrency.NewSession(e.cfg.Client, concurrency.WithTTL(ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
-	if err != nil {
-		return nil, fmt.Errorf("job: engine lease for node %s: %w", e.cfg.Node, err)
-	}
-	return sess, nil
-}
-
 // Stop stops the engine gracefully: managers stop at their next item,
-// checkpoint and release their tasks, the coordinator resigns, and the
-// lease is revoked. It returns when everything has stopped; stopping twice
+// checkpoint and release their tasks, and the coordinator resigns; the
+// lease is released (LeaseSource.Release: an own lease is revoked, the
+// node's stays with the node). It returns when everything has stopped; stopping twice
 // is a no-op.
 func (e *Engine) Stop() error {
 	e.mu.Lock()
@@ -262,19 +266,18 @@ func (e *Engine) life(ctx context.Context, sess *concurrency.Session) {
 		select {
 		case <-ctx.Done():
 		case <-sess.Done():
-			e.log.Warn("job engine lease lost; dropping tasks and taking a new lease")
+			e.log.Warn("job engine lease lost; dropping tasks until the node has a new lease")
 		}
 		lcancel()
 		wg.Wait()
 		if ctx.Err() != nil {
-			sess.Close() // revokes: claims and candidacy go at once
+			e.lease.Release(sess, true) // claims and candidacy go at once
 			return
 		}
-		sess.Orphan()
+		e.lease.Release(sess, false)
 		for {
 			var err error
-			sess, err = e.newSession(ctx)
-			if err == nil {
+			if sess, err = e.lease.Current(ctx); err == nil {
 				break
 			}
 			e.log.Warn("job engine lease", "err", err)

@@ -31,7 +31,10 @@ type jobEnv struct {
 	conns map[string]*block.Client // by gRPC address
 }
 
-var _ jobs.Env = (*jobEnv)(nil)
+var (
+	_ jobs.Env        = (*jobEnv)(nil)
+	_ job.LeaseSource = (*cluster.Session)(nil)
+)
 
 func (e *jobEnv) Node() string                   { return e.node }
 func (e *jobEnv) Log() *slog.Logger              { return e.log }
@@ -131,7 +134,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	}
 	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, restriper: rs, cluster: s.store}
 	s.jobEnv = env
-	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, LeaseTTL: s.cfg.LeaseTTL}); err != nil {
+	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, Lease: s.session}); err != nil {
 		return err
 	}
 	if err := jobs.Register(s.jobs); err != nil {
