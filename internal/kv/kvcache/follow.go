@@ -1,0 +1,171 @@
+package kvcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/runner"
+)
+
+// The follower: how the cache keeps up with the inner store (one watch
+// stream from a loaded snapshot, applied in order), and Sync.
+
+// Sync waits until the cache has applied every change committed (by
+// anyone) before Sync was called, or until ctx ends. It is for tests and
+// for callers that must see another client's acknowledged change (close-
+// to-open across clients); it costs a read of the inner store plus the
+// stream's delay. A Store that is not serving returns at once: its reads
+// go to the inner store.
+func (s *Store) Sync(ctx context.Context) error {
+	snap, err := s.inner.Backend(false).Begin(ctx, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := snap.Get(ctx, [][]byte{{0}}); err != nil {
+		return err
+	}
+	target := snap.Revision()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		ok, ch := s.w >= target || !s.servingLocked(), s.changed
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if err := s.inner.Progress(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-t.C: // ask for progress again
+		}
+	}
+}
+
+// followWorker is the Store's "cache-follow" worker: one step follows the
+// inner store from a fresh start until the stream breaks (a blocking
+// step), then empties the cache; the runner backs off before the next
+// start, except after a restart the Store asked for (overflow).
+type followWorker Store
+
+var (
+	_ runner.Worker = (*followWorker)(nil)
+	_ runner.Worker = (*progressWorker)(nil)
+	_ runner.Worker = (*flushWorker)(nil)
+)
+
+func (f *followWorker) Step(ctx context.Context) (runner.State, error) {
+	s := (*Store)(f)
+	err := s.follow(ctx)
+	s.mu.Lock()
+	s.running = false
+	s.entries.Clear(false)
+	s.complete = nil
+	s.mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return runner.Done, nil
+	case errors.Is(err, context.Canceled): // a restart asked for (overflow) is quiet
+		return runner.Busy, nil
+	case err == nil:
+		err = errors.New("the stream ended")
+	}
+	return runner.Busy, fmt.Errorf("kvcache: following the store; reads go to the store until it restarts: %w", err)
+}
+
+// progressWorker is the Store's "cache-progress" worker: while the cache
+// follows, each step asks the stream for a progress report, so that a
+// quiet store still tells the cache it is current (MaxStale).
+type progressWorker Store
+
+func (p *progressWorker) Step(ctx context.Context) (runner.State, error) {
+	s := (*Store)(p)
+	s.mu.Lock()
+	running := s.running
+	s.mu.Unlock()
+	if running {
+		_ = s.inner.Progress(ctx) // a broken stream is the follower's to report
+	}
+	return runner.Idle, nil
+}
+
+// follow preloads, then applies the stream until it breaks.
+func (s *Store) follow(ctx context.Context) error {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	snap, err := s.inner.Backend(false).Begin(fctx, 0)
+	if err != nil {
+		return err
+	}
+	var loaded []kv.Versioned
+	var rev int64
+	for _, r := range s.cfg.Preload {
+		start := r.Start
+		for {
+			kvs, more, _, err := snap.Scan(fctx, start, r.End, 1000)
+			if err != nil {
+				return err
+			}
+			loaded = append(loaded, kvs...)
+			if !more || len(kvs) == 0 {
+				break
+			}
+			start = kv.After(kvs[len(kvs)-1].Key)
+		}
+	}
+	if rev = snap.Revision(); rev == 0 {
+		if _, err := snap.Get(fctx, [][]byte{{0}}); err != nil {
+			return err
+		}
+		rev = snap.Revision()
+	}
+	s.mu.Lock()
+	s.entries.Clear(false)
+	for _, v := range loaded {
+		s.entries.ReplaceOrInsert(&entry{key: bytes.Clone(v.Key), val: bytes.Clone(v.Value), present: true, modRev: v.ModRev, asOf: rev})
+	}
+	s.complete = append([]kv.Range(nil), s.cfg.Preload...)
+	s.w, s.heard, s.running = rev, time.Now(), true
+	s.epoch++
+	s.restart = cancel
+	s.mu.Unlock()
+	return s.inner.Follow(fctx, rev, s.apply)
+}
+
+// apply applies one delivery of the stream.
+func (s *Store) apply(c kv.Changes) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return
+	}
+	for _, ch := range c.Changes {
+		s.noteLocked(ch.Key, ch.Rev)
+		s.setLocked(ch.Key, ch.Value, !ch.Delete, ch.Rev, ch.Rev)
+	}
+	s.w = max(s.w, c.Rev)
+	s.heard = time.Now()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if s.entries.Len() > s.cfg.MaxKeys && s.restart != nil {
+		s.restart() // start over empty
+		s.restart = nil
+	}
+}
+
+// noteLocked records a change of key at rev in the pending reads covering it.
+func (s *Store) noteLocked(key []byte, rev int64) {
+	for p := range s.pendings {
+		if p.r.Contains(key) {
+			p.changed = max(p.changed, rev)
+		}
+	}
+}
