@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weftfs/weft/internal/admin"
 )
 
 // globals are the flags every command shares.
@@ -84,4 +86,13 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// client returns an admin client for the cluster the flags point at.
+func (g *globals) client() (*admin.Client, error) {
+	addr, err := admin.Discover(g.admin)
+	if err != nil {
+		return nil, err
+	}
+	return admin.NewClient(addr), nil
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,78 +12,6 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 )
-
-// client returns an admin client for the cluster the flags point at.
-func (g *globals) client() (*admin.Client, error) {
-	addr, err := admin.Discover(g.admin)
-	if err != nil {
-		return nil, err
-	}
-	return admin.NewClient(addr), nil
-}
-
-func newStatusCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "status",
-		Short: "Show cluster health, capacity, nodes, drives and the control plane",
-		Long: `Show the cluster's health: "healthy" when every node, every drive in
-service and every etcd member is up, otherwise "degraded" with one line per
-problem. Exit status is 0 either way; use --json for scripts.
-
-The "jobs" line is the job engine's mode: "normal", or "low-space since
-TIME: REASON" while a pool is below the low_space_threshold setting (jobs
-that do not free space are paused until every pool is back at the
-threshold plus one point; see weft job settings and weft job events list).`,
-		Example: `  weft status
-  weft status --json | jq .health
-  weft status --json | jq .job_engine`,
-		Args: exactArgs(0, "no arguments"),
-		RunE: func(c *cobra.Command, _ []string) error {
-			return query(g, c, (*admin.Client).Status, func(w io.Writer, st admin.Status) error {
-				fmt.Fprintf(w, "cluster   %s\n", st.ClusterID)
-				fmt.Fprintf(w, "health    %s\n", st.Health)
-				fmt.Fprintf(w, "nodes     %d/%d up\n", st.NodesUp, st.Nodes)
-				fmt.Fprintf(w, "drives    %d/%d up", st.DrivesUp, st.Drives)
-				if n := st.DriveStatus[string(cluster.StatusRemoved)]; n > 0 {
-					fmt.Fprintf(w, " (%d removed)", n)
-				}
-				fmt.Fprintln(w)
-				fmt.Fprintf(w, "capacity  %s used of %s (%s), %s free\n", humanBytes(st.UsedBytes), humanBytes(st.TotalBytes),
-					percent(st.UsedBytes, st.TotalBytes), humanBytes(st.FreeBytes))
-				var members []string
-				for _, m := range st.Etcd {
-					s := m.Name
-					switch {
-					case !m.Healthy:
-						s += "(down)"
-					case m.Leader:
-						s += "(leader)"
-					}
-					members = append(members, s)
-				}
-				fmt.Fprintf(w, "etcd      %s\n", strings.Join(members, " "))
-				if st.JobEngine != nil {
-					fmt.Fprintf(w, "jobs      %s\n", st.JobEngine)
-				}
-				fmt.Fprintln(w)
-				t := newTable(w, "POOL", "PROTECTION", "DRIVES", "USED", "SIZE", "USE%")
-				for _, p := range st.Pools {
-					t.row(p.Name, p.Protection, fmt.Sprintf("%d/%d", p.DrivesUp, p.Drives), humanBytes(p.UsedBytes), humanBytes(p.TotalBytes), percent(p.UsedBytes, p.TotalBytes))
-				}
-				if err := t.flush(); err != nil {
-					return err
-				}
-				if len(st.Problems) > 0 {
-					fmt.Fprintln(w, "\nproblems:")
-					for _, p := range st.Problems {
-						fmt.Fprintln(w, "  -", p)
-					}
-				}
-				return nil
-			})
-		},
-	}
-}
 
 func newDriveCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -251,56 +178,5 @@ removed. Reads and writes go on meanwhile. Watch it with weft job view.`,
 	cmd.AddCommand(list, add, remove,
 		setStatus("suspend", cluster.StatusSuspended, "Stop placing new blocks on a drive (it keeps serving reads)"),
 		setStatus("resume", cluster.StatusReady, "Return a suspended drive to service"))
-	return cmd
-}
-
-func newPoolCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "pool",
-		Short: "List and create storage pools",
-		Long: `A pool is a named set of drives (a tier) with a default protection:
-mirror:N (N copies) or ec:K+M (K data and M parity units per stripe).
-A drive joins a pool when it is added (weft server --drive PATH:CLASS:POOL,
-or weft drive add NODE PATH --pool POOL).`,
-	}
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List pools with protection, drives and capacity",
-		Args:  exactArgs(0, "no arguments"),
-		RunE: func(c *cobra.Command, _ []string) error {
-			return query(g, c, (*admin.Client).Pools, func(w io.Writer, pools []cluster.Pool) error {
-				t := newTable(w, "NAME", "PROTECTION", "DRIVES", "UP", "USED", "FREE", "SIZE", "USE%")
-				for _, p := range pools {
-					t.row(p.Name, p.Protection, strconv.Itoa(p.Drives), strconv.Itoa(p.DrivesUp), humanBytes(p.UsedBytes),
-						humanBytes(p.FreeBytes), humanBytes(p.TotalBytes), percent(p.TotalBytes-p.FreeBytes, p.TotalBytes))
-				}
-				return t.flush()
-			})
-		},
-	}
-	var protection string
-	create := &cobra.Command{
-		Use:     "create NAME --protection SPEC",
-		Short:   "Create a pool",
-		Example: "  weft pool create fast --protection ec:4+2\n  weft pool create archive --protection mirror:3",
-		Args:    exactArgs(1, "one pool name"),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := cl.CreatePool(c.Context(), args[0], protection)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), p)
-			}
-			fmt.Fprintf(c.OutOrStdout(), "pool %s created with protection %s\n", p.Name, p.Protection)
-			return nil
-		},
-	}
-	create.Flags().StringVar(&protection, "protection", "ec:4+2", "default protection of the pool's files: mirror:N or ec:K+M")
-	cmd.AddCommand(list, create)
 	return cmd
 }
