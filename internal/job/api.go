@@ -3,9 +3,13 @@ package job
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -34,6 +38,11 @@ func (e *Engine) Submit(ctx context.Context, typeName string, o Options) (JobID,
 	rec, err := e.newJob(ctx, typeName, o)
 	if err != nil {
 		return 0, err
+	}
+	if pv, ok := e.typeOf(typeName).(ParamValidator); ok {
+		if err := pv.ValidateParams(ctx, e.cfg.Env, o.Params); err != nil {
+			return 0, err
+		}
 	}
 	for {
 		ok, err := e.insertJob(ctx, &rec, nil)
@@ -76,6 +85,9 @@ func (e *Engine) newJobWith(typ Type, ts TypeSettings, o Options) (jobRecord, er
 		return jobRecord{}, err
 	}
 	if err := e.checkPolicy(o.Policy); err != nil {
+		return jobRecord{}, err
+	}
+	if err := checkParams(typ, o.Params); err != nil {
 		return jobRecord{}, err
 	}
 	if pc, ok := typ.(ParamChecker); ok {
@@ -491,4 +503,46 @@ func (e *Engine) Mode(ctx context.Context) (Mode, error) {
 		return Mode{Mode: ModeNormal}, nil
 	}
 	return Mode{Mode: ModeLowSpace, Since: low.Since, Reason: low.Reason}, nil
+}
+
+// checkParams applies the limits every job's parameters obey: at most
+// MaxParams, names of 1-32 of a-z, 0-9, '-', '_', values of valid UTF-8
+// without control characters and at most MaxParamValue bytes, and, for a
+// ParamLister, only the names it lists (and ParamReason).
+func checkParams(typ Type, params map[string]string) error {
+	if len(params) > MaxParams {
+		return fmt.Errorf("%w: %s: %d parameters; a job takes at most %d", ErrInvalid, typ.Name(), len(params), MaxParams)
+	}
+	var known []string
+	if pl, ok := typ.(ParamLister); ok {
+		known = slices.Concat(pl.ParamNames(), []string{ParamReason})
+	}
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		v := params[k]
+		if !validParamName(k) {
+			return fmt.Errorf("%w: %s: parameter name %q: use 1-32 of a-z, 0-9, '-', '_'", ErrInvalid, typ.Name(), k)
+		}
+		if known != nil && !slices.Contains(known, k) {
+			return fmt.Errorf("%w: %s takes no parameter %q; its parameters are %s", ErrInvalid, typ.Name(), k, strings.Join(known, ", "))
+		}
+		if len(v) > MaxParamValue {
+			return fmt.Errorf("%w: %s: parameter %s is %d bytes long; at most %d", ErrInvalid, typ.Name(), k, len(v), MaxParamValue)
+		}
+		if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+			return fmt.Errorf("%w: %s: parameter %s=%q holds control characters or invalid UTF-8", ErrInvalid, typ.Name(), k, v)
+		}
+	}
+	return nil
+}
+
+func validParamName(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -249,6 +249,37 @@ type ParamChecker interface {
 	CheckParams(params map[string]string) error
 }
 
+// ParamLister is implemented by a Type that names the parameters it takes:
+// Submit refuses any other (besides ParamReason, which every type takes),
+// so that a misspelt parameter ("drive=" for "drives=") is an error, not a
+// job that silently ignores it.
+type ParamLister interface {
+	ParamNames() []string
+}
+
+// ParamValidator is implemented by a Type whose parameters name things of
+// the cluster (drives, pools, paths): Submit calls it with the submitting
+// node's Env after CheckParams, so that a job naming something that does
+// not exist is refused when it is submitted rather than failing later.
+// Errors wrap ErrInvalid and name the parameter and the value; an error
+// that does not (the control plane did not answer) is returned as it is.
+// Schedules do not call it: a scheduled job's parameters are the type's.
+type ParamValidator interface {
+	ValidateParams(ctx context.Context, env Env, params map[string]string) error
+}
+
+// ParamReason is the parameter every job type takes: free text saying why
+// the job was started (events set it), shown with the job.
+const ParamReason = "reason"
+
+// Limits on a job's parameters, checked by Submit for every type.
+const (
+	// MaxParams is the most parameters a job may have.
+	MaxParams = 32
+	// MaxParamValue is the longest parameter value, in bytes.
+	MaxParamValue = 4096
+)
+
 // SplitRange cuts [from, to) of scope into n tasks of nearly equal width
 // (fewer when the range is narrower than n). It is the usual Split of a
 // phase over a uniform domain.

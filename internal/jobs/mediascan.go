@@ -144,7 +144,7 @@ func mediaDrives(p map[string]string) (map[meta.DriveID]bool, error) {
 	}
 	ds, err := parseDrives(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: mediascan drives=%q: want drive ids like d3,d7 (see weft drive list), or no drives parameter to scan every drive: %v", job.ErrInvalid, v, err)
+		return nil, fmt.Errorf("mediascan (leave drives out to scan every drive): %w", err)
 	}
 	return ds, nil
 }

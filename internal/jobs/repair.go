@@ -62,25 +62,6 @@ func (r *restripeJob) Phases() []job.Phase {
 	}
 }
 
-// parseDrives parses "d3,d7".
-func parseDrives(s string) (map[meta.DriveID]bool, error) {
-	out := map[meta.DriveID]bool{}
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		id, err := cluster.ParseDriveID(f)
-		if err != nil {
-			return nil, err
-		}
-		out[meta.DriveID(id)] = true
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: drain needs drives=d<N>[,d<N>...]", job.ErrInvalid)
-	}
-	return out, nil
-}
-
 // drivesWithStatus returns the drives whose status is st.
 func drivesWithStatus(ctx context.Context, e Env, st cluster.DriveStatus) (map[meta.DriveID]bool, error) {
 	drives, err := e.Cluster().ListDrives(ctx)
