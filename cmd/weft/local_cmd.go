@@ -61,6 +61,14 @@ machine would be; "weft local node start NAME" starts it again.`,
 			if verbose {
 				lvl = slog.LevelInfo
 			}
+			// 0 means "the default, or what the directory's cluster has"
+			// only when the flag is absent: asked for, it is a mistake.
+			if c.Flags().Changed("nodes") && (nodes < 1 || nodes > 64) {
+				return usageError{fmt.Errorf("--nodes %d: a local cluster has 1 to 64 nodes", nodes)}
+			}
+			if c.Flags().Changed("drives-per-node") && (drives < 1 || drives > 64) {
+				return usageError{fmt.Errorf("--drives-per-node %d: a node has 1 to 64 drives", drives)}
+			}
 			var size int64
 			if driveSize != "" {
 				var err error

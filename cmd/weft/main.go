@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,8 @@ func main() {
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "weft:", err)
 		var ue usageError
-		if errors.As(err, &ue) {
+		// cobra reports an unknown top-level command itself, as a plain error.
+		if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
 			os.Exit(2)
 		}
 		os.Exit(1)
@@ -75,7 +77,36 @@ directory.`,
 		newJobCmd(g),
 		newVersionCmd(),
 	)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command with
+// subcommands and no action of its own) refuse an unknown subcommand with
+// a usage error (exit status 2) naming it and suggesting near names, where
+// cobra would print the group's help and exit 0, so that a script's typo
+// is noticed. A group run with no subcommand still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Parent() == nil || !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if c.SuggestionsMinimumDistance <= 0 {
+			c.SuggestionsMinimumDistance = 2
+		}
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %s?", strings.Join(s, " or "))
+		}
+		return usageError{fmt.Errorf("%s (see %s --help)", msg, c.CommandPath())}
+	}
 }
 
 // exactArgs is cobra.ExactArgs with a usage error that names the arguments.

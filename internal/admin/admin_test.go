@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,14 @@ func TestAPIRoundTrips(t *testing.T) {
 	if n, err := c.Node(ctx); err != nil || n.Name != "n1" || n.PID != 7 {
 		t.Fatalf("node = %+v, %v", n, err)
 	}
+	var drives []cluster.DriveID
+	for i := range 6 {
+		id, _ := store.AllocDriveID(ctx)
+		if _, err := store.RegisterDrive(ctx, cluster.DriveRecord{ID: id, Node: "n1", Path: fmt.Sprintf("/d%d", i), Class: "ssd", Pool: "fast"}); err != nil {
+			t.Fatal(err)
+		}
+		drives = append(drives, id)
+	}
 	if _, err := c.CreatePool(ctx, "fast", "ec:4+2"); err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +50,10 @@ func TestAPIRoundTrips(t *testing.T) {
 	if _, err := c.CreatePool(ctx, "slow", "raid6"); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "raid6") {
 		t.Fatalf("bad protection: %v", err)
 	}
-	id, _ := store.AllocDriveID(ctx)
-	if _, err := store.RegisterDrive(ctx, cluster.DriveRecord{ID: id, Node: "n1", Path: "/d", Class: "ssd", Pool: "fast"}); err != nil {
-		t.Fatal(err)
+	if _, err := c.CreatePool(ctx, "wide", "ec:32+8"); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), "needs 40 drives") {
+		t.Fatalf("too wide a protection: %v", err)
 	}
+	id := drives[0]
 	d, err := c.SetDriveStatus(ctx, id, cluster.StatusSuspended)
 	if err != nil || d.Status != cluster.StatusSuspended {
 		t.Fatalf("suspend = %+v, %v", d, err)
@@ -55,16 +64,16 @@ func TestAPIRoundTrips(t *testing.T) {
 	if _, err := c.SetDriveStatus(ctx, 99, cluster.StatusReady); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("unknown drive: %v", err)
 	}
-	drives, err := c.Drives(ctx)
-	if err != nil || len(drives) != 1 || drives[0].State != cluster.Down {
-		t.Fatalf("drives = %+v, %v", drives, err)
+	listed, err := c.Drives(ctx)
+	if err != nil || len(listed) != 6 || listed[0].State != cluster.Down {
+		t.Fatalf("drives = %+v, %v", listed, err)
 	}
 	pools, err := c.Pools(ctx)
-	if err != nil || len(pools) != 1 || pools[0].Drives != 1 {
+	if err != nil || len(pools) != 1 || pools[0].Drives != 6 {
 		t.Fatalf("pools = %+v, %v", pools, err)
 	}
 	st, err := c.Status(ctx)
-	if err != nil || st.Health != cluster.Degraded || st.Drives != 1 {
+	if err != nil || st.Health != cluster.Degraded || st.Drives != 6 {
 		t.Fatalf("status = %+v, %v", st, err)
 	}
 }

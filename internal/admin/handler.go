@@ -208,7 +208,7 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		errors.Is(err, job.ErrUnknownType), errors.Is(err, job.ErrBadPriority), errors.Is(err, job.ErrUnknownPolicy),
 		errors.Is(err, job.ErrTypeDisabled), errors.Is(err, impact.ErrInvalid), errors.Is(err, impact.ErrUnknownPolicy):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
-	case errors.Is(err, drive.ErrInvalid):
+	case errors.Is(err, drive.ErrInvalid), errors.Is(err, client.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, ErrRefused), errors.Is(err, drive.ErrOtherCluster), errors.Is(err, drive.ErrOtherNode),
 		errors.Is(err, drive.ErrNotEmpty), errors.Is(err, drive.ErrLocked), errors.Is(err, drive.ErrNewerFormat),

@@ -80,7 +80,7 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 		return FileLayout{}, fmt.Errorf("client: layout of LIN %d: %w", lin, err)
 	}
 	if a.Type != meta.TypeFile {
-		return FileLayout{}, fmt.Errorf("%w: LIN %d is a %s, not a regular file", ErrInvalid, lin, a.Type)
+		return FileLayout{}, fmt.Errorf("%w: LIN %d is a %s, not a regular file: only files have a layout (weft file info shows one for a file)", ErrInvalid, lin, a.Type)
 	}
 	g, req, fromPool, err := c.geometry(ctx, a)
 	if err != nil {

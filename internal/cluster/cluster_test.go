@@ -3,9 +3,11 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,6 +150,20 @@ func TestPools(t *testing.T) {
 	s, err := Open(ctx, etcdtest.New(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A protection wider than the cluster's drives is refused, with the
+	// numbers; ifMissing (a node creating its drives' pool) is not checked.
+	if _, err := s.CreatePool(ctx, "fast", "ec:4+2", false); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "has 0") {
+		t.Fatalf("ec:4+2 on no drives: %v", err)
+	}
+	for i := range 6 {
+		id, _ := s.AllocDriveID(ctx)
+		if _, err := s.RegisterDrive(ctx, DriveRecord{ID: id, Node: "n1", Path: fmt.Sprintf("/d%d", i), Class: "ssd", Pool: "fast"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreatePool(ctx, "wide", "ec:32+8", false); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "needs 40 drives") || !strings.Contains(err.Error(), "has 6") {
+		t.Fatalf("ec:32+8 on 6 drives: %v", err)
 	}
 	if _, err := s.CreatePool(ctx, "fast", "ec:4+2", false); err != nil {
 		t.Fatal(err)

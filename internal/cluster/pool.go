@@ -21,7 +21,9 @@ type Pool struct {
 }
 
 // CreatePool defines a pool. The protection spec is validated
-// (erasure.ParseProtection). An existing pool is ErrExists unless
+// (erasure.ParseProtection) and, unless ifMissing is set (a node creating
+// the pool its drives name), refused (ErrInvalid) when a stripe of it is
+// wider than the cluster has drives. An existing pool is ErrExists unless
 // ifMissing is set, in which case the call is a no-op.
 func (s *Store) CreatePool(ctx context.Context, name, protection string, ifMissing bool) (PoolRecord, error) {
 	if !ValidName(name) {
@@ -30,6 +32,11 @@ func (s *Store) CreatePool(ctx context.Context, name, protection string, ifMissi
 	p, err := erasure.ParseProtection(protection)
 	if err != nil {
 		return PoolRecord{}, fmt.Errorf("%w: pool %s: %w", ErrInvalid, name, err)
+	}
+	if !ifMissing {
+		if err := s.checkPlaceable(ctx, name, p); err != nil {
+			return PoolRecord{}, err
+		}
 	}
 	rec := PoolRecord{V: RecordVersion, Name: name, Protection: p.String(), Created: time.Now().UTC()}
 	t, err := s.cli.Txn(ctx).
@@ -86,4 +93,36 @@ func (s *Store) ListPools(ctx context.Context) ([]Pool, error) {
 		return nil
 	})
 	return out, err
+}
+
+// checkPlaceable refuses a protection whose stripes are wider than the
+// cluster has drives (not removed): such a pool could never place a whole
+// stripe, so every write to it would be under-protected or fail. A pool's
+// own drives may be fewer for a while (drives are added or moved to it
+// after it is created); the cluster's are the bound it can never pass
+// without new hardware.
+func (s *Store) checkPlaceable(ctx context.Context, pool string, p erasure.Protection) error {
+	drives, err := s.ListDrives(ctx)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, d := range drives {
+		if d.Status != StatusRemoved {
+			n++
+		}
+	}
+	if w := p.Width(); w > n {
+		return fmt.Errorf("%w: pool %s: protection %s needs %d drives for each stripe (%s), but the cluster has %d (see weft drive list): choose a narrower protection, or add drives first",
+			ErrInvalid, pool, p, w, unitsText(p), n)
+	}
+	return nil
+}
+
+// unitsText says what a stripe of p is made of.
+func unitsText(p erasure.Protection) string {
+	if p.Mirrors > 0 {
+		return fmt.Sprintf("%d copies on distinct drives", p.Width())
+	}
+	return fmt.Sprintf("%d data + %d parity units on distinct drives", p.Data, p.Parity)
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/cluster"
@@ -126,6 +128,9 @@ func (s *Server) registerDrive(ctx context.Context, d *drive.Drive, spec DriveSp
 //
 // Locking: adds are serialised by drivesMu; block I/O goes on meanwhile.
 func (s *Server) AddDrive(ctx context.Context, req admin.AddDriveRequest) (admin.AddDriveReply, error) {
+	if strings.ContainsFunc(req.Path, unicode.IsControl) {
+		return admin.AddDriveReply{}, fmt.Errorf("%w: drive add: path %q holds control characters (a NUL byte, a newline); give the directory's absolute path on node %s", drive.ErrInvalid, req.Path, s.cfg.Name)
+	}
 	if req.Path == "" || !filepath.IsAbs(req.Path) {
 		return admin.AddDriveReply{}, fmt.Errorf("%w: drive add: path %q is not absolute; give the directory's absolute path on node %s", drive.ErrInvalid, req.Path, s.cfg.Name)
 	}
@@ -151,6 +156,12 @@ func (s *Server) AddDrive(ctx context.Context, req admin.AddDriveRequest) (admin
 		return admin.AddDriveReply{}, err
 	}
 	d, err := s.openDrive(ctx, spec)
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !errors.Is(err, drive.ErrInvalid) {
+		// The directory named cannot be made or opened (a file in the
+		// way, no permission): the request's fault, not the node's.
+		return admin.AddDriveReply{}, fmt.Errorf("%w: drive add: cannot use %s on node %s: %w", drive.ErrInvalid, spec.Path, s.cfg.Name, err)
+	}
 	if err != nil {
 		return admin.AddDriveReply{}, err
 	}

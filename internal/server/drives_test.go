@@ -184,6 +184,8 @@ func TestAddDriveRuntime(t *testing.T) {
 		{"foreign files", admin.AddDriveRequest{Node: "n2", Path: foreign}, http.StatusConflict, []string{foreign, "photo.jpg"}},
 		{"data dir", admin.AddDriveRequest{Node: "n2", Path: n2.cfg.DataDir}, http.StatusConflict, []string{"own state"}},
 		{"relative", admin.AddDriveRequest{Node: "n2", Path: "disk7"}, http.StatusBadRequest, []string{`"disk7"`, "absolute"}},
+		{"NUL byte", admin.AddDriveRequest{Node: "n2", Path: filepath.Join(root, "x\x00y")}, http.StatusBadRequest, []string{"control characters"}},
+		{"a file in the way", admin.AddDriveRequest{Node: "n2", Path: filepath.Join(foreign, "photo.jpg", "d")}, http.StatusBadRequest, []string{"cannot use", "photo.jpg"}},
 		{"bad class", admin.AddDriveRequest{Node: "n2", Path: filepath.Join(root, "x"), Class: "tape"}, http.StatusBadRequest, []string{"tape"}},
 		{"unknown node", admin.AddDriveRequest{Node: "n7", Path: filepath.Join(root, "x")}, http.StatusNotFound, []string{`"n7"`}},
 		{"no node", admin.AddDriveRequest{Path: filepath.Join(root, "x")}, http.StatusBadRequest, []string{"no node"}},

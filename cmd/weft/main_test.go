@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// run executes the CLI with args and returns its output and error.
+func run(args ...string) (string, error) {
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestUsageErrors checks the command-line mistakes a script must notice:
+// each is a usage error (exit status 2) that names what was wrong.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"job", "frobnicate"}, `unknown command "frobnicate" for "weft job"`},
+		{[]string{"job", "lsit"}, "did you mean list?"},
+		{[]string{"job", "types", "frob"}, `for "weft job types"`},
+		{[]string{"drive", "frob"}, `for "weft drive"`},
+		{[]string{"node", "frob"}, `for "weft node"`},
+		{[]string{"local", "up", "--nodes", "0", "--dir", "/nonexistent/x"}, "--nodes 0"},
+		{[]string{"local", "up", "--drives-per-node", "-1", "--dir", "/nonexistent/x"}, "--drives-per-node -1"},
+		{[]string{"status", "--no-such-flag"}, "unknown flag"},
+	} {
+		_, err := run(tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("weft %s: %v; want an error saying %q", strings.Join(tc.args, " "), err, tc.want)
+			continue
+		}
+		var ue usageError
+		if tc.args[0] != "frobnicate" && !errors.As(err, &ue) {
+			t.Errorf("weft %s: %v is not a usage error (exit status 2)", strings.Join(tc.args, " "), err)
+		}
+	}
+	// A group without a subcommand prints its help and succeeds.
+	out, err := run("job")
+	if err != nil || !strings.Contains(out, "Available Commands") {
+		t.Errorf("weft job: %v\n%s", err, out)
+	}
+}
