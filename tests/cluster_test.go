@@ -199,10 +199,54 @@ func TestCLI(t *testing.T) {
 		{[]string{"status", "--bogus"}, 2, "unknown flag"},
 		{[]string{"job", "settings", "--low-space-threshold", "60"}, 1, "low_space_threshold 60: use 0 (off) to 50"},
 		{[]string{"job", "events", "list", "--limit", "0"}, 2, "--limit 0: use 1 to 1000"},
+		// Job parameters are checked when the job is submitted.
+		{[]string{"job", "start", "drain", "--param", "drives="}, 1, `drives=""`},
+		{[]string{"job", "start", "drain", "--param", "drives=d-1,,"}, 1, `drives="d-1,,"`},
+		{[]string{"job", "start", "drain", "--param", "drives=d999"}, 1, "no drive d999"},
+		{[]string{"job", "start", "rebalance", "--param", "pool=nosuch"}, 1, `pool="nosuch": no such pool`},
+		{[]string{"job", "start", "mediascan", "--param", "drives=d999"}, 1, "no drive d999"},
+		{[]string{"job", "start", "treedelete", "--path", "/does-not-exist"}, 1, "no such directory"},
+		{[]string{"job", "start", "integrityscan", "--param", "drives=d1"}, 1, `no parameter "drives"`},
+		{[]string{"pool", "create", "wide", "--protection", "ec:32+8"}, 1, "needs 40 drives for each stripe"},
+		{[]string{"job", "frobnicate"}, 2, `unknown command "frobnicate" for "weft job"`},
+		{[]string{"local", "up", "--nodes", "0", "--dir", t.TempDir()}, 2, "--nodes 0"},
 	} {
 		out, code := c.Weft(tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) {
 			t.Errorf("weft %s: exit %d, output %q; want exit %d containing %q", strings.Join(tc.args, " "), code, out, tc.code, tc.want)
+		}
+	}
+}
+
+// The admin API answers bad input with a 4xx naming it, never a 500.
+func TestAPIRefusesBadInput(t *testing.T) {
+	c := harness.Start(t, harness.Options{Nodes: 1, DrivesPerNode: 2})
+	base := strings.TrimRight(c.NodeAdmin("n1").Base(), "/")
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		want               string
+	}{
+		{"GET", "/v1/files/1", "", 400, "LIN 1 is a dir"},
+		{"GET", "/v1/files/abc", "", 400, "want a LIN"},
+		{"POST", "/v1/drives", `{"node":"n1","path":"/tmp/x\u0000y"}`, 400, "control characters"},
+		{"POST", "/v1/jobs", `{"type":"drain","params":{"drives":""}}`, 400, `drives=\"\"`},
+		{"POST", "/v1/jobs", `{"type":"treedelete","params":{"path":"/does-not-exist"}}`, 400, "no such directory"},
+		{"POST", "/v1/pools", `{"name":"wide","protection":"ec:32+8"}`, 400, "needs 40 drives"},
+	} {
+		req, err := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s %s: %d %s; want %d containing %q", tc.method, tc.path, resp.StatusCode, body, tc.code, tc.want)
 		}
 	}
 }
