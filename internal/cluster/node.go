@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -84,6 +86,59 @@ type Registration struct {
 	// Runner runs the Session's "lease" worker; nil: a runner of its own,
 	// stopped by Close.
 	Runner *runner.Runner
+	// Holds lists the drives the registering process has open and locked
+	// (drive.Open locks a drive's directory): proof that no other live
+	// process serves them, used to take over the registration of a
+	// crashed earlier incarnation (see staleIncarnation).
+	Holds []DriveID
+	// processStart overrides ProcessStart (tests).
+	processStart func(pid int) (uint64, bool)
+}
+
+// takeOver checks the live key of r's node: absent, or this process's
+// own, is fine; another process's is ErrNodeInUse, unless that process is
+// provably gone (staleIncarnation), in which case its lease is revoked —
+// its live keys and anything else bound to it (the job engine's claims)
+// go at once — and the new process registers without waiting for the old
+// lease to expire, which may never happen while the etcd members the node
+// hosts are what the quorum lacks.
+func (s *Store) takeOver(ctx context.Context, r Registration) error {
+	name, live := r.Record.Name, r.Live
+	resp, err := s.cli.Get(ctx, liveNodeKey(name))
+	if err != nil {
+		return fmt.Errorf("cluster: register node %s: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	kv := resp.Kvs[0]
+	var cur NodeLive
+	if err := decode(string(kv.Key), kv.Value, &cur); err != nil {
+		return err
+	}
+	if cur.BootID == live.BootID {
+		return nil
+	}
+	alive := r.processStart
+	if alive == nil {
+		alive = ProcessStart
+	}
+	why, stale, err := s.staleIncarnation(ctx, name, cur, live, r.Holds, alive)
+	if err != nil {
+		return err
+	}
+	if !stale {
+		return fmt.Errorf("%w: node %s is already up (pid %d on %s since %s); stop it first or pick another --name",
+			ErrNodeInUse, name, cur.PID, cur.Host, cur.Started.Format(time.RFC3339))
+	}
+	r.Log.Warn("taking over the registration of a crashed earlier incarnation", "node", name, "pid", cur.PID, "host", cur.Host,
+		"since", cur.Started.Format(time.RFC3339), "why", why)
+	if kv.Lease != 0 {
+		if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return fmt.Errorf("cluster: register node %s: revoke the lease of its crashed incarnation (pid %d): %w", name, cur.PID, err)
+		}
+	}
+	return nil
 }
 
 // RegisterNode is Register without a runner (the Session runs its own).
@@ -105,10 +160,8 @@ func (s *Store) Register(ctx context.Context, r Registration) (*Session, error) 
 	if r.Log == nil {
 		r.Log = slog.Default()
 	}
-	var cur NodeLive
-	if _, err := s.getRecord(ctx, liveNodeKey(rec.Name), &cur); err == nil && cur.BootID != live.BootID {
-		return nil, fmt.Errorf("%w: node %s is already up (pid %d on %s since %s); stop it first or pick another --name",
-			ErrNodeInUse, rec.Name, cur.PID, cur.Host, cur.Started.Format(time.RFC3339))
+	if err := s.takeOver(ctx, r); err != nil {
+		return nil, err
 	}
 	rec.V, live.V = RecordVersion, RecordVersion
 	var old NodeRecord

@@ -84,6 +84,12 @@ type NodeLive struct {
 	BootID  string    `json:"boot_id"` // random per process start
 	Version string    `json:"version"`
 	Started time.Time `json:"started"`
+	// MachineBoot is the machine's boot id and ProcStart the process's
+	// start time in clock ticks since boot (see ProcessStart): with Host
+	// and PID they tell a restarting node whether this incarnation is
+	// gone. Absent in records of older nodes.
+	MachineBoot string `json:"machine_boot,omitempty"`
+	ProcStart   uint64 `json:"proc_start,omitempty"`
 }
 
 // DriveRecord is a drive's persistent registration.

@@ -36,7 +36,7 @@ func (s *Server) openDrives(ctx context.Context) error {
 	configured := map[string]bool{}
 	for _, spec := range s.cfg.Drives {
 		configured[spec.Path] = true
-		if err := s.startDrive(ctx, spec); err != nil {
+		if err := s.openLocal(ctx, spec); err != nil {
 			return err
 		}
 	}
@@ -52,7 +52,7 @@ func (s *Server) openDrives(ctx context.Context) error {
 			s.log.Info("drive added at run time is also configured; opened once, as configured", "path", a.Path)
 			continue
 		}
-		if err := s.startDrive(ctx, a.Spec()); err != nil {
+		if err := s.openLocal(ctx, a.Spec()); err != nil {
 			return fmt.Errorf("%w (drive %s was added at run time and is listed in %s: repair it, or remove its entry from that file to forget it)",
 				err, a.Path, filepath.Join(s.cfg.DataDir, AddedDrivesFile))
 		}
@@ -60,18 +60,45 @@ func (s *Server) openDrives(ctx context.Context) error {
 	return nil
 }
 
-// startDrive opens spec's drive, registers it and publishes its usage;
-// the caller holds drivesMu and, at run time, serves the drive.
-func (s *Server) startDrive(ctx context.Context, spec DriveSpec) error {
+// openLocal opens spec's drive (locking its directory) and keeps it with
+// its spec for registerDrives; the caller holds drivesMu. A drive locked by
+// another process means that process serves it: most likely this node is
+// running already.
+func (s *Server) openLocal(ctx context.Context, spec DriveSpec) error {
 	d, err := s.openDrive(ctx, spec)
+	if errors.Is(err, drive.ErrLocked) {
+		return fmt.Errorf("%w: is node %s already running on this machine? (stop it first)", err, s.cfg.Name)
+	}
 	if err != nil {
 		return err
 	}
 	s.drives = append(s.drives, d)
-	if _, err := s.registerDrive(ctx, d, spec); err != nil {
-		return err
+	s.specs = append(s.specs, spec)
+	return nil
+}
+
+// held returns the ids of the drives this process has open.
+func (s *Server) held() []cluster.DriveID {
+	s.drivesMu.Lock()
+	defer s.drivesMu.Unlock()
+	var ids []cluster.DriveID
+	for _, d := range s.drives {
+		ids = append(ids, d.ID())
 	}
-	s.publishDrive(ctx, d)
+	return ids
+}
+
+// registerDrives records the drives opened at startup in the control
+// plane and publishes their usage, once the node is registered.
+func (s *Server) registerDrives(ctx context.Context) error {
+	s.drivesMu.Lock()
+	defer s.drivesMu.Unlock()
+	for i, d := range s.drives {
+		if _, err := s.registerDrive(ctx, d, s.specs[i]); err != nil {
+			return err
+		}
+		s.publishDrive(ctx, d)
+	}
 	return nil
 }
 
@@ -208,6 +235,7 @@ func (s *Server) AddDrive(ctx context.Context, req admin.AddDriveRequest) (admin
 	}
 	ok = true
 	s.drives = append(s.drives, d)
+	s.specs = append(s.specs, spec)
 	s.publishDrive(ctx, d)
 	s.log.Info("drive added at run time", "drive", d.ID(), "path", spec.Path, "class", spec.Class, "pool", rec.Pool, "capacity", int64(spec.Capacity))
 	return admin.AddDriveReply{Drive: rec, Capacity: int64(spec.Capacity)}, nil

@@ -51,6 +51,7 @@ type Server struct {
 	// closes) and serialises drive adds and the added-drives file.
 	drivesMu sync.Mutex
 	drives   []*drive.Drive
+	specs    []DriveSpec // each drive's spec, as drives
 	// embedded: the control plane is weft's embedded etcd members.
 	embedded bool
 	meta     *meta.Meta
@@ -116,11 +117,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	if cfg.Etcd.Embed {
 		rec.EtcdClient = cfg.Etcd.ClientURL
 	}
-	live := cluster.NodeLive{PID: os.Getpid(), Host: host, BootID: bootID(), Version: Version, Started: time.Now().UTC()}
-	if s.session, err = s.store.Register(ctx, cluster.Registration{Record: rec, Live: live, TTL: cfg.LeaseTTL, Log: s.log, Runner: s.run}); err != nil {
+	live := cluster.NodeLive{PID: os.Getpid(), Host: host, BootID: bootID(), Version: Version, Started: time.Now().UTC(),
+		MachineBoot: cluster.MachineBoot()}
+	live.ProcStart, _ = cluster.ProcessStart(os.Getpid())
+	// The drives are opened (and their directories locked) before the node
+	// registers: holding them all proves that no earlier incarnation of
+	// this node still serves them, so a node restarted after a crash takes
+	// its registration over at once (cluster.Registration.Holds).
+	if err = s.openDrives(ctx); err != nil {
 		return s, err
 	}
-	if err = s.openDrives(ctx); err != nil {
+	if s.session, err = s.store.Register(ctx, cluster.Registration{Record: rec, Live: live, TTL: cfg.LeaseTTL, Log: s.log, Runner: s.run,
+		Holds: s.held()}); err != nil {
+		return s, err
+	}
+	if err = s.registerDrives(ctx); err != nil {
 		return s, err
 	}
 	if s.blocks, err = block.NewService(s.log, s.drives...); err != nil {
