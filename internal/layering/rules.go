@@ -80,6 +80,7 @@ func Weft() Table {
 			{Pkg: "internal/kv/kvcache", Kind: Leaf, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/kv/memkv", Kind: Leaf, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/etcdx", Kind: Leaf},
+			{Pkg: "internal/pki", Kind: Leaf},
 			{Pkg: "internal/rpc", Kind: Leaf},
 			{Pkg: "internal/rpc/pb", Kind: Leaf},
 
