@@ -2,11 +2,13 @@ package etcdx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -39,11 +41,20 @@ const DialTimeout = 5 * time.Second
 //     a snapshot of a large database takes seconds), otherwise waits for
 //     it. Writes get no such timeout: a write that timed out may still
 //     commit, so it must not be sent again blindly.
+//   - A member that has fallen more than 5000 entries behind in applying
+//     what is committed (a member back from a partition, applying its
+//     backlog) refuses new requests with "etcdserver: too many requests"
+//     before proposing them, so they are sent again, to the next member,
+//     up to TooManyRequestsRetries times; clientv3 itself would return
+//     the error (the mount answered EIO).
 const (
 	KeepAliveTime      = time.Second
 	KeepAliveTimeout   = time.Second
 	ReconnectBackoff   = time.Second
 	ReadAttemptTimeout = 3 * time.Second
+	// TooManyRequestsRetries is how often a request refused as "too many
+	// requests" is sent again, 20 ms apart.
+	TooManyRequestsRetries = 10
 )
 
 // NewClient opens a client to the given etcd endpoints and checks that one of
@@ -64,7 +75,7 @@ func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error
 				Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectBackoff},
 				MinConnectTimeout: 2 * time.Second,
 			}),
-			grpc.WithChainUnaryInterceptor(readAttemptTimeout),
+			grpc.WithChainUnaryInterceptor(retryTooManyRequests, readAttemptTimeout),
 		},
 		Logger:  zap.NewNop(),
 		Context: context.Background(),
@@ -80,6 +91,29 @@ func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error
 		return nil, fmt.Errorf("etcdx: etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
 	return cli, nil
+}
+
+// retryTooManyRequests is a gRPC interceptor that sends a request again
+// (through the balancer, so to the next member) when a member refused it
+// as "too many requests": it was refused before being proposed, so sending
+// it again never applies it twice.
+func retryTooManyRequests(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	for i := 0; i < TooManyRequestsRetries && tooManyRequests(err); i++ {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+		err = invoker(ctx, method, req, reply, cc, opts...)
+	}
+	return err
+}
+
+// tooManyRequests reports whether err is etcd's refusal of a request by a
+// member whose applied index lags its commit index.
+func tooManyRequests(err error) bool {
+	return err != nil && errors.Is(rpctypes.Error(err), rpctypes.ErrTooManyRequests)
 }
 
 // readAttemptTimeout is a gRPC interceptor that bounds one attempt of a

@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Only requests that change nothing get a per-attempt timeout (and so may
@@ -33,6 +36,26 @@ func TestReadOnly(t *testing.T) {
 	} {
 		if got := readOnly(tc.req); got != tc.want {
 			t.Errorf("%s: readOnly = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A refusal by a lagging member is recognised from its wire form; other
+// errors are not.
+func TestTooManyRequests(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{rpctypes.ErrGRPCRequestTooManyRequests, true},
+		{rpctypes.ErrTooManyRequests, true},
+		{rpctypes.ErrGRPCTimeout, false},
+		{rpctypes.ErrGRPCNoLeader, false},
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max"), false},
+	} {
+		if got := tooManyRequests(tc.err); got != tc.want {
+			t.Errorf("%v: tooManyRequests = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
