@@ -80,7 +80,7 @@ func (s *Store) RegisterNode(ctx context.Context, rec NodeRecord, live NodeLive,
 		return nil, fmt.Errorf("%w: lease TTL %s is below 1s", ErrInvalid, ttl)
 	}
 	var cur NodeLive
-	if _, err := s.getRecord(ctx, liveNodeKey(rec.Name), &cur); err == nil && cur.BootID != live.BootID {
+	if _, err := s.getRecord(ctx, liveNodeKey(rec.Name), &cur); err == nil && cur.BootID != live.BootID && !s.liveKeyExpires(ctx, rec.Name) {
 		return nil, fmt.Errorf("%w: node %s is already up (pid %d on %s since %s); stop it first or pick another --name",
 			ErrNodeInUse, rec.Name, cur.PID, cur.Host, cur.Started.Format(time.RFC3339))
 	}
@@ -101,6 +101,30 @@ func (s *Store) RegisterNode(ctx context.Context, rec NodeRecord, live NodeLive,
 	}
 	go ns.loop()
 	return ns, nil
+}
+
+// liveKeyExpires waits for the live key of node name to disappear, for as
+// long as its lease has left (plus a second), and reports whether it did.
+// The key of a crashed process outlives it by its lease, and longer when
+// the control plane lost its quorum meanwhile (a new etcd leader grants
+// every lease its full TTL again): a node restarted then would be refused
+// its own name. A live process renews its lease, and keeps the name.
+func (s *Store) liveKeyExpires(ctx context.Context, name string) bool {
+	r, err := s.cli.Get(ctx, liveNodeKey(name))
+	if err != nil || len(r.Kvs) == 0 {
+		return err == nil
+	}
+	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(r.Kvs[0].Lease))
+	if err != nil || ttl.TTL > 60 {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Duration(ttl.TTL)*time.Second + time.Second):
+	}
+	r, err = s.cli.Get(ctx, liveNodeKey(name))
+	return err == nil && len(r.Kvs) == 0
 }
 
 // renew takes a new lease and publishes the live keys under it.
