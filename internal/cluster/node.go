@@ -104,27 +104,39 @@ func (s *Store) RegisterNode(ctx context.Context, rec NodeRecord, live NodeLive,
 }
 
 // liveKeyExpires waits for the live key of node name to disappear, for as
-// long as its lease has left (plus a second), and reports whether it did.
-// The key of a crashed process outlives it by its lease, and longer when
-// the control plane lost its quorum meanwhile (a new etcd leader grants
-// every lease its full TTL again): a node restarted then would be refused
-// its own name. A live process renews its lease, and keeps the name.
+// long as its lease has left plus 3 s (a new etcd leader extends leases by
+// its election timeout, and revokes expired ones every 500 ms), and
+// reports whether it did. The key of a crashed process outlives it by its
+// lease, and longer when the control plane lost its quorum meanwhile (a new
+// leader grants every lease its full TTL again): a node restarted then
+// would be refused its own name. A live process renews its lease and
+// keeps the name.
 func (s *Store) liveKeyExpires(ctx context.Context, name string) bool {
 	r, err := s.cli.Get(ctx, liveNodeKey(name))
 	if err != nil || len(r.Kvs) == 0 {
 		return err == nil
 	}
-	ttl, err := s.cli.TimeToLive(ctx, clientv3.LeaseID(r.Kvs[0].Lease))
+	lease := clientv3.LeaseID(r.Kvs[0].Lease)
+	ttl, err := s.cli.TimeToLive(ctx, lease)
 	if err != nil || ttl.TTL > 60 {
 		return false
 	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(time.Duration(ttl.TTL)*time.Second + time.Second):
+	deadline := time.Now().Add(time.Duration(ttl.TTL)*time.Second + 3*time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+		r, err = s.cli.Get(ctx, liveNodeKey(name))
+		if err != nil {
+			return false
+		}
+		if len(r.Kvs) == 0 || clientv3.LeaseID(r.Kvs[0].Lease) != lease {
+			return len(r.Kvs) == 0
+		}
 	}
-	r, err = s.cli.Get(ctx, liveNodeKey(name))
-	return err == nil && len(r.Kvs) == 0
+	return false
 }
 
 // renew takes a new lease and publishes the live keys under it.
