@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing weft needs on a fresh Debian machine:
-# Debian packages (fuse3 for mounts, fio for I/O tests and benchmarks) and
-# the Go modules. Safe to run again: it installs only what is missing.
+# Debian packages (fuse3 for mounts, fio for I/O tests and benchmarks,
+# iptables for the partition tests) and the Go modules. Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 need=()
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v fio >/dev/null 2>&1 || need+=(fio)
+command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || need+=(iptables)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

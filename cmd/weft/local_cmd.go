@@ -33,6 +33,7 @@ directory brings the same cluster back with all its state.`,
 	var ttl time.Duration
 	var verbose bool
 	var driveSize string
+	var ownAddrs, cgroups bool
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the local cluster and supervise it until Ctrl-C",
@@ -50,7 +51,13 @@ it reports it as its size). It applies on each start and may change between
 starts; the drive layout (nodes, drives per node) stays as created.
 
 A node that exits or is killed is reported and left down, as a crashed
-machine would be; "weft local node start NAME" starts it again.`,
+machine would be; "weft local node start NAME" starts it again.
+
+For network fault tests, --own-addresses gives each node of a new cluster a
+loopback address of its own (127.A.B.N for node nN) and --cgroups starts
+each node in a cgroup v2 of its own (root only); "weft local node list"
+shows both, so that firewall rules can cut one node off (see
+docs/admin-guide.md, "Partitions").`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
   weft local up --drive-size 256MiB          # every drive holds at most 256 MiB
@@ -78,6 +85,7 @@ machine would be; "weft local node start NAME" starts it again.`,
 			}
 			return local.Up(c.Context(), local.Options{
 				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
+				OwnAddresses: ownAddrs, Cgroups: cgroups,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
@@ -90,6 +98,8 @@ machine would be; "weft local node start NAME" starts it again.`,
 	up.Flags().DurationVar(&grace, "repair-grace", 0, "how long a drive may be down before repair starts (default 10m)")
 	up.Flags().BoolVar(&pprof, "pprof", false, "serve Go profiles at each node's ADMIN_ADDR/debug/pprof/")
 	up.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the supervisor's actions")
+	up.Flags().BoolVar(&ownAddrs, "own-addresses", false, "give each node of a new cluster its own loopback address (127.A.B.N)")
+	up.Flags().BoolVar(&cgroups, "cgroups", false, "start each node in a cgroup v2 of its own (root; for firewall rules)")
 
 	down := &cobra.Command{
 		Use:   "down",
@@ -128,7 +138,7 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 			if g.json {
 				return printJSON(c.OutOrStdout(), states)
 			}
-			t := newTable(c.OutOrStdout(), "NAME", "PROCESS", "PID", "ADMIN", "GRPC", "LOG")
+			t := newTable(c.OutOrStdout(), "NAME", "PROCESS", "PID", "ADMIN", "GRPC", "CGROUP", "LOG")
 			for _, s := range states {
 				state := "running"
 				if !s.Running {
@@ -137,7 +147,11 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 						state = s.Exit
 					}
 				}
-				t.row(s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, s.Log)
+				cg := s.Cgroup
+				if cg == "" {
+					cg = "-"
+				}
+				t.row(s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, cg, s.Log)
 			}
 			return t.flush()
 		},

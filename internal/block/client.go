@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
@@ -28,12 +29,32 @@ type Client struct {
 	codec *wireCodec // sends a Put's data without copying it
 }
 
+// ReconnectBackoff is the longest a client waits before it tries again to
+// connect to a node it could not reach. gRPC's default back-off grows to
+// 120 s: a mount whose connection to a node had failed for a minute (the
+// node restarting, the control plane down meanwhile so that the mount
+// still thought it up) failed its writes with the last "connection
+// refused" for up to a minute more after the node was back. A refused or
+// timed-out connection attempt per node per second costs next to nothing.
+const ReconnectBackoff = time.Second
+
+// MinConnectTimeout bounds one connection attempt. gRPC's default (20 s)
+// let a call made while a node was cut off wait 20 s for a connection the
+// node could not answer; with the back-off above, a node that returns is
+// connected within about a second either way.
+const MinConnectTimeout = 2 * time.Second
+
 // DialOptions returns the options Dial uses: no transport security (for
 // now), message size limits matching ServerOptions, large flow-control
-// windows, buffers that are not cleared (bufferPool) and keepalive pings
-// every 30 s so a dead node is noticed.
+// windows, buffers that are not cleared (bufferPool), keepalive pings
+// every 30 s so a dead node is noticed, and a reconnect back-off of at
+// most ReconnectBackoff so that a node that returns is used again at once.
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectBackoff},
+			MinConnectTimeout: MinConnectTimeout,
+		}),
 		experimental.WithBufferPool(&bufferPool{}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),

@@ -47,14 +47,14 @@ func TestRegisterTakesOverACrashedIncarnation(t *testing.T) {
 	running := map[int]uint64{100: 7}
 	procs := func(pid int) (uint64, bool) { st, ok := running[pid]; return st, ok }
 	incarnation := 0
-	register := func(live NodeLive, holds []DriveID) (*Session, error) {
+	register := func(ctx context.Context, live NodeLive, holds []DriveID) (*Session, error) {
 		incarnation++
 		live.BootID = fmt.Sprint("incarnation-", incarnation)
 		return s.Register(ctx, Registration{Record: NodeRecord{Name: "n1"}, Live: live, TTL: 30 * time.Second, Log: discard,
 			Holds: holds, processStart: procs})
 	}
 	here := NodeLive{Host: "h1", MachineBoot: "boot-1", PID: 100, ProcStart: 7}
-	first, err := register(here, nil)
+	first, err := register(ctx, here, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,14 @@ func TestRegisterTakesOverACrashedIncarnation(t *testing.T) {
 		if tc.take {
 			crash(t, current)
 		}
-		sess, err := register(tc.live, tc.holds)
+		// A refusal first waits for the earlier lease to run out (it is
+		// kept alive here): a short deadline ends the wait.
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		if tc.take {
+			rctx = ctx
+		}
+		sess, err := register(rctx, tc.live, tc.holds)
+		cancel()
 		if !tc.take {
 			if !errors.Is(err, ErrNodeInUse) {
 				t.Fatalf("%s: registered (%v); want ErrNodeInUse", tc.name, err)

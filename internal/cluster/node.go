@@ -128,6 +128,11 @@ func (s *Store) takeOver(ctx context.Context, r Registration) error {
 		return err
 	}
 	if !stale {
+		// Not provably gone (another machine, no drives to prove it by):
+		// a crashed process's lease still runs out, a live one's does not.
+		if s.liveKeyExpires(ctx, name) {
+			return nil
+		}
 		return fmt.Errorf("%w: node %s is already up (pid %d on %s since %s); stop it first or pick another --name",
 			ErrNodeInUse, name, cur.PID, cur.Host, cur.Started.Format(time.RFC3339))
 	}
@@ -196,6 +201,42 @@ func (s *Store) Register(ctx context.Context, r Registration) (*Session, error) 
 	}
 	ns.worker = h
 	return ns, nil
+}
+
+// liveKeyExpires waits for the live key of node name to disappear, for as
+// long as its lease has left plus 3 s (a new etcd leader extends leases by
+// its election timeout, and revokes expired ones every 500 ms), and
+// reports whether it did. The key of a crashed process outlives it by its
+// lease, and longer when the control plane lost its quorum meanwhile (a new
+// leader grants every lease its full TTL again): a node restarted then
+// would be refused its own name. A live process renews its lease and
+// keeps the name.
+func (s *Store) liveKeyExpires(ctx context.Context, name string) bool {
+	r, err := s.cli.Get(ctx, liveNodeKey(name))
+	if err != nil || len(r.Kvs) == 0 {
+		return err == nil
+	}
+	lease := clientv3.LeaseID(r.Kvs[0].Lease)
+	ttl, err := s.cli.TimeToLive(ctx, lease)
+	if err != nil || ttl.TTL > 60 {
+		return false
+	}
+	deadline := time.Now().Add(time.Duration(ttl.TTL)*time.Second + 3*time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(250 * time.Millisecond):
+		}
+		r, err = s.cli.Get(ctx, liveNodeKey(name))
+		if err != nil {
+			return false
+		}
+		if len(r.Kvs) == 0 || clientv3.LeaseID(r.Kvs[0].Lease) != lease {
+			return len(r.Kvs) == 0
+		}
+	}
+	return false
 }
 
 // renew takes a new lease and publishes the live keys under it.

@@ -45,6 +45,10 @@ type MemberConfig struct {
 	LogLevel string
 }
 
+// MemberKeepAliveMinTime is the shortest keep-alive ping interval an
+// embedded member accepts from its clients: below KeepAliveTime.
+const MemberKeepAliveMinTime = 500 * time.Millisecond
+
 // Member is a running embedded etcd member.
 type Member struct {
 	etcd *embed.Etcd
@@ -98,6 +102,15 @@ func Start(ctx context.Context, mc MemberConfig, log *slog.Logger) (*Member, err
 	// NewConfig leaves the slow-request threshold at 0, which makes etcd
 	// format every request as slow: about 12% of its CPU.
 	cfg.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
+	// A member cut off from the others and returning must not disturb the
+	// leader: with Pre-Vote it asks whether it could win before raising
+	// its term, and with CheckQuorum (always on in etcd 3.6) the others
+	// refuse while they hear from a leader. etcd 3.6 defaults Pre-Vote
+	// on; weft says so rather than rely on it.
+	cfg.PreVote = true
+	// Clients ping every KeepAliveTime (client.go); etcd's default minimum
+	// (5 s) would answer faster pings with GOAWAY.
+	cfg.GRPCKeepAliveMinTime = MemberKeepAliveMinTime
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "10m"
 	lvl := mc.LogLevel

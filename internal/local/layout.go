@@ -21,11 +21,16 @@ import (
 // remember their peers' addresses, so the ports must not change).
 //
 //	{"v":1, "nodes":3, "drives_per_node":4, "token":"…", "created":"…",
+//	 "own_addresses":true,
 //	 "members":[{"name":"n1","grpc_addr":"127.0.0.1:P","admin_addr":"…",
 //	             "etcd_client":"http://127.0.0.1:P","etcd_peer":"…","embed":true,
 //	             "drives":["nodes/n1/disk0",…]}, …]}
 //
 // Paths are relative to DIR so that a directory can be moved.
+// own_addresses (absent: false) marks a layout whose nodes each listen on a
+// loopback address of their own (127.A.B.N for node nN, A.B drawn once per
+// cluster) instead of sharing 127.0.0.1; the members' addresses say so
+// already, so an older weft that ignores the field runs the same cluster.
 const LayoutVersion = 1
 
 // ErrLayout is wrapped by errors about DIR/local.json.
@@ -33,12 +38,15 @@ var ErrLayout = errors.New("local: bad cluster directory")
 
 // Layout is a local cluster's fixed shape.
 type Layout struct {
-	V             int          `json:"v"`
-	Nodes         int          `json:"nodes"`
-	DrivesPerNode int          `json:"drives_per_node"`
-	Token         string       `json:"token"`
-	Created       time.Time    `json:"created"`
-	Members       []NodeLayout `json:"members"`
+	V             int       `json:"v"`
+	Nodes         int       `json:"nodes"`
+	DrivesPerNode int       `json:"drives_per_node"`
+	Token         string    `json:"token"`
+	Created       time.Time `json:"created"`
+	// OwnAddresses: every node listens on a loopback address of its own
+	// (see Options.OwnAddresses).
+	OwnAddresses bool         `json:"own_addresses,omitempty"`
+	Members      []NodeLayout `json:"members"`
 }
 
 // NodeLayout is one node of a local cluster.
@@ -59,9 +67,11 @@ const MaxEtcdMembers = 3
 func layoutPath(dir string) string { return filepath.Join(dir, "local.json") }
 
 // loadOrCreateLayout reads DIR/local.json, or creates it for nodes×drives
-// with free ports. A directory created with another shape is refused unless
-// the caller did not ask for a shape (nodes, drives == 0).
-func loadOrCreateLayout(dir string, nodes, drives int) (Layout, bool, error) {
+// with free ports, on one loopback address per node if ownAddrs. A
+// directory created with another shape is refused unless the caller did not
+// ask for a shape (nodes, drives == 0); so is one created on a shared
+// address when ownAddrs is asked for.
+func loadOrCreateLayout(dir string, nodes, drives int, ownAddrs bool) (Layout, bool, error) {
 	var l Layout
 	b, err := os.ReadFile(layoutPath(dir))
 	if err == nil {
@@ -74,6 +84,10 @@ func loadOrCreateLayout(dir string, nodes, drives int) (Layout, bool, error) {
 		if (nodes != 0 && nodes != l.Nodes) || (drives != 0 && drives != l.DrivesPerNode) {
 			return l, false, fmt.Errorf("%w: %s holds a cluster of %d nodes x %d drives; run with the same --nodes/--drives-per-node, or use another --dir for a new cluster",
 				ErrLayout, dir, l.Nodes, l.DrivesPerNode)
+		}
+		if ownAddrs && !l.OwnAddresses {
+			return l, false, fmt.Errorf("%w: %s holds a cluster whose nodes share 127.0.0.1; run without --own-addresses, or use another --dir for a new cluster",
+				ErrLayout, dir)
 		}
 		return l, false, nil
 	}
@@ -89,21 +103,35 @@ func loadOrCreateLayout(dir string, nodes, drives int) (Layout, bool, error) {
 	if nodes < 1 || nodes > 64 || drives < 1 || drives > 64 {
 		return l, false, fmt.Errorf("%w: --nodes %d and --drives-per-node %d must each be 1..64", ErrLayout, nodes, drives)
 	}
-	l = Layout{V: LayoutVersion, Nodes: nodes, DrivesPerNode: drives, Token: fmt.Sprintf("weft-local-%d", time.Now().UnixNano()), Created: time.Now().UTC()}
-	ports, err := freePorts(nodes * 4)
+	l = Layout{V: LayoutVersion, Nodes: nodes, DrivesPerNode: drives, Token: fmt.Sprintf("weft-local-%d", time.Now().UnixNano()), Created: time.Now().UTC(),
+		OwnAddresses: ownAddrs}
+	hosts := make([]string, nodes)
+	prefix := loopbackPrefix()
+	for i := range hosts {
+		hosts[i] = "127.0.0.1"
+		if ownAddrs {
+			hosts[i] = fmt.Sprintf("%s.%d", prefix, i+1)
+		}
+	}
+	var portHosts []string // four ports per node, on its address
+	for _, h := range hosts {
+		portHosts = append(portHosts, h, h, h, h)
+	}
+	ports, err := freePorts(portHosts)
 	if err != nil {
 		return l, false, err
 	}
 	for i := 0; i < nodes; i++ {
+		addr := func(k int) string { return net.JoinHostPort(hosts[i], strconv.Itoa(ports[4*i+k])) }
 		n := NodeLayout{
 			Name:      fmt.Sprintf("n%d", i+1),
-			GRPCAddr:  fmt.Sprintf("127.0.0.1:%d", ports[4*i]),
-			AdminAddr: fmt.Sprintf("127.0.0.1:%d", ports[4*i+1]),
+			GRPCAddr:  addr(0),
+			AdminAddr: addr(1),
 			Embed:     i < MaxEtcdMembers,
 		}
 		if n.Embed {
-			n.EtcdClient = fmt.Sprintf("http://127.0.0.1:%d", ports[4*i+2])
-			n.EtcdPeer = fmt.Sprintf("http://127.0.0.1:%d", ports[4*i+3])
+			n.EtcdClient = "http://" + addr(2)
+			n.EtcdPeer = "http://" + addr(3)
 		}
 		for d := 0; d < drives; d++ {
 			n.Drives = append(n.Drives, filepath.Join("nodes", n.Name, fmt.Sprintf("disk%d", d)))
@@ -141,7 +169,17 @@ func (l Layout) initialCluster() string {
 	return strings.Join(parts, ",")
 }
 
-// freePorts returns n distinct ports that were free on 127.0.0.1.
+// loopbackPrefix draws the first three bytes of a cluster's own loopback
+// addresses, "127.A.B" with A in 100..254: Linux routes all of 127.0.0.0/8
+// to the loopback interface, and a /24 of its own keeps one cluster's
+// addresses (and any firewall rule a test puts on them) apart from other
+// processes on 127.0.0.1 and from other clusters on this machine.
+func loopbackPrefix() string {
+	return fmt.Sprintf("127.%d.%d", 100+rand.IntN(155), rand.IntN(256))
+}
+
+// freePorts returns one port per entry of hosts, free on that address
+// and distinct from the others.
 //
 // The nodes bind them later, when they start, so a port must stay free in
 // between. Ports the kernel hands out by itself (port 0, and the local
@@ -151,31 +189,42 @@ func (l Layout) initialCluster() string {
 // in use" at start-up). So the ports are drawn below that range, where
 // only explicit binds land; the kernel's own choice is the fallback when
 // the range cannot be read or leaves no room.
-func freePorts(n int) ([]int, error) {
+func freePorts(hosts []string) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
 			l.Close()
 		}
 	}()
+	n := len(hosts)
 	var ports []int
+	taken := map[int]bool{}
 	lo, hi := belowEphemeral()
 	for tries := 0; len(ports) < n && hi-lo >= n && tries < 50*n; tries++ {
 		port := lo + rand.IntN(hi-lo)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if taken[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(hosts[len(ports)], strconv.Itoa(port)))
 		if err != nil {
 			continue // taken; draw another
 		}
 		ls = append(ls, l)
 		ports = append(ports, port)
+		taken[port] = true
 	}
 	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(hosts[len(ports)], "0"))
 		if err != nil {
-			return nil, fmt.Errorf("local: find a free port: %w", err)
+			return nil, fmt.Errorf("local: find a free port on %s: %w", hosts[len(ports)], err)
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if taken[port] {
+			continue // kept open, so the kernel will not hand it out again
+		}
+		ports = append(ports, port)
+		taken[port] = true
 	}
 	return ports, nil
 }

@@ -14,7 +14,11 @@ func TestFreePortsBelowEphemeral(t *testing.T) {
 	if hi == 0 {
 		t.Skip("no /proc/sys/net/ipv4/ip_local_port_range here")
 	}
-	ports, err := freePorts(48)
+	hosts := make([]string, 48)
+	for i := range hosts {
+		hosts[i] = "127.0.0.1"
+	}
+	ports, err := freePorts(hosts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,16 @@ type Options struct {
 	// It is configuration, applied on every start, not recorded in the
 	// layout: a later Up without it lifts the cap.
 	DriveSize int64
+	// OwnAddresses gives each node of a new cluster a loopback address of
+	// its own (127.A.B.N for node nN, A.B drawn for the cluster) instead
+	// of ports on 127.0.0.1, so that a test can cut one node off with
+	// firewall rules on its address. It shapes the layout: an existing
+	// cluster keeps the addresses it was created with.
+	OwnAddresses bool
+	// Cgroups starts each node in a cgroup v2 of its own (see
+	// NodeState.Cgroup), so that a firewall rule can match the packets a
+	// node sends. Needs root and a cgroup v2 hierarchy (ErrNoCgroup2).
+	Cgroups bool
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -63,7 +73,14 @@ type NodeState struct {
 	Exit      string `json:"exit,omitempty"`
 	AdminAddr string `json:"admin_addr"`
 	GRPCAddr  string `json:"grpc_addr"`
-	Log       string `json:"log"`
+	// Host is the address the node listens on (its own with
+	// Options.OwnAddresses, else 127.0.0.1).
+	Host string `json:"host"`
+	// Cgroup is the node's cgroup v2 relative to the hierarchy's root
+	// (with Options.Cgroups; "" otherwise), as iptables' cgroup match
+	// takes it: the node's processes and every socket they open are in it.
+	Cgroup string `json:"cgroup,omitempty"`
+	Log    string `json:"log"`
 }
 
 // Files Up writes in Dir besides the layout.
@@ -85,6 +102,8 @@ type supervisor struct {
 	opts   Options
 	layout Layout
 	dir    string
+
+	cgroups *cgroups // nil without Options.Cgroups
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -125,11 +144,17 @@ func Up(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer lock.Close()
-	layout, created, err := loadOrCreateLayout(dir, opts.Nodes, opts.DrivesPerNode)
+	layout, created, err := loadOrCreateLayout(dir, opts.Nodes, opts.DrivesPerNode, opts.OwnAddresses)
 	if err != nil {
 		return err
 	}
 	s := &supervisor{opts: opts, layout: layout, dir: dir, procs: map[string]*proc{}}
+	if opts.Cgroups {
+		if s.cgroups, err = newCgroups(layout.Token); err != nil {
+			return err
+		}
+		defer s.cgroups.remove()
+	}
 	if created {
 		fmt.Fprintf(opts.Out, "creating a %d-node cluster with %d drives per node in %s\n", layout.Nodes, layout.DrivesPerNode, dir)
 	} else {
@@ -280,6 +305,18 @@ func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...s
 	// which then stops the nodes in order. Pdeathsig stops them if the
 	// supervisor itself is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if s.cgroups != nil && n.Name != "" {
+		// Born in its cgroup (clone3 CLONE_INTO_CGROUP), not moved there
+		// later: a socket belongs to the cgroup its process was in when
+		// it was created.
+		cg, err := s.cgroups.open(n.Name)
+		if err != nil {
+			lf.Close()
+			return err
+		}
+		defer cg.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+	}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return fmt.Errorf("local: start node %s: %w", name, err)
@@ -414,7 +451,11 @@ func (s *supervisor) states() []NodeState {
 	defer s.mu.Unlock()
 	var out []NodeState
 	for _, n := range s.layout.Members {
-		st := NodeState{Name: n.Name, AdminAddr: n.AdminAddr, GRPCAddr: n.GRPCAddr, Log: filepath.Join(s.nodeDir(n.Name), "server.log")}
+		host, _, _ := net.SplitHostPort(n.GRPCAddr)
+		st := NodeState{Name: n.Name, AdminAddr: n.AdminAddr, GRPCAddr: n.GRPCAddr, Host: host, Log: filepath.Join(s.nodeDir(n.Name), "server.log")}
+		if s.cgroups != nil {
+			st.Cgroup = s.cgroups.Path(n.Name)
+		}
 		if p := s.procs[n.Name]; p != nil {
 			st.PID = p.cmd.Process.Pid
 			st.Running = p.exit == ""

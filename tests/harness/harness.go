@@ -78,6 +78,10 @@ type Options struct {
 	// DriveSize is every drive's capacity in bytes (0: the whole file
 	// system), passed as --drive-size.
 	DriveSize int64
+	// Partitionable gives every node its own loopback address and cgroup
+	// (--own-addresses --cgroups), so that Cluster.Partition can cut one
+	// off. Call NeedPartitions first: it needs root and iptables.
+	Partitionable bool
 }
 
 // Cluster is a running `weft local up`.
@@ -128,6 +132,9 @@ func Start(tb testing.TB, o Options) *Cluster {
 	}
 	if o.DriveSize > 0 {
 		args = append(args, "--drive-size", fmt.Sprint(o.DriveSize))
+	}
+	if o.Partitionable {
+		args = append(args, "--own-addresses", "--cgroups")
 	}
 	c := &Cluster{tb: tb, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
 	if o.Mount {
@@ -402,4 +409,33 @@ func (c *Cluster) Namespace() *meta.Meta {
 		c.tb.Fatal(err)
 	}
 	return m
+}
+
+// KeepLogs copies the supervisor's, the mount's and every node's log to
+// $WEFT_TEST_LOGS/<test name>/ when the test ends, if that variable is set
+// (the cluster's own directory is removed with the test).
+func (c *Cluster) KeepLogs() {
+	dst := os.Getenv("WEFT_TEST_LOGS")
+	if dst == "" {
+		return
+	}
+	dst = filepath.Join(dst, strings.ReplaceAll(c.tb.Name(), "/", "_"))
+	c.tb.Cleanup(func() {
+		paths, _ := filepath.Glob(filepath.Join(c.Dir, "nodes", "*", "server.log"))
+		paths = append(paths, filepath.Join(c.Dir, "mount.log"))
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			name := filepath.Base(p)
+			if name == "server.log" {
+				name = filepath.Base(filepath.Dir(p)) + ".log"
+			}
+			if err := os.MkdirAll(dst, 0o755); err == nil {
+				_ = os.WriteFile(filepath.Join(dst, name), b, 0o644)
+			}
+		}
+		_ = os.WriteFile(filepath.Join(dst, "local-up.log"), []byte(c.out.String()), 0o644)
+	})
 }
