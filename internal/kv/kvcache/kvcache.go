@@ -93,7 +93,7 @@ type Store struct {
 	heard    time.Time // last delivery of the stream
 	running  bool
 	epoch    uint64
-	changed  chan struct{} // closed at every delivery
+	changed  chan struct{} // closed at every delivery and every start of the stream
 	restart  context.CancelFunc
 
 	// Write-back (writeback.go): deferred transactions in order, the
@@ -488,6 +488,8 @@ func (s *Store) follow(ctx context.Context) error {
 	s.w, s.heard, s.running = rev, time.Now(), true
 	s.epoch++
 	s.restart = cancel
+	close(s.changed) // the cache serves now: wakes Ready
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	return s.inner.Follow(fctx, rev, s.apply)
 }
