@@ -34,7 +34,7 @@ func Weft() Table {
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster",
 				"internal/drive", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount", "internal/server"}},
-			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/server"}},
+			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/impact", "internal/job",
 				"internal/jobs", "internal/meta", "internal/restripe", "internal/topology"}},
