@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/cluster"
-	"github.com/weftfs/weft/internal/vfs"
 	"github.com/weftfs/weft/tests/harness"
 )
 
@@ -304,24 +303,49 @@ func TestMount(t *testing.T) {
 			data := randBytes(66, 2*unit+3)
 			writeFile(t, filepath.Join(mnt, "across"), data)
 			checkFile(t, filepath.Join(other, "across"), data)
-			// Held open on one mount past the registration delay, unlinked
-			// through the other: the data stays until the last close.
-			f, err := os.Open(filepath.Join(mnt, "across"))
+			// Held open on one mount once the open is recorded in the
+			// namespace (vfs.RegisterDelay after it), unlinked through the
+			// other: the data stays until the last close, then its blocks
+			// are freed.
+			ctx := context.Background()
+			p := filepath.Join(mnt, "across")
+			blocks := blocksOf(t, c, p)
+			f, err := os.Open(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Past the documented window (RegisterDelay) with a wide margin.
-			time.Sleep(10 * vfs.RegisterDelay)
+			defer f.Close()
+			lin := linOf(t, f)
+			ns := c.Namespace()
+			waitFor(t, "the open recorded in the namespace", time.Minute, func() bool {
+				s, err := ns.OpenSessions(ctx, lin)
+				return err == nil && len(s) == 1
+			})
 			must(t, os.Remove(filepath.Join(other, "across")))
-			time.Sleep(1500 * time.Millisecond) // the nodes' drainers run every second
+			waitFor(t, "the unlink committed", time.Minute, func() bool {
+				in, err := ns.GetInode(ctx, lin)
+				return err == nil && in.Nlink == 0
+			})
+			// Every node's drainer frees what is queued: a block the
+			// unlink had wrongly queued would be gone after this.
+			waitDrainers(t, c)
 			got, err := io.ReadAll(f)
-			f.Close()
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("file unlinked on another mount while open here: %v", err)
 			}
-			if _, err := os.Stat(filepath.Join(mnt, "across")); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("unlinked name still there: %v", err)
 			}
+			must(t, f.Close())
+			waitFor(t, "the blocks of the unlinked file freed after its last close", time.Minute, func() bool {
+				all := allBlocks(t, c)
+				for _, b := range blocks {
+					if all[b] {
+						return false
+					}
+				}
+				return true
+			})
 		})
 
 		// A mount on the nodes' machine writes their units into the drive
