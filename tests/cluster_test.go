@@ -39,7 +39,7 @@ func TestNodeCrashAndRestart(t *testing.T) {
 		// Liveness bound: the lease TTL, plus an etcd leader election if n1
 		// led the control plane, plus polling. The measured figure is logged.
 		took := c.WaitNode(n2, "n1", cluster.Down, 2*ttl+5*time.Second)
-		t.Logf("n1 marked down %s after SIGKILL (lease TTL %s)", took.Round(10*time.Millisecond), ttl)
+		t.Logf("n1 marked down %s after its kill returned (%s; lease TTL %s)", took.Round(10*time.Millisecond), m, ttl)
 
 		// The survivors keep serving the control plane: reads and writes.
 		drives, err := n2.Drives(ctx)

@@ -21,7 +21,7 @@ import (
 // space; a treedelete, which does, runs in the mode and frees the space;
 // the mode ends by itself and the rebalance resumes and completes.
 func TestLowSpaceModeOnCluster(t *testing.T) {
-	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
+	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		const driveSize = 64 << 20
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second, DriveSize: driveSize})
 		ctx := context.Background()
