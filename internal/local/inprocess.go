@@ -41,15 +41,15 @@ import (
 //     only from another process.
 type InProcess struct{}
 
-// Node starts the node in this process. Its log is appended to logPath.
-func (InProcess) Node(name, configPath, logPath string) (Proc, error) {
-	cfg, err := server.LoadConfig(configPath)
+// Node starts the node in this process.
+func (InProcess) Node(n NodeSpec) (Proc, error) {
+	cfg, err := server.LoadConfig(n.Config)
 	if err != nil {
 		return nil, err
 	}
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	lf, err := os.OpenFile(n.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("local: node %s log: %w", name, err)
+		return nil, fmt.Errorf("local: node %s log: %w", n.Name, err)
 	}
 	log := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,10 +18,9 @@ import (
 // tests/harness). A node is a `weft server` with the configuration file
 // the supervisor wrote either way, so both run the same nodes.
 type Launcher interface {
-	// Node starts node name with the server configuration file
-	// configPath, appending its log to logPath. It returns once the node
-	// is launched, not when it is up.
-	Node(name, configPath, logPath string) (Proc, error)
+	// Node starts a node as n says. It returns once the node is
+	// launched, not when it is up.
+	Node(n NodeSpec) (Proc, error)
 	// Mount mounts a cluster as m says and returns once the file system
 	// is served at m.Dir, or with an error (the mount then stopped) if it
 	// is not within m.Timeout or ctx ends first.
@@ -41,6 +40,17 @@ type Proc interface {
 	Done() <-chan struct{}
 	// Exit says how it ended once Done is closed ("exited", or why not).
 	Exit() string
+}
+
+// NodeSpec is one node to start (`weft server`).
+type NodeSpec struct {
+	// Name is the node's name.
+	Name string
+	// Config is the node's server configuration file (the supervisor
+	// writes it: server.Config as YAML).
+	Config string
+	// Log is the file the node's log is appended to.
+	Log string
 }
 
 // MountSpec is one mount of a cluster (`weft mount`).
@@ -84,9 +94,9 @@ var (
 	_ Launcher = InProcess{}
 )
 
-// Node runs `weft server --config configPath`.
-func (e Exec) Node(name, configPath, logPath string) (Proc, error) {
-	return e.start(name, logPath, nil, "server", "--config", configPath)
+// Node runs `weft server --config n.Config`.
+func (e Exec) Node(n NodeSpec) (Proc, error) {
+	return e.start("node "+n.Name, n.Log, nil, "server", "--config", n.Config)
 }
 
 // Mount runs `weft mount` and waits until the file system is mounted.

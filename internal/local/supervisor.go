@@ -265,7 +265,7 @@ func (s *supervisor) start(name string) error {
 		return err
 	}
 	logPath := filepath.Join(s.nodeDir(name), "server.log")
-	p, err := s.opts.Launcher.Node(name, s.configPath(name), logPath)
+	p, err := s.opts.Launcher.Node(NodeSpec{Name: name, Config: s.configPath(name), Log: logPath})
 	if err != nil {
 		return fmt.Errorf("local: start node %s: %w", name, err)
 	}
