@@ -8,7 +8,7 @@ TESTFLAGS ?= -count=1 -timeout 40m
 
 help:
 	@echo "make local      install deps, build, run a 3-node local cluster in ./$(DIR) (Ctrl-C stops it)"
-	@echo "make test       install deps, run every test (unit + multi-process cluster tests)"
+	@echo "make test       install deps, run every test (unit + cluster tests; WEFT_HARNESS=process|inprocess|both)"
 	@echo "make test-unit  unit tests only (internal/...)"
 	@echo "make vet        go vet + gofmt check"
 	@echo "make bench      benchmarks (see docs/benchmarks.md)"

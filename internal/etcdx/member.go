@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -51,8 +52,9 @@ const MemberKeepAliveMinTime = 500 * time.Millisecond
 
 // Member is a running embedded etcd member.
 type Member struct {
-	etcd *embed.Etcd
-	cfg  MemberConfig
+	etcd     *embed.Etcd
+	cfg      MemberConfig
+	stopOnce sync.Once // Close or Crash
 }
 
 // Start starts an embedded member and waits until it is ready to serve
@@ -159,12 +161,13 @@ func (m *Member) Endpoints() []string { return []string{m.cfg.ClientURL} }
 // Err returns a channel that reports a fatal error of the running member.
 func (m *Member) Err() <-chan error { return m.etcd.Err() }
 
-// Close stops the member gracefully. It is safe to call more than once.
+// Close stops the member gracefully. It is safe to call more than once,
+// and after Crash.
 func (m *Member) Close() {
 	if m == nil || m.etcd == nil {
 		return
 	}
-	m.etcd.Close()
+	m.stopOnce.Do(m.etcd.Close)
 }
 
 // zapLogger builds a logger for etcd's internals writing to stderr at lvl.

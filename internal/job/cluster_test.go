@@ -193,13 +193,13 @@ func TestCoordinatorFailover(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	// The lease TTL is 2 s, counted from the dead node's last keep-alive;
-	// etcd revokes expired leases every 500 ms, and the election watch and
-	// the busy test machine add some more: allow 1.5 s beyond the TTL.
-	if takeover == 0 || takeover > 3500*time.Millisecond {
-		t.Fatalf("new coordinator after %v (lease TTL 2s)", takeover)
+	// Another node took over (how soon is logged, not asserted: a unit
+	// test asserts no timing; the lease TTL is 2 s, counted from the dead
+	// node's last keep-alive).
+	if takeover == 0 {
+		t.Fatal("no other node became coordinator within 20s of the crash")
 	}
-	t.Logf("new coordinator after %v", takeover)
+	t.Logf("new coordinator after %v (lease TTL 2s)", takeover)
 }
 
 // A node holding tasks dies: its claims expire with its lease and the

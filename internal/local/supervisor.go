@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,9 +30,12 @@ type Options struct {
 	// Nodes and DrivesPerNode shape a new cluster (0: 3 and 4, or what
 	// Dir already holds).
 	Nodes, DrivesPerNode int
-	// Binary is the weft executable to run as `weft server` (default: this
-	// process's own executable).
+	// Binary is the weft executable to run as `weft server` and `weft
+	// mount` (default: this process's own executable). Only Exec uses it.
 	Binary string
+	// Launcher starts the nodes and the mount (default: Exec of Binary,
+	// one process each).
+	Launcher Launcher
 	// LeaseTTL is the nodes' lease TTL (default server.DefaultLeaseTTL).
 	LeaseTTL time.Duration
 	// ReadyTimeout bounds the wait for every node and drive to come up.
@@ -92,10 +94,8 @@ const (
 )
 
 type proc struct {
-	n    NodeLayout // zero for the mount process
-	cmd  *exec.Cmd
-	done chan struct{}
-	exit string
+	n NodeLayout // zero for the mount
+	p Proc
 }
 
 type supervisor struct {
@@ -125,12 +125,15 @@ func Up(ctx context.Context, opts Options) error {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 2 * time.Minute
 	}
-	if opts.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("local: find the weft binary: %w", err)
+	if opts.Launcher == nil {
+		if opts.Binary == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("local: find the weft binary: %w", err)
+			}
+			opts.Binary = exe
 		}
-		opts.Binary = exe
+		opts.Launcher = Exec{Binary: opts.Binary}
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
@@ -275,86 +278,76 @@ func (s *supervisor) member(name string) (NodeLayout, bool) {
 	return NodeLayout{}, false
 }
 
-// start launches a node's process unless it is running.
+// start launches a node unless it is running.
 func (s *supervisor) start(name string) error {
 	n, ok := s.member(name)
 	if !ok {
 		return fmt.Errorf("local: no node %q in this cluster", name)
 	}
-	return s.launch(name, n, filepath.Join(s.nodeDir(name), "server.log"), "server", "--config", s.configPath(name))
-}
-
-// launch starts a supervised process of this weft binary with args,
-// logging to logPath.
-func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.down {
-		return errors.New("local: the cluster is stopping")
+	if err := s.launchableLocked(name); err != nil {
+		return err
 	}
-	if p := s.procs[name]; p != nil && p.exit == "" {
-		return fmt.Errorf("local: node %s is already running (pid %d)", name, p.cmd.Process.Pid)
-	}
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("local: node %s log: %w", name, err)
-	}
-	cmd := exec.Command(s.opts.Binary, args...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	// Own process group: a terminal's Ctrl-C reaches only the supervisor,
-	// which then stops the nodes in order. Pdeathsig stops them if the
-	// supervisor itself is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if s.cgroups != nil && n.Name != "" {
-		// Born in its cgroup (clone3 CLONE_INTO_CGROUP), not moved there
-		// later: a socket belongs to the cgroup its process was in when
-		// it was created.
-		cg, err := s.cgroups.open(n.Name)
+	logPath := filepath.Join(s.nodeDir(name), "server.log")
+	spec := NodeSpec{Name: name, Config: s.configPath(name), Log: logPath}
+	if s.cgroups != nil {
+		cg, err := s.cgroups.open(name)
 		if err != nil {
-			lf.Close()
 			return err
 		}
 		defer cg.Close()
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+		spec.Cgroup = cg
 	}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
+	p, err := s.opts.Launcher.Node(spec)
+	if err != nil {
 		return fmt.Errorf("local: start node %s: %w", name, err)
 	}
-	p := &proc{n: n, cmd: cmd, done: make(chan struct{})}
-	s.procs[name] = p
-	go func() {
-		err := cmd.Wait()
-		lf.Close()
-		s.mu.Lock()
-		p.exit = "exited"
-		if err != nil {
-			p.exit = err.Error()
-		}
-		stopping := s.down
-		s.mu.Unlock()
-		close(p.done)
-		switch {
-		case stopping:
-		case n.Name == "":
-			fmt.Fprintf(s.opts.Out, "%s (pid %d) %s; see %s\n", name, cmd.Process.Pid, p.exit, logPath)
-		default:
-			fmt.Fprintf(s.opts.Out, "node %s (pid %d) %s; restart it with: weft local node start %s --dir %s\n", name, cmd.Process.Pid, p.exit, name, s.dir)
-		}
-	}()
-	s.opts.Log.Info("process started", "name", name, "pid", cmd.Process.Pid)
+	s.trackLocked(name, n, p, logPath)
 	return nil
 }
 
-// signal sends sig to a running node.
-func (s *supervisor) signal(name string, sig syscall.Signal) (*proc, error) {
+// launchableLocked refuses to launch name while it runs or the cluster
+// stops.
+func (s *supervisor) launchableLocked(name string) error {
+	if s.down {
+		return errors.New("local: the cluster is stopping")
+	}
+	if p := s.procs[name]; p != nil && p.p.Exit() == "" {
+		return fmt.Errorf("local: node %s is already running (pid %d)", name, p.p.PID())
+	}
+	return nil
+}
+
+// trackLocked supervises a launched node or mount: its end is reported
+// unless the cluster is stopping.
+func (s *supervisor) trackLocked(name string, n NodeLayout, p Proc, logPath string) {
+	s.procs[name] = &proc{n: n, p: p}
+	go func() {
+		<-p.Done()
+		s.mu.Lock()
+		stopping := s.down
+		s.mu.Unlock()
+		switch {
+		case stopping:
+		case n.Name == "":
+			fmt.Fprintf(s.opts.Out, "%s (pid %d) %s; see %s\n", name, p.PID(), p.Exit(), logPath)
+		default:
+			fmt.Fprintf(s.opts.Out, "node %s (pid %d) %s; restart it with: weft local node start %s --dir %s\n", name, p.PID(), p.Exit(), name, s.dir)
+		}
+	}()
+	s.opts.Log.Info("started", "name", name, "pid", p.PID())
+}
+
+// running returns a running node (or the mount).
+func (s *supervisor) running(name string) (Proc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.procs[name]
-	if p == nil || p.exit != "" {
+	if p == nil || p.p.Exit() != "" {
 		return nil, fmt.Errorf("local: node %s is not running", name)
 	}
-	return p, p.cmd.Process.Signal(sig)
+	return p.p, nil
 }
 
 // stopAll stops the mount (which writes out buffered data and unmounts),
@@ -365,7 +358,7 @@ func (s *supervisor) stopAll() {
 	s.down = true
 	var mounts, plain, members []*proc
 	for _, p := range s.procs {
-		if p.exit != "" {
+		if p.p.Exit() != "" {
 			continue
 		}
 		if p.n.Name == "" {
@@ -379,14 +372,14 @@ func (s *supervisor) stopAll() {
 	s.mu.Unlock()
 	for _, group := range [][]*proc{mounts, plain, members} {
 		for _, p := range group {
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			_ = p.p.Stop()
 		}
 		for _, p := range group {
 			select {
-			case <-p.done:
+			case <-p.p.Done():
 			case <-time.After(30 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
+				_ = p.p.Kill()
+				<-p.p.Done()
 			}
 		}
 	}
@@ -401,10 +394,10 @@ func (s *supervisor) waitReady(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		for name, p := range s.procs {
-			if p.exit != "" {
+			if exit := p.p.Exit(); exit != "" {
 				s.mu.Unlock()
 				return fmt.Errorf("local: node %s %s while starting; its log (%s) ends with:\n%s",
-					name, p.exit, filepath.Join(s.nodeDir(name), "server.log"), tail(filepath.Join(s.nodeDir(name), "server.log"), 15))
+					name, exit, filepath.Join(s.nodeDir(name), "server.log"), tail(filepath.Join(s.nodeDir(name), "server.log"), 15))
 			}
 		}
 		s.mu.Unlock()
@@ -457,9 +450,9 @@ func (s *supervisor) states() []NodeState {
 			st.Cgroup = s.cgroups.Path(n.Name)
 		}
 		if p := s.procs[n.Name]; p != nil {
-			st.PID = p.cmd.Process.Pid
-			st.Running = p.exit == ""
-			st.Exit = p.exit
+			st.PID = p.p.PID()
+			st.Exit = p.p.Exit()
+			st.Running = st.Exit == ""
 		}
 		out = append(out, st)
 	}
@@ -472,7 +465,9 @@ func (s *supervisor) states() []NodeState {
 //	GET  /nodes               []NodeState
 //	POST /nodes/{name}/start  start a stopped node
 //	POST /nodes/{name}/stop   SIGTERM (graceful)
-//	POST /nodes/{name}/kill   SIGKILL (a crash)
+//	POST /nodes/{name}/kill   SIGKILL (a crash; in-process, server.Server.Crash)
+//
+// stop and kill answer once the node has ended.
 func (s *supervisor) serveControl() (io.Closer, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -492,14 +487,17 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 	mux.HandleFunc("POST /nodes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]string{"started": r.PathValue("name")}, s.start(r.PathValue("name")))
 	})
-	for verb, sig := range map[string]syscall.Signal{"stop": syscall.SIGTERM, "kill": syscall.SIGKILL} {
+	for verb, act := range map[string]func(Proc) error{"stop": Proc.Stop, "kill": Proc.Kill} {
 		mux.HandleFunc("POST /nodes/{name}/"+verb, func(w http.ResponseWriter, r *http.Request) {
-			p, err := s.signal(r.PathValue("name"), sig)
+			p, err := s.running(r.PathValue("name"))
+			if err == nil {
+				err = act(p)
+			}
 			if err == nil {
 				select {
-				case <-p.done:
+				case <-p.Done():
 				case <-time.After(40 * time.Second):
-					err = fmt.Errorf("local: node %s did not exit within 40s of %s", r.PathValue("name"), sig)
+					err = fmt.Errorf("local: node %s did not end within 40s of %s", r.PathValue("name"), verb)
 				}
 			}
 			reply(w, map[string]string{verb: r.PathValue("name")}, err)
@@ -514,11 +512,8 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 	return srv, nil
 }
 
-// fuseMagic is the f_type statfs reports for a FUSE file system.
-const fuseMagic = 0x65735546
-
-// mount starts the supervised `weft mount` process at dir and waits until
-// the file system is mounted there.
+// mount starts the supervised mount at dir and waits until the file
+// system is mounted there.
 func (s *supervisor) mount(ctx context.Context, dir, admins string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -527,29 +522,19 @@ func (s *supervisor) mount(ctx context.Context, dir, admins string) (string, err
 	if err := os.MkdirAll(abs, 0o755); err != nil && !errors.Is(err, syscall.ENOTCONN) && !os.IsExist(err) {
 		return "", fmt.Errorf("local: mount point %s: %w", abs, err)
 	}
-	logPath := filepath.Join(s.dir, "mount.log")
-	if err := s.launch("mount", NodeLayout{}, logPath, "--admin", admins, "mount", "--log-level", "warn", abs); err != nil {
+	s.mu.Lock()
+	err = s.launchableLocked("mount")
+	s.mu.Unlock()
+	if err != nil {
 		return "", err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var st syscall.Statfs_t
-		if syscall.Statfs(abs, &st) == nil && st.Type == fuseMagic {
-			return abs, nil
-		}
-		s.mu.Lock()
-		exit := s.procs["mount"].exit
-		s.mu.Unlock()
-		if exit != "" {
-			return "", fmt.Errorf("local: weft mount %s %s; its log ends with:\n%s", abs, exit, tail(logPath, 15))
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("local: %s not mounted after a minute; see %s", abs, logPath)
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	logPath := filepath.Join(s.dir, "mount.log")
+	p, err := s.opts.Launcher.Mount(ctx, MountSpec{Admin: admins, Dir: abs, Log: logPath})
+	if err != nil {
+		return "", err
 	}
+	s.mu.Lock()
+	s.trackLocked("mount", NodeLayout{}, p, logPath)
+	s.mu.Unlock()
+	return abs, nil
 }

@@ -39,6 +39,10 @@ import (
 // RecallTimeout, is deleted by the client that needs the directory; the
 // holder's deferred changes there then fail their validation and are
 // reported by its Flush.
+//
+// Every time here — the recall's timeout and its session checks, a
+// delegation's idleness and cooldown — is read from the Meta's clock
+// (Config.Now), so tests make time pass instead of waiting for it.
 
 // Tunables of delegations.
 const (
@@ -184,7 +188,7 @@ func (m *Meta) recallWait(ctx context.Context, dir LIN) error {
 	if m.wb != nil {
 		m.wb.cool(dir)
 	}
-	start := time.Now()
+	start := m.now()
 	var checked time.Time
 	wait := 500 * time.Microsecond
 	for {
@@ -207,14 +211,14 @@ func (m *Meta) recallWait(ctx context.Context, dir LIN) error {
 			return nil
 		}
 		why := ""
-		if time.Since(checked) >= time.Second && m.alive != nil {
-			checked = time.Now()
+		if m.now().Sub(checked) >= time.Second && m.alive != nil {
+			checked = m.now()
 			alive, err := m.alive(ctx, cur.session)
 			if err == nil && !alive {
 				why = "its session has ended"
 			}
 		}
-		if why == "" && time.Since(start) > RecallTimeout {
+		if why == "" && m.now().Sub(start) > RecallTimeout {
 			why = fmt.Sprintf("it was not given back within %s", RecallTimeout)
 		}
 		if why != "" {
@@ -318,12 +322,12 @@ func (w *writeBack) cooling(dir LIN) bool {
 		return true // taken already (or being given back)
 	}
 	t, ok := w.cooldown[dir]
-	return ok && time.Since(t) < w.coolFor
+	return ok && w.m.now().Sub(t) < w.coolFor
 }
 
 func (w *writeBack) cool(dir LIN) {
 	w.mu.Lock()
-	w.cooldown[dir] = time.Now()
+	w.cooldown[dir] = w.m.now()
 	w.mu.Unlock()
 }
 
@@ -335,7 +339,7 @@ func (w *writeBack) ready(dir LIN) bool {
 	if h == nil || !h.ready {
 		return false
 	}
-	h.used = time.Now()
+	h.used = w.m.now()
 	return true
 }
 
@@ -353,7 +357,7 @@ func (w *writeBack) taken(dirs []LIN) {
 	w.mu.Lock()
 	var hs []*held
 	for _, d := range dirs {
-		h := &held{used: time.Now()}
+		h := &held{used: w.m.now()}
 		w.held[d] = h
 		hs = append(hs, h)
 	}
@@ -427,7 +431,7 @@ func (w *writeBack) check(ctx context.Context, everything bool) {
 	idle := map[LIN]bool{}
 	for d, h := range w.held {
 		dirs = append(dirs, d)
-		idle[d] = everything || time.Since(h.used) > DelegationIdle
+		idle[d] = everything || w.m.now().Sub(h.used) > DelegationIdle
 	}
 	w.mu.Unlock()
 	if len(dirs) == 0 {
@@ -474,12 +478,12 @@ func (w *writeBack) check(ctx context.Context, everything bool) {
 		}
 		w.mu.Lock()
 		delete(w.held, d)
-		w.cooldown[d] = time.Now()
+		w.cooldown[d] = w.m.now()
 		w.mu.Unlock()
 	}
 	w.mu.Lock()
 	for d, t := range w.cooldown {
-		if time.Since(t) > w.coolFor {
+		if w.m.now().Sub(t) > w.coolFor {
 			delete(w.cooldown, d)
 		}
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,24 +168,143 @@ func readAll(t *testing.T, m *Meta, dir LIN) []DirEntry {
 	}
 }
 
+// testClock is a Meta's clock (Config.Now) that moves only when the test
+// moves it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// logBuffer collects a Meta's log.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// onClock opens another plain client of m's store, with m's session
+// check, on clk, logging to logs.
+func onClock(t *testing.T, m *Meta, clk *testClock, logs *logBuffer) *Meta {
+	t.Helper()
+	mc, err := Open(bg, Config{Store: m.store, SessionAlive: m.alive, Now: clk.Now, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc
+}
+
 // TestDelegationOfDeadSession: the delegation record of a client that
 // crashed (its session is gone) is taken back by the next client that
-// needs the directory, at once; what the crashed client had not committed
-// is simply not there.
+// needs the directory, at once — because the session is gone, not after
+// RecallTimeout: that client's clock stands still, so the timeout never
+// passes; what the crashed client had not committed is simply not there.
 func TestDelegationOfDeadSession(t *testing.T) {
 	const crashed SessionID = 0xdead
 	for name, p := range writeBackPair(t, map[SessionID]bool{crashed: true}) {
 		t.Run(name, func(t *testing.T) {
-			_, b := p[0], p[1]
+			var logs logBuffer
+			b := onClock(t, p[1], newTestClock(), &logs)
 			d := must(b.Mkdir(bg, RootLIN, "d", 0o755))
 			ok(t, b.store.Update(bg, func(tx kv.Tx) error {
 				tx.Put(keyDeleg(d.LIN), encodeDeleg(delegation{session: crashed}))
 				return nil
 			}))
-			start := time.Now()
-			must(b.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
-			if took := time.Since(start); took > RecallTimeout/2 {
-				t.Fatalf("the create waited %s for a dead client's delegation", took)
+			// A guard against a hang, not a timing: with the clock
+			// standing still, only the session check can end the recall.
+			ctx, cancel := context.WithTimeout(bg, time.Minute)
+			defer cancel()
+			if _, err := b.Create(ctx, d.LIN, "f", NewInode{Mode: 0o644}); err != nil {
+				t.Fatalf("create in a directory delegated to a crashed client: %v\n%s", err, logs.String())
+			}
+			if out := logs.String(); !strings.Contains(out, "its session has ended") {
+				t.Fatalf("the delegation was not taken back for its ended session; log:\n%s", out)
+			}
+			check(t, b)
+		})
+	}
+}
+
+// TestRecallTimeout: a live holder that does not give a delegation back
+// (a client that hangs) keeps the directory until RecallTimeout has
+// passed on the recalling client's clock; then the recall takes it.
+func TestRecallTimeout(t *testing.T) {
+	const hung SessionID = 0x4a1
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			var logs logBuffer
+			clk := newTestClock()
+			b := onClock(t, p[1], clk, &logs)
+			d := must(b.Mkdir(bg, RootLIN, "d", 0o755))
+			ok(t, b.store.Update(bg, func(tx kv.Tx) error {
+				tx.Put(keyDeleg(d.LIN), encodeDeleg(delegation{session: hung}))
+				return nil
+			}))
+			ctx, cancel := context.WithTimeout(bg, time.Minute) // against a hang
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Create(ctx, d.LIN, "f", NewInode{Mode: 0o644})
+				done <- err
+			}()
+			// The recall asks the holder first (the record's flag)...
+			for {
+				var cur *delegation
+				ok(t, b.store.View(bg, func(tx kv.Tx) error {
+					var err error
+					cur, err = getDeleg(tx, d.LIN)
+					return err
+				}))
+				if cur == nil || cur.recalled {
+					break
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("the create ended (%v) before recalling the delegation", err)
+				case <-ctx.Done():
+					t.Fatal("the recall never flagged the delegation")
+				case <-time.After(time.Millisecond):
+				}
+			}
+			// ...and waits while the clock stays short of the timeout.
+			clk.Add(RecallTimeout)
+			select {
+			case err := <-done:
+				t.Fatalf("the create ended (%v) with RecallTimeout not passed yet; log:\n%s", err, logs.String())
+			default:
+			}
+			clk.Add(time.Millisecond)
+			if err := <-done; err != nil {
+				t.Fatalf("create after RecallTimeout passed: %v", err)
+			}
+			if out := logs.String(); !strings.Contains(out, "not given back within "+RecallTimeout.String()) {
+				t.Fatalf("the delegation was not taken back for its timeout; log:\n%s", out)
 			}
 			check(t, b)
 		})

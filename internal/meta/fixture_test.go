@@ -58,7 +58,7 @@ func backends(t *testing.T) []backend {
 }
 
 // newCached returns a kvcache over inner, configured as for a mount, once
-// it serves (so that tests exercise the cache, not its fallback).
+// it is ready (so that tests exercise the cache, not its fallback).
 func newCached(tb testing.TB, inner kv.Follower) *kvcache.Store {
 	preload, presume := CacheRanges()
 	c, err := kvcache.New(kvcache.Config{Inner: inner, Preload: preload, Presume: presume})
@@ -66,11 +66,10 @@ func newCached(tb testing.TB, inner kv.Follower) *kvcache.Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	for i := 0; c.Epoch() == 0; i++ {
-		if i > 5000 {
-			tb.Fatal("kvcache never started serving")
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	if err := c.Ready(ctx); err != nil {
+		tb.Fatalf("kvcache never became ready: %v (%s)", err, c)
 	}
 	return c
 }

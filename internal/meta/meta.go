@@ -21,7 +21,9 @@ type Config struct {
 	// LINBatch is how many LINs one allocation takes from the shared
 	// counter. Zero means 1024.
 	LINBatch uint64
-	// Now returns the current time. Nil means time.Now.
+	// Now returns the current time: inode times, and the clock of
+	// directory delegations (RecallTimeout, DelegationIdle,
+	// DelegationCooldown; see delegation.go). Nil means time.Now.
 	Now func() time.Time
 	// Session is this client's session (its etcd lease): it names the
 	// client in directory delegations. Zero: the client never holds one.

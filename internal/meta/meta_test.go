@@ -434,6 +434,9 @@ func testOpenUnlinked(t *testing.T, m *Meta) {
 	ok(t, m.Open(bg, 1, f.LIN))
 	ok(t, m.Open(bg, 2, f.LIN))
 	ok(t, m.Open(bg, 2, f.LIN)) // idempotent
+	if s := must(m.OpenSessions(bg, f.LIN)); fmt.Sprint(s) != "[1 2]" {
+		t.Fatalf("open by sessions %v, want [1 2]", s)
+	}
 	ok(t, m.Unlink(bg, RootLIN, "f"))
 	a := must(m.GetAttr(bg, f.LIN))
 	if a.Nlink != 0 || a.Size != 100 {
@@ -449,7 +452,13 @@ func testOpenUnlinked(t *testing.T, m *Meta) {
 	check(t, m)
 	ok(t, m.Release(bg, 1, f.LIN))
 	must(m.GetAttr(bg, f.LIN))
+	if s := must(m.OpenSessions(bg, f.LIN)); fmt.Sprint(s) != "[2]" {
+		t.Fatalf("open by sessions %v after session 1's release, want [2]", s)
+	}
 	ok(t, m.CloseSession(bg, 2))
+	if s := must(m.OpenSessions(bg, f.LIN)); len(s) != 0 {
+		t.Fatalf("open by sessions %v after the last release", s)
+	}
 	wantErr(t, second(m.GetAttr(bg, f.LIN)), ErrNotFound)
 	if orph := must(m.ListOrphans(bg, 0, 10)); len(orph) != 0 {
 		t.Fatalf("orphans left %+v", orph)

@@ -3,6 +3,7 @@ package meta
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -355,6 +356,29 @@ func (m *Meta) Open(ctx context.Context, session SessionID, lin LIN) error {
 		o.put(keySessionOpen(session, lin), encodeOpen(o.now))
 		return nil
 	})
+}
+
+// OpenSessions returns the sessions that have lin open (Open, not yet
+// Release), in order: what keeps an unlinked inode's data. An inode
+// nobody has open, or that does not exist, has none.
+func (m *Meta) OpenSessions(ctx context.Context, lin LIN) ([]SessionID, error) {
+	var out []SessionID
+	err := m.view(ctx, func(o *op) error {
+		out = out[:0]
+		start, end := opensRange(lin)
+		for start != nil {
+			kvs, next, err := o.tx.Scan(start, end, 256)
+			if err != nil {
+				return err
+			}
+			for _, p := range kvs {
+				out = append(out, SessionID(binary.BigEndian.Uint64(p.Key[len(p.Key)-8:])))
+			}
+			start = next
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Release ends session's open of lin. If lin has no links left and no

@@ -211,13 +211,16 @@ func (s *Server) AdminAddr() string { return s.adminLis.Addr().String() }
 func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
 
 // Wait blocks until ctx is done (a requested stop) or a role fails, then
-// stops the node gracefully. It returns the failure, if any.
+// stops the node gracefully. It returns the failure, if any, or
+// ErrCrashed once a Crash has ended.
 func (s *Server) Wait(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-s.fatal:
 		s.log.Error("node failing", "err", err)
+	case <-s.stop: // Crash: shutdown below waits for it to end
+		err = ErrCrashed
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -100,6 +100,11 @@ type memberWorker struct{ s *Server }
 func (w memberWorker) Step(ctx context.Context) (runner.State, error) {
 	select {
 	case err := <-w.s.member.Err():
+		select {
+		case <-w.s.stop: // the member stopped with the node (Crash)
+			return runner.Done, nil
+		default:
+		}
 		err = fmt.Errorf("server: embedded etcd: %w", err)
 		w.s.fatal <- err
 		return runner.Done, err

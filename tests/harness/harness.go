@@ -1,14 +1,17 @@
-// Package harness starts real multi-process weft clusters for tests: it
-// builds the weft binary, runs `weft local up` in a temporary directory and
-// gives the test admin clients and node control (kill, stop, start).
+// Package harness starts weft clusters for tests, multi-process or inside
+// the test process (Mode), behind one Cluster: the test gets admin
+// clients, node control (kill, stop, start: local.Control), the FUSE
+// mount's directory and the CLI, the same in either mode, so that one test
+// body runs against both (Run).
 //
 // It is test infrastructure only; production code never imports it.
 package harness
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +68,8 @@ func Binary(tb testing.TB) string {
 
 // Options shape a test cluster.
 type Options struct {
+	// Mode is how it runs ("": Process).
+	Mode                 Mode
 	Nodes, DrivesPerNode int
 	LeaseTTL             time.Duration
 	// Dir reuses a cluster directory (to test a restart); default a new
@@ -84,17 +89,20 @@ type Options struct {
 	Partitionable bool
 }
 
-// Cluster is a running `weft local up`.
+// Cluster is a running local cluster (`weft local up`), in either mode.
 type Cluster struct {
 	tb    testing.TB
+	Mode  Mode
 	Dir   string
 	Admin *admin.Client // every node's admin API, first one that answers
 	Ctl   *local.Control
 	// Mount is the mount point when Options.Mount was set.
 	Mount string
-	cmd   *exec.Cmd
 	out   *lockedBuf
-	done  chan struct{}
+	done  chan struct{} // closed when the supervisor has ended
+	// stop asks the supervisor to stop the cluster as Ctrl-C would;
+	// kill ends it at once (Process only; nil in-process).
+	stop, kill func()
 }
 
 type lockedBuf struct {
@@ -109,14 +117,62 @@ func (l *lockedBuf) String() string {
 	return l.b.String()
 }
 
-// Start runs `weft local up` and waits for its "ready:" line. The cluster
-// is stopped by tb.Cleanup (SIGTERM, as Ctrl-C would).
+// Start starts a cluster in o.Mode — `weft local up` as a process, or
+// local.Up with local.InProcess in the test process — and waits until it
+// is ready (every node and drive up, the file system mounted). The cluster
+// is stopped by tb.Cleanup, as Ctrl-C would stop it.
 func Start(tb testing.TB, o Options) *Cluster {
 	tb.Helper()
-	bin := Binary(tb)
+	if o.Mode == "" {
+		o.Mode = Process
+	}
+	bin := Binary(tb) // the CLI (Weft), in either mode
 	if o.Dir == "" {
 		o.Dir = filepath.Join(tb.TempDir(), "weft-data")
 	}
+	c := &Cluster{tb: tb, Mode: o.Mode, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
+	if o.Mount {
+		c.Mount = filepath.Join(filepath.Dir(o.Dir), "mnt")
+	}
+	ready := make(chan struct{})
+	lines := &lineWriter{each: func(line string) {
+		c.out.add(line)
+		if strings.HasPrefix(line, "ready:") {
+			close(ready)
+		}
+	}}
+	if o.Partitionable && o.Mode == InProcess {
+		tb.Skip("harness: a partitionable cluster needs a process per node (own addresses and cgroups): process mode only")
+	}
+	switch o.Mode {
+	case Process:
+		c.startProcess(bin, o, lines)
+	case InProcess:
+		c.startInProcess(o, lines)
+	default:
+		tb.Fatalf("harness: unknown mode %q: want %s or %s", o.Mode, Process, InProcess)
+	}
+	tb.Cleanup(c.Stop)
+	select {
+	case <-ready:
+	case <-c.done:
+		tb.Fatalf("harness: weft local up (%s) ended before ready:\n%s\n%s", o.Mode, c.out, c.logs())
+	case <-time.After(3 * time.Minute):
+		tb.Fatalf("harness: cluster (%s) not ready after 3 minutes:\n%s\n%s", o.Mode, c.out, c.logs())
+	}
+	addrs, err := os.ReadFile(filepath.Join(o.Dir, local.AdminAddrsFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.Admin = admin.NewClient(strings.Join(strings.Fields(string(addrs)), ","))
+	if c.Ctl, err = local.Dial(o.Dir); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// startProcess runs `weft local up` as a process, its output to out.
+func (c *Cluster) startProcess(bin string, o Options, out io.Writer) {
 	args := []string{"local", "up", "--dir", o.Dir}
 	if o.Nodes > 0 {
 		args = append(args, "--nodes", fmt.Sprint(o.Nodes))
@@ -136,51 +192,67 @@ func Start(tb testing.TB, o Options) *Cluster {
 	if o.Partitionable {
 		args = append(args, "--own-addresses", "--cgroups")
 	}
-	c := &Cluster{tb: tb, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
-	if o.Mount {
-		c.Mount = filepath.Join(filepath.Dir(o.Dir), "mnt")
-	}
 	args = append(args, "--mount", c.Mount)
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		c.tb.Fatalf("harness: start weft local up: %v", err)
 	}
-	c.cmd.Stderr = c.cmd.Stdout
-	if err := c.cmd.Start(); err != nil {
-		tb.Fatalf("harness: start weft local up: %v", err)
-	}
-	ready := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := sc.Text()
-			c.out.add(line)
-			if strings.HasPrefix(line, "ready:") {
-				ready <- line
-			}
-		}
-		_ = c.cmd.Wait()
+		_ = cmd.Wait()
 		close(c.done)
 	}()
-	tb.Cleanup(c.Stop)
-	select {
-	case <-ready:
-	case <-c.done:
-		tb.Fatalf("harness: weft local up exited before ready:\n%s\n%s", c.out, c.logs())
-	case <-time.After(3 * time.Minute):
-		tb.Fatalf("harness: cluster not ready after 3 minutes:\n%s\n%s", c.out, c.logs())
+	c.stop = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	c.kill = func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+}
+
+// startInProcess runs local.Up in this process with local.InProcess, its
+// output (and the supervisor's warnings) to out.
+func (c *Cluster) startInProcess(o Options, out io.Writer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer close(c.done)
+		err := local.Up(ctx, local.Options{
+			Dir: o.Dir, Nodes: o.Nodes, DrivesPerNode: o.DrivesPerNode, LeaseTTL: o.LeaseTTL, Mount: c.Mount,
+			RepairGrace: o.RepairGrace, DriveSize: o.DriveSize, Launcher: local.InProcess{},
+			Out: out, Log: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			fmt.Fprintf(out, "weft: %v\n", err)
+		}
+	}()
+	c.stop = cancel
+}
+
+// lineWriter calls each for every line written to it.
+type lineWriter struct {
+	mu   sync.Mutex
+	part []byte
+	each func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.part = append(w.part, p...)
+	for {
+		i := strings.IndexByte(string(w.part), '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.each(string(w.part[:i]))
+		w.part = w.part[i+1:]
 	}
-	addrs, err := os.ReadFile(filepath.Join(o.Dir, local.AdminAddrsFile))
-	if err != nil {
-		tb.Fatal(err)
+}
+
+// SkipInProcess skips the rest of a test body in-process, saying why: for
+// a part that needs a process of its own (see Mode).
+func (c *Cluster) SkipInProcess(tb testing.TB, reason string) {
+	tb.Helper()
+	if c.Mode == InProcess {
+		tb.Skipf("harness: multi-process only: %s", reason)
 	}
-	c.Admin = admin.NewClient(strings.Join(strings.Fields(string(addrs)), ","))
-	if c.Ctl, err = local.Dial(o.Dir); err != nil {
-		tb.Fatal(err)
-	}
-	return c
 }
 
 // Output returns what `weft local up` printed so far.
@@ -208,11 +280,15 @@ func (c *Cluster) Stop() {
 		return
 	default:
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	c.stop()
 	select {
 	case <-c.done:
 	case <-time.After(90 * time.Second):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		if c.kill == nil { // in-process: nothing to kill
+			c.tb.Errorf("harness: in-process cluster did not stop within 90s:\n%s\n%s", c.out, c.logs())
+			return
+		}
+		c.kill()
 		<-c.done
 		c.tb.Errorf("harness: cluster did not stop within 90s of SIGTERM:\n%s", c.out)
 	}
@@ -309,64 +385,62 @@ func adminAddrs(dir string) []string {
 	return strings.Fields(string(b))
 }
 
-// MountAt starts another `weft mount` of this cluster at dir (created if
-// missing), waits until it is mounted and unmounts it at cleanup: a second
-// client machine, as far as the file system can tell.
-func (c *Cluster) MountAt(dir string) { c.MountAtEnv(dir) }
+// MountAt mounts this cluster again at dir (created if missing), waits
+// until it is mounted and unmounts it at cleanup: a second client
+// machine, as far as the file system can tell. In Process mode it is a
+// `weft mount` process, in-process a mount.Run in the test process.
+func (c *Cluster) MountAt(dir string) { c.MountWith(dir, MountOptions{}) }
 
 // MountAtEnv is MountAt with extra environment variables for the mount
-// process (WEFT_FAILPOINTS=..., say).
-func (c *Cluster) MountAtEnv(dir string, env ...string) { c.MountWith(dir, nil, env...) }
+// process (WEFT_FAILPOINTS=..., say). Process mode only: a mount in the
+// test process shares its environment, so in-process it fails the test,
+// which should be declared ProcessOnly.
+func (c *Cluster) MountAtEnv(dir string, env ...string) { c.MountWith(dir, MountOptions{Env: env}) }
 
-// MountWith is MountAt with extra flags of `weft mount` and environment
-// variables for the mount process.
-func (c *Cluster) MountWith(dir string, flags []string, env ...string) {
+// MountOptions are the options of one more mount (MountWith).
+type MountOptions struct {
+	// Metrics is weft mount --metrics ADDR: the mount serves its metrics
+	// and workers there.
+	Metrics string
+	// Env adds environment variables to the mount's process (Process
+	// mode only; see MountAtEnv).
+	Env []string
+}
+
+// MountWith is MountAt with options.
+func (c *Cluster) MountWith(dir string, o MountOptions) {
 	c.tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.tb.Fatal(err)
 	}
-	args := append([]string{"--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn"}, flags...)
-	cmd := exec.Command(Binary(c.tb), append(args, dir)...)
-	cmd.Env = append(os.Environ(), env...)
-	out := &lockedBuf{}
-	pr, pw, err := os.Pipe()
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		c.tb.Fatal(err)
-	}
-	pw.Close()
-	mounted := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			out.add(sc.Text())
-			if strings.HasPrefix(sc.Text(), "mounted:") {
-				close(mounted)
-			}
+	var l local.Launcher = local.Exec{Binary: Binary(c.tb)}
+	if c.Mode == InProcess {
+		if len(o.Env) > 0 {
+			c.tb.Fatalf("harness: a mount with its own environment (%v) needs a process of its own; declare the test harness.ProcessOnly", o.Env)
 		}
-		_ = cmd.Wait()
-		close(done)
-	}()
+		l = local.InProcess{}
+	}
+	spec := local.MountSpec{Admin: strings.Join(adminAddrs(c.Dir), ","), Dir: abs, Metrics: o.Metrics, Env: o.Env,
+		Log: filepath.Join(c.Dir, "mount-"+filepath.Base(abs)+".log")}
+	p, err := l.Mount(context.Background(), spec)
+	if err != nil {
+		c.tb.Fatalf("harness: mount at %s (%s): %v", abs, c.Mode, err)
+	}
 	c.tb.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.Stop()
 		select {
-		case <-done:
+		case <-p.Done():
 		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+			if p.Kill() != nil { // in-process: detach, and say so
+				c.tb.Errorf("harness: the mount at %s did not stop within 60s; detaching it", abs)
+			}
+			_ = syscall.Unmount(abs, syscall.MNT_DETACH)
 		}
 	})
-	select {
-	case <-mounted:
-	case <-done:
-		c.tb.Fatalf("harness: weft mount %s exited:\n%s", dir, out)
-	case <-time.After(time.Minute):
-		c.tb.Fatalf("harness: weft mount %s not mounted after a minute:\n%s", dir, out)
-	}
 }
 
 // WaitJob polls until job id ends and returns it; it fails the test if the

@@ -136,6 +136,8 @@ func (s *Store) follow(ctx context.Context) error {
 	s.w, s.heard, s.running = rev, time.Now(), true
 	s.epoch++
 	s.restart = cancel
+	close(s.changed) // the cache serves now: wakes Ready
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	return s.inner.Follow(fctx, rev, s.apply)
 }

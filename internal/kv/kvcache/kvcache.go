@@ -93,7 +93,7 @@ type Store struct {
 	heard    time.Time // last delivery of the stream
 	running  bool
 	epoch    uint64
-	changed  chan struct{} // closed at every delivery
+	changed  chan struct{} // closed at every delivery and every start of the stream
 	restart  context.CancelFunc
 
 	// Write-back (writeback.go): deferred transactions in order, the

@@ -1,6 +1,7 @@
 package kvcache_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -22,18 +23,18 @@ func cached(tb testing.TB, inner kv.Follower, o kv.Options) *kvcache.Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { s.Close() })
-	waitServing(tb, s)
+	waitReady(tb, s)
 	return s
 }
 
-// waitServing waits for the cache's first start (a preload and a watch):
-// tests then exercise the cache, not the fallback.
-func waitServing(tb testing.TB, s *kvcache.Store) {
-	for i := 0; s.Epoch() == 0; i++ {
-		if i > 5000 {
-			tb.Fatal("kvcache never started serving")
-		}
-		time.Sleep(time.Millisecond)
+// waitReady waits until the cache serves and is caught up (a preload and
+// a watch): tests then exercise the cache, not the fallback.
+func waitReady(tb testing.TB, s *kvcache.Store) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Ready(ctx); err != nil {
+		tb.Fatalf("kvcache never became ready: %v (%s)", err, s)
 	}
 }
 
