@@ -241,7 +241,15 @@ func (s *Store) liveKeyExpires(ctx context.Context, name string) bool {
 
 // renew takes a new lease and publishes the live keys under it.
 func (ns *Session) renew(ctx context.Context) error {
-	sess, err := concurrency.NewSession(ns.store.cli, concurrency.WithTTL(int(ns.ttl/time.Second)), concurrency.WithContext(context.Background()))
+	// The lease is granted under ctx (without a quorum a grant waits for
+	// ever: stopping the node must not); the session that keeps it alive
+	// lives until it is closed or orphaned.
+	grant, err := ns.store.cli.Grant(ctx, int64(ns.ttl/time.Second))
+	if err != nil {
+		return fmt.Errorf("cluster: lease for node %s: %w", ns.name, err)
+	}
+	sess, err := concurrency.NewSession(ns.store.cli, concurrency.WithLease(grant.ID), concurrency.WithTTL(int(ns.ttl/time.Second)),
+		concurrency.WithContext(context.Background()))
 	if err != nil {
 		return fmt.Errorf("cluster: lease for node %s: %w", ns.name, err)
 	}
@@ -364,9 +372,13 @@ func (ns *Session) Lease() clientv3.LeaseID {
 // Close stops the lease worker and revokes the lease: the node and its
 // drives show down immediately.
 func (ns *Session) Close() error {
-	_ = ns.worker.Stop(context.Background())
+	// The lease worker's step is bounded (a renewal waits at most the
+	// TTL); so are these waits, for a worker stuck anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), ns.ttl+time.Second)
+	defer cancel()
+	_ = ns.worker.Stop(ctx)
 	if ns.own != nil {
-		_ = ns.own.Stop(context.Background())
+		_ = ns.own.Stop(ctx)
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()

@@ -136,7 +136,7 @@ func crashScenario(t *testing.T, victim func(c *testCluster) int) (c *testCluste
 	if len(orphans) == 0 {
 		t.Fatalf("node %s held no task when it crashed", node)
 	}
-	go c.engines[dead].Stop() // its goroutines notice nothing works any more
+	go c.engines[dead].Stop(context.Background()) // its goroutines notice nothing works any more
 	g.open()
 	c.waitState(c.engines[(dead+1)%3], id, Succeeded)
 	evs := c.d.snapshot()

@@ -234,9 +234,12 @@ func (e *Engine) Start(ctx context.Context) error {
 // Stop stops the engine gracefully: managers stop at their next item,
 // checkpoint and release their tasks, and the coordinator resigns; the
 // lease is released (LeaseSource.Release: an own lease is revoked, the
-// node's stays with the node). It returns when everything has stopped; stopping twice
-// is a no-op.
-func (e *Engine) Stop() error {
+// node's stays with the node). It returns when everything has stopped, or
+// with an error when ctx ends first (without a quorum every final write
+// waits out its own timeout: a node that must stop does not wait for all
+// of them; what was not written is redone from the last checkpoint by
+// whoever claims the tasks next). Stopping twice is a no-op.
+func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.running {
 		e.mu.Unlock()
@@ -246,8 +249,12 @@ func (e *Engine) Stop() error {
 	cancel, done := e.cancel, e.done
 	e.mu.Unlock()
 	cancel()
-	<-done
-	return nil
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("job: engine on node %s did not stop in time (its final checkpoints and resignation may be lost): %w", e.cfg.Node, ctx.Err())
+	}
 }
 
 // life runs the node's roles for one lease at a time until ctx ends.

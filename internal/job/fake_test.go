@@ -223,7 +223,7 @@ func (c *testCluster) add(node string) *Engine {
 	if err := e.Start(context.Background()); err != nil {
 		c.t.Fatal(err)
 	}
-	c.t.Cleanup(func() { e.Stop() })
+	c.t.Cleanup(func() { e.Stop(context.Background()) })
 	c.engines = append(c.engines, e)
 	c.clients = append(c.clients, cli)
 	return e

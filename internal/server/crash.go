@@ -61,7 +61,7 @@ func (s *Server) Crash() {
 		// on the closed client for seconds (and fails), and it holds
 		// nothing a restart of the node needs.
 		if s.jobs != nil {
-			go s.jobs.Stop()
+			go s.jobs.Stop(context.Background())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		if err := s.run.Stop(ctx); err != nil {

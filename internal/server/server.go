@@ -252,7 +252,14 @@ func (s *Server) shutdown(ctx context.Context) {
 			s.grpcLis.Close()
 		}
 		if s.jobs != nil {
-			if err := s.jobs.Stop(); err != nil {
+			// Its final checkpoints and resignation each wait at most a
+			// lease TTL; without a quorum none succeeds, and the rest of
+			// the shutdown (revoking the lease, closing etcd) must still
+			// fit in the time a supervisor gives a stopping node.
+			jctx, cancel := context.WithTimeout(ctx, 2*s.cfg.LeaseTTL)
+			err := s.jobs.Stop(jctx)
+			cancel()
+			if err != nil {
 				s.log.Warn("stopping the job engine", "err", err)
 			}
 		}

@@ -29,7 +29,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.CreatePool(bg, "p0", "ec:4+2", false); err != nil {
+	if _, err := store.CreatePool(bg, "p0", "ec:4+2", true); err != nil { // as a node whose drives name it
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
