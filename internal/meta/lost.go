@@ -51,6 +51,9 @@ type ByteRange struct {
 	Length uint64 `json:"length"`
 }
 
+// String formats r as "FIRST-LAST" (byte offsets, both included).
+func (r ByteRange) String() string { return fmt.Sprintf("%d-%d", r.Offset, r.Offset+r.Length-1) }
+
 // Ranges returns the file bytes of f's lost stripes, adjacent stripes
 // merged, each cut at the file's size.
 func (f LostFile) Ranges() []ByteRange {

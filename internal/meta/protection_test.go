@@ -212,7 +212,7 @@ func testIndexGoesWithStripes(t *testing.T, m *Meta, _ *time.Time) {
 		t.Fatalf("after truncating to 1.5 stripes: %+v", us)
 	}
 	lost := must(m.ListLost(bg, 0, 10))
-	if len(lost) != 3 || lost[0].LIN != trunc.LIN || len(lost[0].Stripes) != 1 || fmt.Sprint(lost[0].Ranges()) != "[{100 50}]" {
+	if len(lost) != 3 || lost[0].LIN != trunc.LIN || len(lost[0].Stripes) != 1 || fmt.Sprint(lost[0].Ranges()) != "[100-149]" {
 		t.Fatalf("lost list after the truncate: %+v", lost)
 	}
 	ok(t, m.Unlink(bg, RootLIN, "del"))
@@ -258,7 +258,7 @@ func testLost(t *testing.T, m *Meta, clock *time.Time) {
 	if s := files[0].Stripes[0]; s.Readable != 3 || s.Needed != 4 || s.Reason != "units 1, 2: missing" || !s.Since.Equal(t0) || s.DataLen != 100 {
 		t.Fatalf("lost stripe 0: %+v", s)
 	}
-	if r := fmt.Sprint(files[0].Ranges()); r != "[{0 200} {300 50}]" || files[0].Bytes() != 250 {
+	if r := fmt.Sprint(files[0].Ranges()); r != "[0-199 300-349]" || files[0].Bytes() != 250 {
 		t.Fatalf("ranges %s, bytes %d", r, files[0].Bytes())
 	}
 	if st := must(m.ProtectionStats(bg, 0)); st.LostFiles != 1 || st.LostStripes != 3 || st.LostBytes != 300 {
