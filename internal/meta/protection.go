@@ -180,8 +180,9 @@ type UnderProtectedFile struct {
 	Missing int    `json:"missing_units"`
 	Bytes   uint64 `json:"bytes"`
 	Unknown int    `json:"unknown,omitempty"`
-	// Achieved is the weakest tolerance recorded and Target the
-	// strongest target, over the entries that record them.
+	// Achieved and Target are those of the file's weakest stripe, over
+	// the entries that record them: the fewest nodes, then drives, it
+	// may lose, and what its pool could give it.
 	Achieved Tolerance `json:"achieved"`
 	Target   Tolerance `json:"target"`
 	// Since is when the oldest entry went below its target.
@@ -196,13 +197,9 @@ func (f *UnderProtectedFile) add(u UnderStripe) {
 		return
 	}
 	f.Bytes += u.DataLen
-	if f.Stripes-f.Unknown == 1 {
-		f.Achieved, f.Target = u.Tolerance.Achieved, u.Tolerance.Target
-	} else {
-		f.Achieved.Drives = min(f.Achieved.Drives, u.Tolerance.Achieved.Drives)
-		f.Achieved.Nodes = min(f.Achieved.Nodes, u.Tolerance.Achieved.Nodes)
-		f.Target.Drives = max(f.Target.Drives, u.Tolerance.Target.Drives)
-		f.Target.Nodes = max(f.Target.Nodes, u.Tolerance.Target.Nodes)
+	a := u.Tolerance.Achieved
+	if f.Stripes-f.Unknown == 1 || a.Nodes < f.Achieved.Nodes || a.Nodes == f.Achieved.Nodes && a.Drives < f.Achieved.Drives {
+		f.Achieved, f.Target = a, u.Tolerance.Target
 	}
 	if f.Since.IsZero() || u.Since.Before(f.Since) {
 		f.Since = u.Since
