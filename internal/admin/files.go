@@ -58,12 +58,12 @@ func (h *handler) addData(ctx context.Context, st *Status) error {
 		atLeast = "at least "
 	}
 	if d.LostFiles > 0 {
-		st.Problems = append(st.Problems, fmt.Sprintf("%s%d files have lost data (%d bytes in %d stripes): restore them from a backup, then delete or rewrite them (weft file lost list)",
-			atLeast, d.LostFiles, d.LostBytes, d.LostStripes))
+		st.Problems = append(st.Problems, fmt.Sprintf("%s%d files have lost data (%s in %d stripes): restore them from a backup, then delete or rewrite them (weft file lost list)",
+			atLeast, d.LostFiles, mib(d.LostBytes), d.LostStripes))
 	}
 	if d.UnderFiles > 0 {
-		st.Problems = append(st.Problems, fmt.Sprintf("%s%d files (%d bytes in %d stripes) are below their pool's protection: a repair re-protects them once the cluster can place them (weft file list --under-protected)",
-			atLeast, d.UnderFiles, d.UnderBytes, d.UnderStripes))
+		st.Problems = append(st.Problems, fmt.Sprintf("%s%d files (%s in %d stripes) are below their pool's protection: a repair re-protects them once the cluster can place them (weft file list --under-protected)",
+			atLeast, d.UnderFiles, mib(d.UnderBytes), d.UnderStripes))
 	}
 	if d.Incomplete {
 		st.Problems = append(st.Problems, fmt.Sprintf("the protection index is incomplete since %s (namespace upgraded from format 1): the next repair checks every stripe",
@@ -77,6 +77,9 @@ func (h *handler) addData(ctx context.Context, st *Status) error {
 	}
 	return nil
 }
+
+// mib formats n bytes in MiB with one decimal.
+func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // UnderProtectedFile is one file of GET /v1/files/under-protected: the
 // file's entries of the protection index, summed, and its path ("" when

@@ -77,7 +77,7 @@ func TestDataHealthAndFileLists(t *testing.T) {
 		t.Fatalf("nothing below, nothing lost: %+v", st)
 	}
 	ns.st = meta.ProtectionStats{UnderFiles: 2, UnderStripes: 5, UnderBytes: 5 << 20}
-	if st := health(); st.Health != cluster.Degraded || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "2 files (5242880 bytes in 5 stripes) are below their pool's protection") {
+	if st := health(); st.Health != cluster.Degraded || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "2 files (5.0 MiB in 5 stripes) are below their pool's protection") {
 		t.Fatalf("files below their protection: %+v", st)
 	}
 	ns.st.LostFiles, ns.st.LostStripes, ns.st.LostBytes, ns.st.Partial = 1, 1, 100, true

@@ -89,7 +89,7 @@ func (w *Watcher) checkProtection(ctx context.Context, drives []cluster.Drive, r
 	if why == "" {
 		return nil
 	}
-	detail := fmt.Sprintf("%s; %d stripes of %d files (%d bytes) are below their pool's protection", why, p.Stripes, p.Files, p.Bytes)
+	detail := fmt.Sprintf("%s; %d stripes of %d files (%.1f MiB) are below their pool's protection", why, p.Stripes, p.Files, float64(p.Bytes)/(1<<20))
 	id, outcome := w.submit(ctx, "repair", job.Options{Params: map[string]string{"reason": "under-protected stripes: " + why}}, liveOf("repair"))
 	if strings.HasPrefix(outcome, "started") {
 		w.cfg.Log.Warn("repair started for under-protected stripes", "job", id, "why", why, "stripes", p.Stripes, "files", p.Files)
