@@ -23,7 +23,9 @@ type fakeNS struct {
 	lost  []meta.LostFile
 }
 
-func (f *fakeNS) ProtectionStats(context.Context, int) (meta.ProtectionStats, error) { return f.st, nil }
+func (f *fakeNS) ProtectionStats(context.Context, int) (meta.ProtectionStats, error) {
+	return f.st, nil
+}
 
 func (f *fakeNS) ListUnderProtectedFiles(_ context.Context, after meta.LIN, limit int) ([]meta.UnderProtectedFile, error) {
 	var out []meta.UnderProtectedFile

@@ -46,7 +46,7 @@ type Config struct {
 	// their pool's protection), for the under-protected check; nil: no
 	// such check.
 	Protection func(ctx context.Context) (Protection, error)
-	Log         *slog.Logger
+	Log        *slog.Logger
 	// Now is the clock (time.Now when nil); tests drive it.
 	Now func() time.Time
 }

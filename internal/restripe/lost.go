@@ -32,7 +32,9 @@ func (e *LostError) Error() string {
 }
 
 // Is makes errors.Is hold for ErrLost and client.ErrUnavailable.
-func (e *LostError) Is(target error) bool { return target == ErrLost || target == client.ErrUnavailable }
+func (e *LostError) Is(target error) bool {
+	return target == ErrLost || target == client.ErrUnavailable
+}
 
 // goneFor reports whether a unit read failed because its block is gone or
 // damaged (not found, checksum, identity), as opposed to unreachable for
