@@ -66,8 +66,8 @@ more protection than was placed.`,
 			fmt.Fprintf(w, "pool        %s\n", l.Pool)
 			fmt.Fprintf(w, "protection  %s (from %s): wants %s, achieves %s\n", l.Requested, l.RequestedFrom, l.Wanted, achieved)
 			fmt.Fprintf(w, "size        %s in %d stripes of %s, %s allocated\n", humanBytes(l.Size), len(l.Stripes), humanBytes(l.StripeSize), humanBytes(int64(l.Allocated)))
-			if l.UnderProtected > 0 {
-				fmt.Fprintf(w, "warning     %d under-protected stripes (repair completes them)\n", l.UnderProtected)
+			if l.BelowTarget > 0 {
+				fmt.Fprintf(w, "warning     %d stripes below the protection wanted (%d with units not placed): repair re-protects them\n", l.BelowTarget, l.UnderProtected)
 			}
 			fmt.Fprintln(w)
 			head := []string{"STRIPE", "GEN", "OFFSET", "LENGTH", "PROTECTION", "PLACED", "DOWN", "TOLERANCE"}
@@ -95,6 +95,6 @@ more protection than was placed.`,
 		},
 	}
 	info.Flags().BoolVar(&units, "units", false, "list every unit's node, drive and block")
-	cmd.AddCommand(info)
+	cmd.AddCommand(info, newFileListCmd(g), newFileLostCmd(g))
 	return cmd
 }

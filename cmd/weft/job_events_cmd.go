@@ -15,7 +15,7 @@ import (
 func jobEventsCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "events",
-		Short: "The events that start jobs (drive down or added, node added, pool unbalanced, low space)",
+		Short: "The events that start jobs (drive down or added, node added, pool unbalanced, low space, under-protected stripes) and lost data",
 		Long: `The job engine's event log: every cluster event that started a job, or
 would have, and what came of it. The coordinator records:
 
@@ -37,8 +37,13 @@ would have, and what came of it. The coordinator records:
   space-recovered  every pool is back at the threshold plus one point:
                    low-space mode off (the paused jobs resume)
   schedule         a job schedule fired
+  under-protected  stripes are below their pool's protection and drives
+                   came back, or new ones went below with every drive up:
+                   a repair job, unless one is queued or running
+  data-lost        a job found a file with data it cannot rebuild (once
+                   per file): see weft file lost list
 
-The newest 1000 events are kept.`,
+Jobs record the last two as well. The newest 1000 events are kept.`,
 	}
 	var limit int
 	list := &cobra.Command{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/cluster"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -16,8 +17,16 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Use:   "status",
 		Short: "Show cluster health, capacity, nodes, drives and the control plane",
 		Long: `Show the cluster's health: "healthy" when every node, every drive in
-service and every etcd member is up, otherwise "degraded" with one line per
-problem. Exit status is 0 either way; use --json for scripts.
+service and every etcd member is up and every file is whole and at its
+pool's protection; "degraded" with a node, drive or member down, or files
+with stripes below their pool's protection (written while drives or nodes
+were down: see weft file list --under-protected; a repair re-protects
+them); "critical" when files have lost data (see weft file lost list:
+restore them from a backup). One line per problem follows. Exit status is
+0 either way; use --json for scripts.
+
+The "data" line counts the files below their pool's protection and the
+files with lost data.
 
 The "jobs" line is the job engine's mode: "normal", or "low-space since
 TIME: REASON" while a pool is below the low_space_threshold setting (jobs
@@ -39,6 +48,9 @@ threshold plus one point; see weft job settings and weft job events list).`,
 				fmt.Fprintln(w)
 				fmt.Fprintf(w, "capacity  %s used of %s (%s), %s free\n", humanBytes(st.UsedBytes), humanBytes(st.TotalBytes),
 					percent(st.UsedBytes, st.TotalBytes), humanBytes(st.FreeBytes))
+				if st.Data != nil {
+					fmt.Fprintf(w, "data      %s\n", dataLine(st.Data))
+				}
 				var members []string
 				for _, m := range st.Etcd {
 					s := m.Name
@@ -72,4 +84,22 @@ threshold plus one point; see weft job settings and weft job events list).`,
 			})
 		},
 	}
+}
+
+// dataLine says how many files are below their protection and how many
+// have lost data.
+func dataLine(d *meta.ProtectionStats) string {
+	atLeast := ""
+	if d.Partial {
+		atLeast = "at least "
+	}
+	under := "every stripe at its pool's protection"
+	if d.UnderFiles > 0 {
+		under = fmt.Sprintf("%s%d files (%s in %d stripes) below their pool's protection", atLeast, d.UnderFiles, humanBytes(int64(d.UnderBytes)), d.UnderStripes)
+	}
+	lost := "no data lost"
+	if d.LostFiles > 0 {
+		lost = fmt.Sprintf("%s%d files with lost data (%s in %d stripes)", atLeast, d.LostFiles, humanBytes(int64(d.LostBytes)), d.LostStripes)
+	}
+	return under + "; " + lost
 }

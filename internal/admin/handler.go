@@ -39,20 +39,24 @@ type ErrorBody struct {
 	Code  string `json:"code"`
 }
 
-// Status is GET /v1/status: the cluster summary, and the job engine's mode
-// (absent when the serving node runs no job engine).
+// Status is GET /v1/status: the cluster summary, the job engine's mode
+// (absent when the serving node runs no job engine) and the data's
+// health (absent without a namespace): files below their protection make
+// Health degraded, files with lost data critical (HealthCritical), each
+// with a line in Problems.
 type Status struct {
 	cluster.Status
-	JobEngine *job.Mode `json:"job_engine,omitempty"`
+	JobEngine *job.Mode             `json:"job_engine,omitempty"`
+	Data      *meta.ProtectionStats `json:"data,omitempty"`
 }
 
 func (h *handler) status(ctx context.Context) (any, error) {
 	st, err := h.store.Status(ctx)
 	if err != nil || h.jobs == nil {
-		return Status{Status: st}, err
+		return h.withData(ctx, Status{Status: st}, err)
 	}
 	m, err := h.jobs.Mode(ctx)
-	return Status{Status: st, JobEngine: &m}, err
+	return h.withData(ctx, Status{Status: st, JobEngine: &m}, err)
 }
 
 // CreatePoolRequest is the body of POST /v1/pools.
@@ -74,6 +78,9 @@ type Deps struct {
 	Jobs     *job.Engine
 	Throttle *impact.Controller
 	Policies *impact.PolicyStore
+	// Namespace serves data health and the file lists; nil leaves them
+	// out of the status and answers 503 on the lists.
+	Namespace Namespace
 	// Drives adds drives to this node at run time; nil refuses drive add.
 	Drives DriveAdder
 	// Workers are this node's background workers; nil answers 503.
@@ -85,6 +92,7 @@ type Deps struct {
 type handler struct {
 	store    *cluster.Store
 	layouts  Layouts
+	ns       Namespace
 	jobs     *job.Engine
 	throttle *impact.Controller
 	policies *impact.PolicyStore
@@ -111,6 +119,8 @@ type handler struct {
 //	GET  /v1/pools                   []cluster.Pool
 //	POST /v1/pools                   CreatePoolRequest → cluster.PoolRecord
 //	GET  /v1/files/{lin}             client.FileLayout (weft file info)
+//	GET  /v1/files/under-protected   UnderProtectedList (?after=LIN&limit=N)
+//	GET  /v1/files/lost              LostList, the lost-data list (?after=LIN&limit=N)
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
 // transition not allowed, or a drive add refused), 502 (a node to route to
@@ -118,7 +128,7 @@ type handler struct {
 // down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, node: d.Node, log: d.Log}
+	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, node: d.Node, log: d.Log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
@@ -142,6 +152,7 @@ func NewHandler(d Deps) http.Handler {
 		h.get(func(ctx context.Context) (any, error) { return h.layouts.Layout(ctx, meta.LIN(lin)) })(w, r)
 	})
 	h.jobRoutes(mux)
+	h.fileRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})

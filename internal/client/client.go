@@ -103,13 +103,14 @@ type Config struct {
 type metaStore interface {
 	GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error)
 	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
-	CommitStripe(ctx context.Context, lin meta.LIN, s meta.Stripe, expectGen uint64, co meta.CommitOptions) (meta.Stripe, error)
 	CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, co meta.CommitOptions) ([]meta.Stripe, error)
 	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
 	EnqueueDeletes(ctx context.Context, entries []meta.DeleteEntry) error
 	// Sync waits until a metadata cache has seen every change committed
 	// before the call (see meta.Meta.Sync).
 	Sync(ctx context.Context) error
+	// Path names a file in log lines (see meta.Meta.Path).
+	Path(ctx context.Context, lin meta.LIN) (string, error)
 }
 
 var _ metaStore = (*meta.Meta)(nil)
@@ -157,6 +158,9 @@ type Client struct {
 	inodes map[meta.LIN]*inode
 	conns  map[string]BlockClient
 	repair map[meta.StripeRef]bool
+	// unreadable holds the files a read found unreadable (logged once
+	// each; at most maxRepairNotes).
+	unreadable map[meta.LIN]bool
 	// Short-circuit reads: drives opened read-only, and drives that could
 	// not be opened, with when to try again.
 	clusterID string
@@ -191,7 +195,8 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
-		clusterID: cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
+		unreadable: map[meta.LIN]bool{},
+		clusterID:  cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
 		noStage: map[meta.DriveID]time.Time{},
 	}
 	if c.log == nil {

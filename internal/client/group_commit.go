@@ -41,13 +41,14 @@ type commitReq struct {
 	err  error
 }
 
-// commitStripe commits stripe s of the file, expected at generation gen,
-// growing the file to at least size bytes: meta.CommitStripe's contract,
-// batched with the file's concurrent commits (see groupCommit). The
-// commit that carries s runs under the ctx of whichever caller leads it.
-func (ino *inode) commitStripe(ctx context.Context, s meta.Stripe, gen, size uint64) (meta.Stripe, error) {
+// commitStripe commits up (a stripe of the file, expected at its
+// generation, with its tolerance), growing the file to at least size
+// bytes: meta.CommitStripes' contract, batched with the file's concurrent
+// commits (see groupCommit). The commit that carries it runs under the
+// ctx of whichever caller leads it.
+func (ino *inode) commitStripe(ctx context.Context, up meta.StripeUpdate, size uint64) (meta.Stripe, error) {
 	q := &ino.commits
-	req := &commitReq{up: meta.StripeUpdate{Stripe: s, ExpectGen: gen}, size: size}
+	req := &commitReq{up: up, size: size}
 	q.mu.Lock()
 	if q.cond == nil {
 		q.cond = sync.NewCond(&q.mu)

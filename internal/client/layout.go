@@ -1,12 +1,9 @@
 package client
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
-	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/placement"
 )
@@ -27,13 +24,17 @@ type FileLayout struct {
 	StripeSize int64  `json:"stripe_size"`
 	Allocated  uint64 `json:"allocated_bytes"`
 	// Wanted is the tolerance a stripe of the requested protection gets
-	// when placed over all the pool's nodes and drives.
+	// when placed over all the pool's nodes and drives in service (its
+	// target: placement.TargetTolerance).
 	Wanted placement.Tolerance `json:"wanted_tolerance"`
 	// Achieved is the tolerance of the file's weakest stripe (nil: the
 	// file has no stripes). It is never more than what was placed.
 	Achieved *placement.Tolerance `json:"achieved_tolerance,omitempty"`
-	// UnderProtected counts stripes with units not placed.
+	// UnderProtected counts stripes with units not placed; BelowTarget
+	// the stripes (those included) whose placement survives fewer drive
+	// or node failures than their target — repair re-places them.
 	UnderProtected int          `json:"under_protected_stripes"`
+	BelowTarget    int          `json:"below_target_stripes"`
 	Stripes        []StripeInfo `json:"stripes"`
 }
 
@@ -49,8 +50,11 @@ type StripeInfo struct {
 	Width      int    `json:"width"`
 	Placed     int    `json:"placed"`
 	// Tolerance is what the placed units survive: any Drives drives or any
-	// Nodes nodes may fail (-1: not readable).
+	// Nodes nodes may fail (-1: not readable); Target what the stripe's
+	// pool could give it, and BelowTarget whether Tolerance falls short.
 	Tolerance      placement.Tolerance `json:"tolerance"`
+	Target         placement.Tolerance `json:"target"`
+	BelowTarget    bool                `json:"below_target"`
 	UnderProtected bool                `json:"under_protected"`
 	// Unavailable counts units on drives that are down now.
 	Unavailable int        `json:"unavailable_units"`
@@ -93,7 +97,7 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 	fl := FileLayout{
 		LIN: lin, Pool: a.Pool, Requested: req.String(), RequestedFrom: "file",
 		Size: int64(a.Size), StripeSize: int64(a.StripeSize), Allocated: a.Allocated,
-		Wanted: wantedTolerance(view.Candidates(a.Pool), g.Layout(int(g.StripeDataSize()))),
+		Wanted: view.TargetTolerance(a.Pool, g.Layout(int(g.StripeDataSize()))),
 	}
 	if fromPool {
 		fl.RequestedFrom = "pool"
@@ -102,12 +106,15 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 		fl.Size = size
 	}
 	err = c.eachStripe(ctx, lin, func(s meta.Stripe) error {
-		si, err := stripeInfo(lin, s, int64(a.StripeSize), view)
+		si, err := stripeInfo(lin, s, int64(a.StripeSize), view, a.Pool)
 		if err != nil {
 			return err
 		}
 		if si.UnderProtected {
 			fl.UnderProtected++
+		}
+		if si.BelowTarget {
+			fl.BelowTarget++
 		}
 		if fl.Achieved == nil {
 			t := si.Tolerance
@@ -126,7 +133,7 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 }
 
 // stripeInfo describes one stripe map.
-func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot) (StripeInfo, error) {
+func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot, pool string) (StripeInfo, error) {
 	l, err := StoredLayout(lin, s)
 	if err != nil {
 		return StripeInfo{}, err
@@ -150,41 +157,9 @@ func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot) (
 	si.Placed = len(placed)
 	si.UnderProtected = si.Placed < si.Width
 	si.Tolerance = placement.ComputeTolerance(placed, l.Needed())
+	si.Target = view.TargetTolerance(pool, l)
+	si.BelowTarget = si.UnderProtected || si.Tolerance.Drives < si.Target.Drives || si.Tolerance.Nodes < si.Target.Nodes
 	return si, nil
-}
-
-// wantedTolerance is the tolerance of a stripe of layout l spread as
-// evenly as possible over the nodes and drives of the pool, all up: the
-// most its placement can achieve.
-func wantedTolerance(cands []placement.Candidate, l erasure.StripeLayout) placement.Tolerance {
-	perNode := map[string]int{}
-	for _, cd := range cands {
-		perNode[cd.Node]++
-	}
-	type node struct {
-		name         string
-		drives, used int
-	}
-	nodes := make([]node, 0, len(perNode))
-	for n, d := range perNode {
-		nodes = append(nodes, node{name: n, drives: d})
-	}
-	slices.SortFunc(nodes, func(a, b node) int { return cmp.Compare(a.name, b.name) })
-	var units []placement.Unit
-	for len(units) < l.Width() {
-		best := -1
-		for i, n := range nodes {
-			if n.used < n.drives && (best < 0 || n.used < nodes[best].used) {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		nodes[best].used++
-		units = append(units, placement.Unit{Drive: placement.DriveID(len(units) + 1), Node: nodes[best].name})
-	}
-	return placement.ComputeTolerance(units, l.Needed())
 }
 
 // layoutPage is how many stripe maps Layout reads at once.

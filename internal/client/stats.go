@@ -2,6 +2,8 @@ package client
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -14,8 +16,9 @@ import (
 type Stats struct {
 	// StripesWritten is the number of stripes committed.
 	StripesWritten int64
-	// UnderProtectedWrites is the number of stripes committed with fewer
-	// units than their protection asks (left for repair).
+	// UnderProtectedWrites is the number of stripes written below their
+	// protection: with fewer units than it asks, or on too few nodes or
+	// drives for the tolerance their pool could give (left for repair).
 	UnderProtectedWrites int64
 	// BytesWritten is the file bytes accepted by WriteAt.
 	BytesWritten int64
@@ -29,6 +32,10 @@ type Stats struct {
 	// DegradedReads is the number of stripe reads that reconstructed data
 	// from parity or fell back to another copy.
 	DegradedReads int64
+	// UnreadableReads is the number of stripe reads that failed because
+	// too few units could be read (lost data, or too many drives down):
+	// the reader got an error (EIO).
+	UnreadableReads int64
 	// UnitErrors is the number of unit reads and writes that failed (not
 	// found, corrupt, unreachable, no space).
 	UnitErrors int64
@@ -61,7 +68,7 @@ type counters struct {
 	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
 	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
 	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
-	localReads, localWrites                                        atomic.Int64
+	localReads, localWrites, unreadable                            atomic.Int64
 	seq                                                            atomic.Uint64 // random stream ids
 	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
 }
@@ -76,7 +83,7 @@ func (c *Client) Stats() Stats {
 		DegradedReads: s.degraded.Load(), UnitErrors: s.unitErrors.Load(), CorruptUnits: s.corrupt.Load(),
 		PutRetries: s.putRetries.Load(), Conflicts: s.conflicts.Load(), OrphansEnqueued: s.orphans.Load(),
 		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
-		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(),
+		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(), UnreadableReads: s.unreadable.Load(),
 	}
 }
 
@@ -112,6 +119,31 @@ func (c *Client) noteDegraded(lin meta.LIN, s meta.Stripe, why string) {
 	if !seen {
 		c.log.Warn("degraded read: stripe needs repair", "lin", uint64(lin), "stripe", s.Index, "gen", s.Gen, "why", why)
 	}
+}
+
+// noteUnreadable counts a stripe read that failed for too few units and,
+// the first time this Client sees the file fail so, logs it by path: a
+// reader retrying a lost range gets EIO each time, and the log names the
+// file once (the lost-data list, `weft file lost list`, has the ranges).
+func (c *Client) noteUnreadable(ctx context.Context, lin meta.LIN, s meta.Stripe, err error) {
+	c.st.unreadable.Add(1)
+	c.mu.Lock()
+	seen := c.unreadable[lin]
+	if !seen && len(c.unreadable) < maxRepairNotes {
+		c.unreadable[lin] = true
+	}
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	path, perr := c.meta.Path(ctx, lin)
+	if perr != nil {
+		path = fmt.Sprintf("<LIN %d: %v>", lin, perr)
+	}
+	c.log.Error("file unreadable: reads of it fail (EIO) until the drives are back or the data is restored; logged once per file",
+		"path", path, "lin", uint64(lin), "stripe", s.Index, "err", err)
 }
 
 // warnLimited logs a warning at most once per second.

@@ -8,14 +8,17 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// CommitStripe commits ns as the map of stripe ns.Index of lin if the
-// stripe is still at generation expectGen: the copy-on-write commit of a
-// caller that changed where a stripe's units are (moved, rebuilt) rather
-// than its bytes. co goes to meta.Meta.CommitStripe (Restripe: keep the
-// file's times). The units of ns the map at expectGen does not name must
-// be stored already (PutUnit); fresh lists them. On success this Client's
-// cached map of the stripe is dropped, so its readers see ns at once, and
-// meta queues the replaced blocks for deletion in the same transaction.
+// CommitStripe commits up.Stripe as the map of its stripe of lin if the
+// stripe is still at generation up.ExpectGen: the copy-on-write commit of
+// a caller that changed where a stripe's units are (moved, rebuilt)
+// rather than its bytes. up.Tolerance (Snapshot.StripeTolerance of the
+// new map) keeps the protection index right; co goes to
+// meta.Meta.CommitStripes (Restripe: keep the file's times). The units of
+// the new map that the map at ExpectGen does not name must be stored
+// already (PutUnit); fresh lists them. On success this Client's cached
+// map of the stripe is dropped, so its readers see the new map at once,
+// and meta queues the replaced blocks for deletion in the same
+// transaction.
 //
 // When the commit surely did not happen (a lost compare-and-swap, the
 // file gone, an invalid map), fresh are queued for deletion; when it may
@@ -27,8 +30,9 @@ import (
 // expectGen (counted in Stats.Conflicts: re-read the stripe and decide
 // again); meta's other errors (meta.ErrNotFound: the file was deleted)
 // and context errors, wrapped.
-func (c *Client) CommitStripe(ctx context.Context, lin meta.LIN, ns meta.Stripe, expectGen uint64, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
-	committed, err := c.meta.CommitStripe(ctx, lin, ns, expectGen, co)
+func (c *Client) CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeUpdate, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
+	ns, expectGen := up.Stripe, up.ExpectGen
+	out, err := c.meta.CommitStripes(ctx, lin, []meta.StripeUpdate{up}, co)
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
 			c.st.conflicts.Add(1)
@@ -39,7 +43,7 @@ func (c *Client) CommitStripe(ctx context.Context, lin meta.LIN, ns meta.Stripe,
 		return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d at generation %d: %w", lin, ns.Index, expectGen, err)
 	}
 	c.forgetMap(lin, ns.Index)
-	return committed, nil
+	return out[0], nil
 }
 
 // forgetMap drops this Client's cached map of stripe idx of lin, if the

@@ -63,6 +63,9 @@ func (ino *inode) readStripe(ctx context.Context, s meta.Stripe, off, n int, dst
 	for refreshed := false; ; refreshed = true {
 		stale, err := ino.readOnce(ctx, s, off, dst, bad, !refreshed)
 		if !stale {
+			if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+				ino.c.noteUnreadable(ctx, ino.lin, s, err)
+			}
 			return err
 		}
 		fresh, ok, err := ino.stripe(ctx, int64(s.Index), true)

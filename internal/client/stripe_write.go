@@ -60,7 +60,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			}
 			data = merged
 		}
-		s, err := ino.putStripe(ctx, d.idx, gen+1, data)
+		s, tol, err := ino.putStripe(ctx, d.idx, gen+1, data)
 		ino.freeStripeBuf(merged)
 		if err != nil {
 			return meta.Stripe{}, err
@@ -71,7 +71,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		if err := failpoint.Eval("client/before-commit"); err != nil {
 			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
-		committed, err := ino.commitStripe(ctx, s, gen, uint64(d.idx*ino.ss)+uint64(n))
+		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol}, uint64(d.idx*ino.ss)+uint64(n))
 		if err == nil {
 			c.st.stripesWritten.Add(1)
 			return committed, nil
@@ -119,13 +119,13 @@ func (ino *inode) freeStripeBuf(b []byte) {
 
 // putStripe encodes data as stripe idx and writes its units to new blocks
 // of generation gen. It returns the stripe map to commit (its units that
-// could not be placed have Drive 0).
-func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []byte) (meta.Stripe, error) {
+// could not be placed have Drive 0) and its tolerance (see placeAndPut).
+func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []byte) (meta.Stripe, meta.StripeTolerance, error) {
 	c := ino.c
 	l := ino.geo.Layout(len(data))
 	prot, err := toMeta(l.StripeProtection())
 	if err != nil {
-		return meta.Stripe{}, err
+		return meta.Stripe{}, meta.StripeTolerance{}, err
 	}
 	scratch := make([]byte, 0)
 	full := ino.geo.Layout(int(ino.ss)).ScratchLen()
@@ -135,7 +135,7 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 	}
 	shards, err := c.codec.EncodeInto(data, l, scratch)
 	if err != nil {
-		return meta.Stripe{}, fmt.Errorf("client: encoding LIN %d stripe %d: %w", ino.lin, idx, err)
+		return meta.Stripe{}, meta.StripeTolerance{}, fmt.Errorf("client: encoding LIN %d stripe %d: %w", ino.lin, idx, err)
 	}
 	// One CRC pass per unit: the segment CRCs go to the nodes with the
 	// units (they store them as they are), the whole-unit CRC into the
@@ -149,11 +149,11 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 		}
 		segs[i], crcs[i] = drive.AppendSegmentCRCs(nil, sh)
 	}
-	units, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs, segs)
+	units, tol, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs, segs)
 	if err != nil {
-		return meta.Stripe{}, err
+		return meta.Stripe{}, meta.StripeTolerance{}, err
 	}
-	return meta.Stripe{Index: uint64(idx), Protection: prot, DataLen: uint64(len(data)), Units: units}, nil
+	return meta.Stripe{Index: uint64(idx), Protection: prot, DataLen: uint64(len(data)), Units: units}, tol, nil
 }
 
 // placeAndPut chooses drives for the units of a stripe (placement.Place
@@ -164,12 +164,16 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 // maxPutRounds rounds. Units that cannot be placed stay unplaced; if fewer
 // than the layout's MinPlaced are placed, the blocks written go to the
 // delete queue and the error wraps ErrNoSpace (drives are up but full) or
-// ErrUnavailable.
-func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32, segs [][]uint32) ([]meta.Unit, error) {
+// ErrUnavailable. It returns the units and the stripe's tolerance as
+// placed against its target (all of the pool's drives in service): a
+// stripe written while a node is down lands on fewer nodes, and its
+// commit indexes it for repair.
+func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32, segs [][]uint32) ([]meta.Unit, meta.StripeTolerance, error) {
 	c := ino.c
+	var none meta.StripeTolerance
 	view, err := c.view(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("client: LIN %d stripe %d: %w", ino.lin, idx, err)
+		return nil, none, fmt.Errorf("client: LIN %d stripe %d: %w", ino.lin, idx, err)
 	}
 	cands := view.Candidates(ino.pool)
 	req := placement.Request{
@@ -179,7 +183,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 	}
 	res, err := placement.Place(req)
 	if err != nil {
-		return nil, ino.placeErr(idx, req, err)
+		return nil, none, ino.placeErr(idx, req, err)
 	}
 	units := make([]meta.Unit, l.Width())
 	nodes := make([]string, l.Width())
@@ -228,7 +232,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		}
 		if err := ctx.Err(); err != nil {
 			c.enqueueOrphans(ctx, ino.lin, uint64(idx), append(maybe, units...))
-			return nil, err
+			return nil, none, err
 		}
 		pending = nil
 		if len(failed) == 0 || round >= maxPutRounds {
@@ -274,15 +278,26 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		if noSpace > 0 && other == 0 {
 			kind = ErrNoSpace
 		}
-		return nil, fmt.Errorf("%w: LIN %d stripe %d (%v): %d of %d units written, at least %d needed; last failure: %w",
+		return nil, none, fmt.Errorf("%w: LIN %d stripe %d (%v): %d of %d units written, at least %d needed; last failure: %w",
 			kind, ino.lin, idx, l, placed, l.Width(), l.MinPlaced(), lastErr)
 	}
-	if placed < l.Width() {
-		c.st.underProtected.Add(1)
-		c.warnLimited("stripe written under-protected; repair will complete it",
-			"lin", uint64(ino.lin), "stripe", idx, "layout", l.String(), "placed", placed, "width", l.Width())
+	var at []placement.Unit
+	for i, u := range units {
+		if u.Placed() {
+			at = append(at, placement.Unit{Drive: placement.DriveID(u.Drive), Node: nodes[i]})
+		}
 	}
-	return units, nil
+	tol := meta.StripeTolerance{
+		Achieved: metaTolerance(placement.ComputeTolerance(at, l.Needed())),
+		Target:   metaTolerance(view.TargetTolerance(ino.pool, l)),
+	}
+	if placed < l.Width() || tol.Below() {
+		c.st.underProtected.Add(1)
+		c.warnLimited("stripe written below its protection (drives or nodes down); repair will re-protect it",
+			"lin", uint64(ino.lin), "stripe", idx, "layout", l.String(), "placed", placed, "width", l.Width(),
+			"achieved", tol.Achieved.String(), "target", tol.Target.String())
+	}
+	return units, tol, nil
 }
 
 // placeErr turns a failed first placement into ErrNoSpace (enough drives

@@ -124,3 +124,38 @@ func (c *Client) invalidate() {
 		inv.Invalidate()
 	}
 }
+
+// StripeTolerance returns how stripe s of file lin, in pool, is protected
+// as this snapshot places its units (placement.ComputeTolerance over the
+// placed units, whatever drives are up now), and the target: what a
+// stripe of its layout gets over all of the pool's drives in service, up
+// or not (placement.TargetTolerance). Every stripe commit passes it to
+// meta, which indexes a stripe below its target for repair. Errors:
+// ErrCorrupt for a malformed stripe map.
+func (v *Snapshot) StripeTolerance(pool string, lin meta.LIN, s meta.Stripe) (meta.StripeTolerance, error) {
+	l, err := StoredLayout(lin, s)
+	if err != nil {
+		return meta.StripeTolerance{}, err
+	}
+	var placed []placement.Unit
+	for _, u := range s.Units {
+		if u.Placed() {
+			placed = append(placed, placement.Unit{Drive: placement.DriveID(u.Drive), Node: v.Node(u.Drive)})
+		}
+	}
+	return meta.StripeTolerance{
+		Achieved: metaTolerance(placement.ComputeTolerance(placed, l.Needed())),
+		Target:   metaTolerance(v.TargetTolerance(pool, l)),
+	}, nil
+}
+
+// TargetTolerance is what a stripe of layout l gets over all of pool's
+// drives in service, up or not (placement.TargetTolerance).
+func (v *Snapshot) TargetTolerance(pool string, l erasure.StripeLayout) placement.Tolerance {
+	return placement.TargetTolerance(v.Candidates(pool), l.Width(), l.Needed())
+}
+
+// metaTolerance converts placement's tolerance to the namespace's.
+func metaTolerance(t placement.Tolerance) meta.Tolerance {
+	return meta.Tolerance{Drives: t.Drives, Nodes: t.Nodes}
+}

@@ -42,7 +42,11 @@ type Config struct {
 	// RepairGrace is how long a drive may be down before a repair starts
 	// (DefaultRepairGrace when 0).
 	RepairGrace time.Duration
-	Log         *slog.Logger
+	// Protection reads the namespace's protection index (stripes below
+	// their pool's protection), for the under-protected check; nil: no
+	// such check.
+	Protection func(ctx context.Context) (Protection, error)
+	Log        *slog.Logger
 	// Now is the clock (time.Now when nil); tests drive it.
 	Now func() time.Time
 }
@@ -97,7 +101,10 @@ var _ runner.Worker = (*Watcher)(nil)
 //     unless a rebalance of it or a multiscan is queued or running;
 //   - a pool below the low_space_threshold setting (percent free) turns
 //     the engine's low-space mode on; it ends when every pool is back at
-//     the threshold plus one point.
+//     the threshold plus one point;
+//   - stripes below their pool's protection (written while drives or
+//     nodes were down) start a repair when drives come back, or when new
+//     ones appear while every drive is up (see checkProtection).
 //
 // One step runs every check once (Interval apart, failed or not).
 // What it must remember across coordinator changes (drives and nodes
@@ -162,7 +169,9 @@ func (w *Watcher) check(ctx context.Context, now time.Time) error {
 		}
 	}
 	var errs []error
-	errs = append(errs, w.checkDownDrives(ctx, drives, now))
+	returned, err := w.checkDownDrives(ctx, drives, now)
+	errs = append(errs, err)
+	errs = append(errs, w.checkProtection(ctx, drives, returned))
 	added, err := w.checkAdded(ctx, drives, nodes)
 	errs = append(errs, err)
 	errs = append(errs, w.checkSpace(ctx, drives, settings.LowSpaceThreshold))
@@ -262,15 +271,19 @@ func stateWords(s job.State) string {
 // checkDownDrives records drives in service going down and starts a repair
 // once they stay down past the grace period. Down-since times live in the
 // watch record, so a coordinator change does not restart the grace period.
-func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, now time.Time) error {
+// It returns the drives that were down and are up again.
+func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, now time.Time) ([]string, error) {
 	grace := w.cfg.RepairGrace
 	if w.rec.DownSince == nil {
 		w.rec.DownSince = map[string]time.Time{}
 	}
 	var overdue []cluster.Drive
-	down := map[string]bool{}
+	down, up := map[string]bool{}, map[string]bool{}
 	var errs []error
 	for _, d := range drives {
+		if d.State == cluster.Up && d.Status != cluster.StatusRemoved {
+			up[d.ID.String()] = true
+		}
 		if d.State == cluster.Up || d.Status == cluster.StatusRemoved {
 			continue
 		}
@@ -288,15 +301,20 @@ func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, n
 			overdue = append(overdue, d)
 		}
 	}
+	var returned []string
 	for name := range w.rec.DownSince {
 		if !down[name] {
 			delete(w.rec.DownSince, name) // back up (or removed): start over if it fails again
 			delete(w.reported, name)
 			w.dirty = true
+			if up[name] {
+				returned = append(returned, name)
+			}
 		}
 	}
+	slices.Sort(returned)
 	if len(overdue) == 0 {
-		return errors.Join(errs...)
+		return returned, errors.Join(errs...)
 	}
 	var names []string
 	for _, d := range overdue {
@@ -318,7 +336,7 @@ func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, n
 		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: d.ID.String(),
 			Detail: fmt.Sprintf("%s, for more than the %s grace period", downDetail(d), grace), Job: id, Outcome: outcome}))
 	}
-	return errors.Join(errs...)
+	return returned, errors.Join(errs...)
 }
 
 func downDetail(d cluster.Drive) string {

@@ -403,3 +403,62 @@ func TestWatcherDownDrive(t *testing.T) {
 	f.check(w, time.Second)
 	f.expect("down again", "drive-down d2 0 repair due at 2026-03-02T10:03:03Z (grace 1m0s) unless it returns")
 }
+
+// Under-protected stripes: an index that fills while every drive is up
+// starts one repair (recorded once while it is queued); new stripes after
+// the repair was cancelled start another; a drive coming back with the
+// index not empty starts one at once; an empty index records nothing,
+// and the next shortfall is a new event. (The cooldown after a repair
+// ended needs a running engine: the cluster tests exercise it.)
+func TestWatcherProtection(t *testing.T) {
+	f := newWatchFixture(t, time.Minute, "repair")
+	var p Protection
+	f.cfg.Protection = func(context.Context) (Protection, error) { return p, nil }
+	f.node("n1")
+	f.drive("n1", 1, 100, 900, 9, "")
+	f.drive("n1", 2, 100, 900, 9, "")
+	w := New(f.cfg)
+	f.check(w, 0)
+	f.expect("empty index")
+
+	p = Protection{Files: 1, Stripes: 3, Bytes: 300, Newest: time.Now()}
+	f.check(w, time.Second)
+	f.expect("stripes below their protection, every drive up",
+		"under-protected protection index 1 started repair job 1")
+	j, err := f.cfg.Jobs.Get(f.ctx, 1)
+	if err != nil || j.Type != "repair" || !strings.Contains(j.Params["reason"], "under-protected stripes") {
+		t.Fatalf("job 1 = %+v, %v", j, err)
+	}
+	p.Newest = time.Now()
+	f.check(w, time.Second)
+	f.expect("more stripes while the repair is queued: it covers them")
+
+	cancel := func(id job.JobID) {
+		t.Helper()
+		if err := f.cfg.Jobs.Cancel(f.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel(1)
+	p.Newest = time.Now()
+	f.check(w, time.Second)
+	f.expect("new stripes, the repair cancelled", "under-protected protection index 2 started repair job 2")
+
+	cancel(2)
+	f.drive("n1", 2, 100, 900, 9, "gone")
+	f.check(w, time.Second)
+	f.expect("drive down: not every drive is up", "drive-down d2 0 repair due at 2026-03-02T10:01:04Z (grace 1m0s) unless it returns")
+	f.drive("n1", 2, 100, 900, 9, "")
+	f.check(w, time.Second)
+	f.expect("drive back with the index not empty", "under-protected protection index 3 started repair job 3")
+	f.check(w, time.Second)
+	f.expect("nothing new")
+
+	p = Protection{}
+	f.check(w, time.Second)
+	f.expect("index empty")
+	p = Protection{Incomplete: true, IncompleteSince: time.Now()}
+	f.check(w, time.Second)
+	f.expect("an index marked incomplete after the last repair was submitted",
+		"under-protected protection index 3 repair job 3 already queued")
+}

@@ -36,11 +36,20 @@ const (
 	EventSpaceRecovered = "space-recovered"
 	// EventSchedule: a job schedule fired (reserved for schedules).
 	EventSchedule = "schedule"
+	// EventUnderProtected: stripes are below their pool's protection
+	// (written while drives or nodes were down) and the cluster may now
+	// place them better: a drive or node came back, or new ones were
+	// written; a repair is due.
+	EventUnderProtected = "under-protected"
+	// EventDataLost: a job found a file with data it cannot rebuild
+	// (recorded once per file, when it enters the lost-data list).
+	EventDataLost = "data-lost"
 )
 
 // EventKinds returns the kinds RecordEvent accepts.
 func EventKinds() []string {
-	return []string{EventDriveDown, EventDriveAdded, EventNodeAdded, EventPoolUnbalanced, EventLowSpace, EventSpaceRecovered, EventSchedule}
+	return []string{EventDriveDown, EventDriveAdded, EventNodeAdded, EventPoolUnbalanced, EventLowSpace, EventSpaceRecovered, EventSchedule,
+		EventUnderProtected, EventDataLost}
 }
 
 // DefaultKeepEvents is how many events the log keeps (Config.KeepEvents).

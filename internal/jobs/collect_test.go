@@ -43,6 +43,8 @@ func (e *collectEnv) Blocks(_ context.Context, node string) (*block.Client, erro
 	return e.bc, nil
 }
 
+func (*collectEnv) RecordEvent(_ context.Context, ev job.Event) (job.Event, error) { return ev, nil }
+
 var _ Env = (*collectEnv)(nil)
 
 func newCollectEnv(t *testing.T) *collectEnv {

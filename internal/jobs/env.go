@@ -31,6 +31,10 @@ type Env interface {
 	// caller does not close it), for drive scans: list, stat, verify and
 	// delete blocks on that node's drives.
 	Blocks(ctx context.Context, node string) (*block.Client, error)
+	// RecordEvent adds an event to the job engine's event log
+	// (job.Engine.RecordEvent): a job that finds a file with lost data
+	// records it there once.
+	RecordEvent(ctx context.Context, ev job.Event) (job.Event, error)
 }
 
 func envOf(e job.Env) (Env, error) {

@@ -13,7 +13,12 @@ import (
 // of every file (data and parity), checks segment CRCs, block identity, the
 // stripe map's CRCs and parity consistency, reports each mismatch with the
 // file's path and stripe, and repairs it from redundancy unless the
-// "dry-run" parameter is "true". One phase: scan.
+// "dry-run" parameter is "true". A file it cannot repair does not stop
+// it: a stripe with too few units left for good goes to the lost-data
+// list (with a data-lost event for a file new to it), other failures
+// (units on down drives, disagreeing units) are counted, and the scan
+// goes on. Phases: scan, then report (the lost-data list, in the
+// report's Summary).
 func IntegrityScan() job.Type { return integrityScan{} }
 
 type integrityScan struct{}
@@ -23,7 +28,7 @@ func (integrityScan) Defaults() (int, string) { return 6, "low" }
 
 func (integrityScan) Name() string          { return "integrityscan" }
 func (integrityScan) Set() job.ExclusionSet { return job.SetMark }
-func (integrityScan) Phases() []job.Phase   { return []job.Phase{scanPhase{}} }
+func (integrityScan) Phases() []job.Phase   { return []job.Phase{scanPhase{}, lostReport{}} }
 
 type scanPhase struct{}
 
@@ -70,6 +75,19 @@ func (scanPhase) Process(ctx context.Context, env job.Env, j *job.Job, _ string,
 				"node", pr.Node, "block", pr.Block, "kind", pr.Kind, "detail", pr.Detail, "repaired", repair && fr.Repaired > 0)
 			res.Note = fmt.Sprintf("%s stripe %d unit %d: %s (%s)", p, pr.Stripe, pr.Unit, pr.Kind, fixedOr(repair, fr.Repaired))
 		}
+	}
+	if err != nil && finding(err) && ctx.Err() == nil {
+		// The stripes that could be repaired are; the others are
+		// findings: go on with the next file.
+		e.Log().Warn("integrityscan: stripes not repaired", "path", pathOf(ctx, e.Meta(), lin), "failed", fr.Failed, "err", err)
+		if fr.Damaged == 0 {
+			res.Errors++
+		}
+		res.Note = fmt.Sprintf("%s: %d stripes not repaired: %v", pathOf(ctx, e.Meta(), lin), fr.Failed, err)
+		err = nil
+	}
+	if err == nil {
+		err = recordLost(ctx, e, j, lin, fr.Lost, &res)
 	}
 	return res, err
 }

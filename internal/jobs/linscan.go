@@ -57,8 +57,9 @@ func listLINs(ctx context.Context, m *meta.Meta, from, to uint64, limit int, kee
 	return out, nil
 }
 
-// underProtected returns the LINs in [from, to) with stripes recorded as
-// under-protected (units not placed): the WDL does not show those.
+// underProtected returns the LINs in [from, to) with stripes in the
+// protection index (units not placed, or below their pool's target
+// tolerance): the WDL does not show those.
 func underProtected(ctx context.Context, m *meta.Meta, from, to uint64) (map[meta.LIN]bool, error) {
 	out := map[meta.LIN]bool{}
 	after := meta.StripeRef{LIN: meta.LIN(from) - 1, Index: math.MaxUint64}

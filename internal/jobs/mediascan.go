@@ -36,10 +36,13 @@ import (
 //     deletion); a block the map no longer references is an orphan, left
 //     to collect. A block whose header does not read, or whose stripe
 //     cannot be rebuilt (too few other units), is unfixable: logged with
-//     its block id, and noted.
+//     its block id, and noted; a stripe with too few units left for good
+//     goes to the lost-data list (a data-lost event for a file new to
+//     it), counted as "lost".
 //   - summary: one item that formats a per-drive table (blocks scanned,
 //     MiB read, bad, fixed, transient, unfixable, orphaned, and the node
-//     the drive's tasks ran on) into the phase report's Summary.
+//     the drive's tasks ran on) into the phase report's Summary, followed
+//     by the lost-data list when it is not empty.
 //
 // How the summary gets the scan's counts: each scan item returns its
 // counts as named counters (job.ItemResult.Counts: "scanned", "bad",
@@ -269,7 +272,7 @@ func (p *mediaScanPhase) Process(ctx context.Context, env job.Env, j *job.Job, s
 	}
 	res := job.ItemResult{Counts: map[string]int64{}}
 	err = eachWithKey(ctx, bc, d, node, item, func(b drive.BlockInfo) error {
-		return p.scanBlock(ctx, e, bc, d, b, &res)
+		return p.scanBlock(ctx, e, j, bc, d, b, &res)
 	})
 	if err != nil {
 		return res, fmt.Errorf("mediascan: %w", err)
@@ -286,7 +289,7 @@ func (p *mediaScanPhase) Process(ctx context.Context, env job.Env, j *job.Job, s
 
 // scanBlock verifies block b of drive d, re-reads it on failure and
 // restripes its stripe away from it when it stays bad.
-func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, bc scanBlocks, d drive.ID, b drive.BlockInfo, res *job.ItemResult) error {
+func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, j *job.Job, bc scanBlocks, d drive.ID, b drive.BlockInfo, res *job.ItemResult) error {
 	err := bc.Verify(ctx, d, b.ID)
 	switch {
 	case err == nil:
@@ -361,6 +364,10 @@ func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, bc scanBlocks, d 
 		res.Counts[countUnfixable]++
 		e.Log().Error("mediascan: cannot rebuild a bad block's unit", "drive", d.String(), "block", b.ID.String(), "owner", hdr.Owner, "stripe", hdr.Stripe, "err", err)
 		res.Note = fmt.Sprintf("%v block %v: unfixable (LIN %d stripe %d): %v", d, b.ID, hdr.Owner, hdr.Stripe, err)
+		var lost *restripe.LostError
+		if errors.As(err, &lost) {
+			return recordLost(ctx, e, j, lost.LIN, []meta.LostStripe{lost.Stripe}, res)
+		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("restripe LIN %d stripe %d away from bad block %v on drive %v: %w", hdr.Owner, hdr.Stripe, b.ID, d, err)
@@ -393,7 +400,7 @@ func (*mediaSummaryPhase) Items(_ context.Context, _ job.Env, _ string, from, to
 	return oneItem(from, to), nil
 }
 
-func (*mediaSummaryPhase) Process(_ context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
+func (*mediaSummaryPhase) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
 	var scan *job.PhaseReport
 	for i := range j.Reports {
 		if j.Reports[i].Name == "scan" {
@@ -404,6 +411,16 @@ func (*mediaSummaryPhase) Process(_ context.Context, env job.Env, j *job.Job, _ 
 		return job.ItemResult{}, fmt.Errorf("mediascan: summary: no scan report among the job's %d earlier phases", len(j.Reports))
 	}
 	sum, note := mediaSummary(scan.Scopes)
+	if e, ok := env.(Env); ok {
+		lost, lostNote, err := lostSummary(ctx, e.Meta(), j.Created)
+		if err != nil {
+			return job.ItemResult{}, err
+		}
+		if lost != "" {
+			sum += "\nlost data:\n" + lost
+			note += "; " + lostNote
+		}
+	}
 	env.Log().Info("mediascan summary", "job", j.ID, "totals", note)
 	return job.ItemResult{Items: 1, Note: note, Summary: sum}, nil
 }

@@ -22,11 +22,12 @@ import (
 //     p = (used − m·total)/used of its units to move; and target drives,
 //     below m, the only ones that receive units. A LIN scan then visits
 //     the files of the pool with units on a source drive (their WDL says
-//     so without reading stripe maps) or whose WDL spans fewer nodes than
-//     the pool has; for each healthy stripe it moves the units in excess
-//     on a node (more than ⌈width/nodes⌉) and each unit on a source drive
-//     with probability p (a hash of file, stripe and block decides, so a
-//     re-run of an item makes the same choices). Over many units a source
+//     so without reading stripe maps), whose WDL spans fewer nodes than
+//     the pool has, or with stripes in the protection index (placed on
+//     too few nodes while one was down); for each healthy stripe it moves
+//     the units in excess on a node (more than ⌈width/nodes⌉) and each
+//     unit on a source drive with probability p (a hash of file, stripe
+//     and block decides, so a re-run of an item makes the same choices). Over many units a source
 //     drive sheds its excess in expectation; the moved units go to target
 //     drives weighted by free space, never to a node that would then hold
 //     more than its share of the stripe.

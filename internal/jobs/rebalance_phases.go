@@ -88,8 +88,14 @@ func (p *balancePass) Items(ctx context.Context, env job.Env, scope string, from
 	if err != nil {
 		return nil, err
 	}
+	// Files with stripes below their pool's target are in the protection
+	// index: their WDL may span every node while some stripes do not.
+	under, err := underProtected(ctx, e.Meta(), from, to)
+	if err != nil {
+		return nil, err
+	}
 	return listLINs(ctx, e.Meta(), from, to, limit, func(in meta.Inode) bool {
-		return in.Pool == pl.Pool && pl.wantsFile(in.WDL, nodeOf)
+		return in.Pool == pl.Pool && (under[in.LIN] || pl.wantsFile(in.WDL, nodeOf))
 	})
 }
 

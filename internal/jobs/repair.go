@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
@@ -24,9 +23,14 @@ type restripeJob struct {
 }
 
 // Repair returns the repair job type: it re-protects files with units on
-// down or draining drives, or with units never placed (stripes written while
-// drives were down), then removes drives that were draining and are empty.
-// Phases: repair → verify → remove.
+// down or draining drives, and the files of the protection index (stripes
+// written while drives or nodes were down: units never placed, or placed
+// on too few nodes or drives for their pool's target tolerance, which it
+// spreads again), then removes drives that were draining and are empty.
+// While the namespace's protection index is marked incomplete (migrated
+// from format 1), it checks every file, and a repair that ran so clears
+// the mark at its end. Stripes found lost go to the lost-data list.
+// Phases: repair → verify → remove → report.
 func Repair() job.Type {
 	return &restripeJob{name: "repair", bad: func(ctx context.Context, e Env, _ string) (map[meta.DriveID]bool, error) {
 		return drivesWithStatus(ctx, e, cluster.StatusDraining)
@@ -59,6 +63,7 @@ func (r *restripeJob) Phases() []job.Phase {
 		&restripeScan{r: r, phase: r.name, fix: true},
 		&restripeScan{r: r, phase: "verify"},
 		&removeDrained{r: r},
+		lostReport{},
 	}
 }
 
@@ -121,8 +126,10 @@ func (p *restripeScan) Items(ctx context.Context, env job.Env, scope string, fro
 		return nil, err
 	}
 	// The WDL lets files without a unit on a bad drive be skipped without
-	// reading their stripe maps; stripes with unplaced units are indexed
-	// separately.
+	// reading their stripe maps; stripes below their target (units not
+	// placed, too few nodes) are in the protection index. An index marked
+	// incomplete (format 1 did not index stripes on too few nodes) makes
+	// a repair check every file.
 	isBad, err := p.r.isBad(ctx, e, scope)
 	if err != nil {
 		return nil, err
@@ -131,12 +138,17 @@ func (p *restripeScan) Items(ctx context.Context, env job.Env, scope string, fro
 	if err != nil {
 		return nil, err
 	}
+	_, all, err := e.Meta().ProtectionMarker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	all = all && p.r.name == "repair"
 	return listLINs(ctx, e.Meta(), from, to, limit, func(in meta.Inode) bool {
-		return under[in.LIN] || restripe.FileMayNeedRepair(in.Attr, isBad)
+		return under[in.LIN] || restripe.FileMayNeedRepair(in.Attr, isBad) || all && in.StripeSize > 0
 	})
 }
 
-func (p *restripeScan) Process(ctx context.Context, env job.Env, _ *job.Job, scope string, item uint64) (job.ItemResult, error) {
+func (p *restripeScan) Process(ctx context.Context, env job.Env, j *job.Job, scope string, item uint64) (job.ItemResult, error) {
 	e, err := envOf(env)
 	if err != nil {
 		return job.ItemResult{}, err
@@ -147,13 +159,17 @@ func (p *restripeScan) Process(ctx context.Context, env job.Env, _ *job.Job, sco
 	}
 	lin := meta.LIN(item)
 	if !p.fix {
-		left, err := stripesNeedingRepair(ctx, e.Meta(), lin, isBad)
+		left, below, err := stripesNeedingRepair(ctx, e.Meta(), lin, isBad)
 		if errors.Is(err, meta.ErrNotFound) {
 			return job.ItemResult{}, nil // deleted meanwhile
 		}
-		res := job.ItemResult{Items: 1, Errors: int64(left)}
-		if left > 0 {
-			res.Note = fmt.Sprintf("%s: %d stripes still need repair", pathOf(ctx, e.Meta(), lin), left)
+		res := job.ItemResult{Items: 1, Errors: int64(left + below)}
+		switch {
+		case left > 0:
+			res.Note = fmt.Sprintf("%s: %d stripes still need repair, %d more below their pool's protection", pathOf(ctx, e.Meta(), lin), left, below)
+		case below > 0:
+			res.Note = fmt.Sprintf("%s: %d stripes below their pool's protection (no drive on another node could take their units: a node is down, or full)",
+				pathOf(ctx, e.Meta(), lin), below)
 		}
 		return res, err
 	}
@@ -161,34 +177,48 @@ func (p *restripeScan) Process(ctx context.Context, env job.Env, _ *job.Job, sco
 	if errors.Is(err, meta.ErrNotFound) {
 		return job.ItemResult{}, nil
 	}
-	res := job.ItemResult{Items: 1, Bytes: fr.BytesWritten, Errors: int64(fr.UnderProtected)}
-	if fr.Repaired > 0 || fr.UnderProtected > 0 {
-		res.Note = fmt.Sprintf("%s: %d stripes repaired (%d units rebuilt, %d moved), %d left under-protected",
-			pathOf(ctx, e.Meta(), lin), fr.Repaired, fr.Rebuilt, fr.Moved, fr.UnderProtected)
+	res := job.ItemResult{Items: 1, Bytes: fr.BytesWritten, Errors: int64(fr.UnderProtected + fr.BelowTarget)}
+	if fr.Repaired > 0 || fr.UnderProtected > 0 || fr.BelowTarget > 0 {
+		res.Note = fmt.Sprintf("%s: %d stripes repaired (%d units rebuilt, %d moved), %d left under-protected, %d below their pool's protection",
+			pathOf(ctx, e.Meta(), lin), fr.Repaired, fr.Rebuilt, fr.Moved, fr.UnderProtected, fr.BelowTarget)
 		e.Log().Info(p.r.name, "path", pathOf(ctx, e.Meta(), lin), "repaired", fr.Repaired, "rebuilt", fr.Rebuilt,
-			"moved", fr.Moved, "under_protected", fr.UnderProtected)
+			"moved", fr.Moved, "under_protected", fr.UnderProtected, "below_target", fr.BelowTarget)
 	}
-	if err != nil && errors.Is(err, client.ErrUnavailable) {
-		// Too few units readable now: a finding, not a reason to stop
-		// re-protecting every other file.
+	if err != nil && finding(err) && ctx.Err() == nil {
+		// Too few units readable (now, or for good): a finding, not a
+		// reason to stop re-protecting every other file.
 		res.Errors++
 		res.Note = fmt.Sprintf("%s: %v", pathOf(ctx, e.Meta(), lin), err)
-		return res, nil
+		err = nil
+	}
+	if err == nil {
+		err = recordLost(ctx, e, j, lin, fr.Lost, &res)
 	}
 	return res, err
 }
 
 // stripesNeedingRepair counts lin's stripes with a unit unplaced or on a
-// bad drive.
-func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad func(meta.DriveID) bool) (int, error) {
-	n := 0
-	err := meta.EachStripe(ctx, m, lin, scanPage, func(s meta.Stripe) error {
-		if restripe.StripeNeedsRepair(s, isBad) {
-			n++
+// bad drive (left), and the others in the protection index (below their
+// target).
+func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad func(meta.DriveID) bool) (left, below int, err error) {
+	entries, err := m.UnderProtectedStripes(ctx, lin)
+	if err != nil {
+		return 0, 0, err
+	}
+	indexed := make(map[uint64]bool, len(entries))
+	for _, u := range entries {
+		indexed[u.Index] = true
+	}
+	err = meta.EachStripe(ctx, m, lin, scanPage, func(s meta.Stripe) error {
+		switch {
+		case restripe.StripeNeedsRepair(s, isBad):
+			left++
+		case indexed[s.Index]:
+			below++
 		}
 		return nil
 	})
-	return n, err
+	return left, below, err
 }
 
 // removeDrained marks the job's drained drives removed once no file uses
@@ -213,6 +243,19 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 	if err != nil {
 		return job.ItemResult{}, err
 	}
+	var marker string
+	if p.r.name == "repair" {
+		// This repair checked every file if the protection index was
+		// marked incomplete before it was submitted: the mark goes.
+		cleared, err := e.Meta().ClearProtectionMarker(ctx, j.Created)
+		if err != nil {
+			return job.ItemResult{}, err
+		}
+		if cleared {
+			marker = "every stripe checked: the protection index is complete"
+			e.Log().Info("repair: " + marker)
+		}
+	}
 	cand, err := p.r.bad(ctx, e, j.Params["drives"])
 	if err != nil {
 		return job.ItemResult{}, err
@@ -227,7 +270,7 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 		}
 	}
 	if len(cand) == 0 {
-		return job.ItemResult{Items: 1}, nil
+		return job.ItemResult{Items: 1, Note: marker}, nil
 	}
 	used := map[meta.DriveID]int{}
 	var next meta.LIN = meta.FirstLIN
@@ -258,6 +301,9 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 		}
 		e.Log().Info("drive removed", "drive", cluster.DriveID(d))
 		notes = append(notes, fmt.Sprintf("%s removed", cluster.DriveID(d)))
+	}
+	if marker != "" {
+		notes = append(notes, marker)
 	}
 	res.Note = strings.Join(notes, "; ")
 	return res, nil

@@ -19,11 +19,12 @@ type metaEnv struct{ m *meta.Meta }
 
 var _ Env = metaEnv{}
 
-func (metaEnv) Node() string                   { return "n1" }
-func (metaEnv) Log() *slog.Logger              { return slog.New(slog.DiscardHandler) }
-func (e metaEnv) Meta() *meta.Meta             { return e.m }
-func (metaEnv) Restriper() *restripe.Restriper { return nil }
-func (metaEnv) Cluster() *cluster.Store        { return nil }
+func (metaEnv) Node() string                                                   { return "n1" }
+func (metaEnv) Log() *slog.Logger                                              { return slog.New(slog.DiscardHandler) }
+func (e metaEnv) Meta() *meta.Meta                                             { return e.m }
+func (metaEnv) Restriper() *restripe.Restriper                                 { return nil }
+func (metaEnv) Cluster() *cluster.Store                                        { return nil }
+func (metaEnv) RecordEvent(_ context.Context, ev job.Event) (job.Event, error) { return ev, nil }
 func (metaEnv) Blocks(context.Context, string) (*block.Client, error) {
 	return nil, errors.New("test env: no block service")
 }
@@ -35,7 +36,8 @@ type processed struct {
 }
 
 // runPhase runs one phase as the engine would (Split, then Items pages and
-// Process per task) and returns the summed result and the items processed.
+// Process per task) and returns the summed result (counters summed, the
+// last note and summary) and the items processed.
 func runPhase(t *testing.T, env Env, j *job.Job, ph job.Phase) (job.ItemResult, []processed) {
 	t.Helper()
 	tasks, err := ph.Split(bg, env, j)
@@ -58,6 +60,18 @@ func runPhase(t *testing.T, env Env, j *job.Job, ph job.Phase) (job.ItemResult, 
 				}
 				sum.Items += r.Items
 				sum.Errors += r.Errors
+				for k, v := range r.Counts {
+					if sum.Counts == nil {
+						sum.Counts = map[string]int64{}
+					}
+					sum.Counts[k] += v
+				}
+				if r.Note != "" {
+					sum.Note = r.Note
+				}
+				if r.Summary != "" {
+					sum.Summary = r.Summary
+				}
 				done = append(done, processed{ph, tk.Scope, it})
 			}
 			if len(items) < limit {

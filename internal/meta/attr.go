@@ -340,7 +340,8 @@ func (o *op) deleteStripes(n *inode, first uint64) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if i > 0 && o.writes+2+len(s.Units) > o.m.budget {
+		if i > 0 && o.writes+3+len(s.Units) > o.m.budget {
+			o.mark(n) // the stripes deleted so far changed its WDL and Allocated
 			return false, nil
 		}
 		o.deleteStripe(n, s)
@@ -351,10 +352,12 @@ func (o *op) deleteStripes(n *inode, first uint64) (bool, error) {
 	return next == nil, nil
 }
 
-// deleteStripe deletes stripe s of n and queues its placed blocks.
+// deleteStripe deletes stripe s of n, its protection-index and lost-data
+// entries, and queues its placed blocks.
 func (o *op) deleteStripe(n *inode, s Stripe) {
 	o.del(keyStripe(n.lin, s.Index))
 	o.del(keyUnder(n.lin, s.Index))
+	o.del(keyLost(n.lin, s.Index))
 	o.queueUnits(n.lin, s.Index, s.Units, nil)
 	alloc := unitBytes(s.Units)
 	n.allocated -= min(n.allocated, alloc)

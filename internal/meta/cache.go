@@ -31,7 +31,7 @@ func CacheRanges() (preload, presume []kv.Range) {
 // them exists before the batch is allocated.
 func freshRanges(first, limit LIN) []kv.Range {
 	var rs []kv.Range
-	for _, p := range []byte{pfxInode, pfxEntry, pfxXattr, pfxStripe, pfxUnder, pfxDeleg} {
+	for _, p := range []byte{pfxInode, pfxEntry, pfxXattr, pfxStripe, pfxUnder, pfxLost, pfxDeleg} {
 		rs = append(rs, kv.Range{Start: be64([]byte{p}, uint64(first)), End: be64([]byte{p}, uint64(limit))})
 	}
 	return rs

@@ -231,6 +231,31 @@ func verify(m *Meta) error {
 			return err
 		}
 	}
+	// No index entry outlives its file.
+	for after := (StripeRef{}); ; {
+		refs, err := m.ListUnderProtected(bg, after, 100)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			if _, ok := inodes[r.LIN]; !ok {
+				return fmt.Errorf("protection index names LIN %d stripe %d, which does not exist", r.LIN, r.Index)
+			}
+			after = r
+		}
+		if len(refs) < 100 {
+			break
+		}
+	}
+	err := m.eachIndexed(bg, pfxLost, 0, func(p kv.KV) (bool, error) {
+		if _, ok := inodes[linAt(p.Key, 1)]; !ok {
+			return false, fmt.Errorf("lost-data list names LIN %d, which does not exist", linAt(p.Key, 1))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
 	if nLinks != len(seenLinks) {
 		return fmt.Errorf("%d entries, %d back-pointers", len(seenLinks), nLinks)
 	}
@@ -252,7 +277,8 @@ func verify(m *Meta) error {
 func verifyStripes(m *Meta, in Inode) error {
 	var alloc uint64
 	drives := map[DriveID]bool{}
-	under := 0
+	exists := map[uint64]bool{}
+	missing := map[uint64]bool{}
 	for from := uint64(0); ; {
 		ss, err := m.GetStripes(bg, in.LIN, from, 64)
 		if err != nil {
@@ -268,8 +294,9 @@ func verifyStripes(m *Meta, in Inode) error {
 					drives[u.Drive] = true
 				}
 			}
+			exists[s.Index] = true
 			if s.Missing() > 0 {
-				under++
+				missing[s.Index] = true
 			}
 			from = s.Index + 1
 		}
@@ -288,18 +315,38 @@ func verifyStripes(m *Meta, in Inode) error {
 			return fmt.Errorf("LIN %d: WDL has drive %d, no stripe uses it", in.LIN, d)
 		}
 	}
+	// The protection index holds every stripe with units not placed (and
+	// those committed below their target), and names only stripes that
+	// exist; so does the lost-data list.
 	refs, err := m.ListUnderProtected(bg, StripeRef{LIN: in.LIN - 1, Index: math.MaxUint64}, 1000)
 	if err != nil {
 		return err
 	}
-	n := 0
+	indexed := map[uint64]bool{}
 	for _, r := range refs {
-		if r.LIN == in.LIN {
-			n++
+		if r.LIN != in.LIN {
+			continue
+		}
+		indexed[r.Index] = true
+		if !exists[r.Index] {
+			return fmt.Errorf("LIN %d: protection index names stripe %d, which does not exist", in.LIN, r.Index)
 		}
 	}
-	if n != under {
-		return fmt.Errorf("LIN %d: %d under-protected stripes, %d markers", in.LIN, under, n)
+	for idx := range missing {
+		if !indexed[idx] {
+			return fmt.Errorf("LIN %d: stripe %d has units not placed and no protection index entry", in.LIN, idx)
+		}
+	}
+	lost, err := m.ListLost(bg, in.LIN-1, 1)
+	if err != nil {
+		return err
+	}
+	for _, f := range lost {
+		for _, l := range f.Stripes {
+			if f.LIN == in.LIN && !exists[l.Index] {
+				return fmt.Errorf("LIN %d: lost-data list names stripe %d, which does not exist", in.LIN, l.Index)
+			}
+		}
 	}
 	return nil
 }

@@ -159,6 +159,14 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 			ErrNewerFormat, f.version, FormatVersion)
 	case f.version < 1:
 		return nil, fmt.Errorf("%w: format version %d", ErrCorrupt, f.version)
+	case f.version < FormatVersion:
+		now := time.Now
+		if cfg.Now != nil {
+			now = cfg.Now
+		}
+		if err := migrate(ctx, cfg.Store, now); err != nil {
+			return nil, err
+		}
 	}
 	_, cached := cfg.Store.(cache)
 	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards), cached: cached,
@@ -183,6 +191,46 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 		m.budget = l.MaxOps / 2
 	}
 	return m, nil
+}
+
+// migrate takes store from its format version to FormatVersion, one step
+// (one transaction, migrations in schema.go) at a time. Each step re-reads
+// the format record, so that clients opening an old store together
+// migrate it once. Errors: ErrCorrupt for a format record that does not
+// decode or a version with no migration; the store's.
+func migrate(ctx context.Context, store kv.Store, now func() time.Time) error {
+	for {
+		done := false
+		err := store.Update(ctx, func(tx kv.Tx) error {
+			b, err := tx.Get(keyFormat())
+			if err != nil {
+				return err
+			}
+			f, err := decodeFormat(b)
+			if err != nil {
+				return err
+			}
+			if done = f.version >= FormatVersion; done {
+				return nil
+			}
+			step, ok := migrations[f.version]
+			if !ok {
+				return fmt.Errorf("%w: no migration from namespace format %d to %d", ErrCorrupt, f.version, f.version+1)
+			}
+			if err := step(tx, now().UnixNano()); err != nil {
+				return err
+			}
+			f.version++
+			tx.Put(keyFormat(), encodeFormat(f))
+			return nil
+		})
+		if err != nil {
+			return storeErr(fmt.Errorf("meta: migrating the namespace format: %w", err))
+		}
+		if done {
+			return nil
+		}
+	}
 }
 
 // allocLIN returns a fresh LIN, taking a new batch from the shared counter

@@ -514,9 +514,9 @@ func testStripes(t *testing.T, m *Meta) {
 	}
 	check(t, m)
 	// Several stripes at once; one bad expectation fails them all.
-	_, err = m.CommitStripes(bg, f.LIN, []StripeUpdate{{stripe(1, 1, 3), 0}, {stripe(0, 1, 3), 0}}, CommitOptions{Size: 200})
+	_, err = m.CommitStripes(bg, f.LIN, []StripeUpdate{{Stripe: stripe(1, 1, 3)}, {Stripe: stripe(0, 1, 3)}}, CommitOptions{Size: 200})
 	wantErr(t, err, ErrStripeConflict)
-	ss := must(m.CommitStripes(bg, f.LIN, []StripeUpdate{{stripe(1, 1, 3), 0}, {stripe(3, 7, 3), 0}}, CommitOptions{Size: 350}))
+	ss := must(m.CommitStripes(bg, f.LIN, []StripeUpdate{{Stripe: stripe(1, 1, 3)}, {Stripe: stripe(3, 7, 3)}}, CommitOptions{Size: 350}))
 	if len(ss) != 2 || must(m.GetAttr(bg, f.LIN)).Size != 350 {
 		t.Fatalf("multi commit %v", ss)
 	}

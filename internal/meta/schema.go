@@ -1,6 +1,6 @@
 package meta
 
-// Key schema and value encodings of the weft namespace, format version 1.
+// Key schema and value encodings of the weft namespace, format version 2.
 //
 // This file is the only place that knows how metadata is laid out in the KV
 // store. Every key starts with a one-byte record type; LINs, stripe indexes
@@ -18,7 +18,9 @@ package meta
 //	"d" lin                          directory delegation: holding session, recalled flag
 //	"x" lin name                     xattr value (raw bytes, no version byte)
 //	"s" lin index                    stripe: generation, protection, data length, units
-//	"r" lin index                    under-protected marker: units missing
+//	"r" lin index                    under-protected: below its pool's target tolerance (format 2; see below)
+//	"l" lin index                    lost: too few units left to read the stripe (format 2)
+//	"R"                              protection index incomplete: since (format 2, set by the migration from 1)
 //	"O" session lin                  the same open, indexed by session (to close a dead session)
 //	"z" lin                          orphan: inode with no links, open or awaiting cleanup
 //	"q" drive block                  delete queue: LIN, stripe, length, enqueued time
@@ -35,9 +37,26 @@ package meta
 // binary would misread needs a new FormatVersion.
 //
 // Versions and migrations: FormatVersion is stored in "F" by Format. Open
-// refuses a store with a newer version (ErrNewerFormat) and would migrate an
-// older one step by step; version 1 is the first, so there is no migration
-// yet. A migration is added here as a function from version N to N+1.
+// refuses a store with a newer version (ErrNewerFormat) and migrates an
+// older one step by step (migrations, below), each step one transaction.
+//
+// Version 2 (the protection index). In version 1 an "r" key marked a
+// stripe with units not placed, its value the count of those units. In
+// version 2 it marks every stripe committed below its pool's target
+// tolerance — units not placed, or placed on too few nodes or drives to
+// survive what a stripe of its protection survives when spread over all of
+// the pool's drives and nodes (the committer computes both tolerances,
+// package placement; meta knows no nodes) — and its value appends the
+// stripe's data length, the achieved and target tolerances and the time it
+// first went below (a version-1 value still reads: tolerances unknown).
+// The "r" key is written, kept or deleted in the transaction that commits
+// the stripe map, and deleted with the stripe. "l" keys record stripes a
+// job found unrecoverable (the lost-data list); a client commit that
+// replaces the stripe, or deleting the stripe, deletes them; a restripe
+// commit keeps them. Version 1 binaries wrote stripes on too few nodes
+// without an "r" key, so the migration from 1 writes "R": until a repair
+// job has checked every stripe against its target (it clears "R"), the
+// index may miss stripes.
 
 import (
 	"encoding/binary"
@@ -49,7 +68,7 @@ import (
 )
 
 // FormatVersion is the namespace format this package writes and reads.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // formatMagic starts the format record.
 const formatMagic = "weft-meta"
@@ -71,6 +90,8 @@ const (
 	pfxXattr   = 'x'
 	pfxStripe  = 's'
 	pfxUnder   = 'r'
+	pfxLost    = 'l'
+	pfxMarker  = 'R'
 	pfxSession = 'O'
 	pfxOrphan  = 'z'
 	pfxDelete  = 'q'
@@ -118,6 +139,16 @@ func keyStripe(lin LIN, idx uint64) []byte {
 func stripesEnd(lin LIN) []byte { return kv.PrefixEnd(be64([]byte{pfxStripe}, uint64(lin))) }
 
 func keyUnder(lin LIN, idx uint64) []byte { return be64(be64([]byte{pfxUnder}, uint64(lin)), idx) }
+
+func keyLost(lin LIN, idx uint64) []byte { return be64(be64([]byte{pfxLost}, uint64(lin)), idx) }
+
+// linRange is the range of a LIN's keys of record type p ("r", "l").
+func linRange(p byte, lin LIN) (start, end []byte) {
+	start = be64([]byte{p}, uint64(lin))
+	return start, kv.PrefixEnd(start)
+}
+
+func keyMarker() []byte { return []byte{pfxMarker} }
 
 func keyOpen(lin LIN, s SessionID) []byte { return be64(append(keyInode(lin), openSuffix), uint64(s)) }
 
@@ -517,9 +548,94 @@ func decodeStripe(key, b []byte) (Stripe, error) {
 	return s, d.done("stripe", key)
 }
 
-// Under-protected marker.
+// Under-protected stripe ("r"): the units not placed, then (format 2)
+// the data length, the achieved and target tolerances (zig-zag: -1 is
+// "not readable") and since when the stripe is below its target.
 
-func encodeUnder(missing int) []byte { e := newEnc(); e.count(missing); return e.bytesOut() }
+func encodeUnder(u UnderStripe) []byte {
+	e := newEnc()
+	e.count(u.Missing)
+	e.u(u.DataLen)
+	e.i(int64(u.Tolerance.Achieved.Drives))
+	e.i(int64(u.Tolerance.Achieved.Nodes))
+	e.i(int64(u.Tolerance.Target.Drives))
+	e.i(int64(u.Tolerance.Target.Nodes))
+	e.time(u.Since.UnixNano())
+	return e.bytesOut()
+}
+
+func decodeUnder(key, b []byte) (UnderStripe, error) {
+	d := newDec("under-protected", b)
+	u := UnderStripe{LIN: linAt(key, 1), Index: uint64(linAt(key, 9))}
+	u.Missing = d.count(MaxWidth)
+	if d.err == nil && len(d.b) > 0 { // format 2 appended the rest
+		u.Known = true
+		u.DataLen = d.u()
+		u.Tolerance.Achieved = Tolerance{Drives: int(d.i()), Nodes: int(d.i())}
+		u.Tolerance.Target = Tolerance{Drives: int(d.i()), Nodes: int(d.i())}
+		u.Since = time.Unix(0, d.i())
+	}
+	return u, d.done("under-protected", key)
+}
+
+// Lost stripe ("l"): since when, the generation and data length found
+// lost, the units left and needed, and why.
+
+func encodeLost(l LostStripe) []byte {
+	e := newEnc()
+	e.time(l.Since.UnixNano())
+	e.u(l.Gen)
+	e.u(l.DataLen)
+	e.count(l.Readable)
+	e.count(l.Needed)
+	e.s(clipReason(l.Reason))
+	return e.bytesOut()
+}
+
+func decodeLost(key, b []byte) (LostStripe, error) {
+	d := newDec("lost stripe", b)
+	l := LostStripe{Index: uint64(linAt(key, 9))}
+	l.Since = time.Unix(0, d.i())
+	l.Gen = d.u()
+	l.DataLen = d.u()
+	l.Readable = d.count(MaxWidth)
+	l.Needed = d.count(MaxWidth)
+	l.Reason = d.s()
+	return l, d.done("lost stripe", key)
+}
+
+// maxLostReason bounds the reason a lost stripe keeps.
+const maxLostReason = 300
+
+func clipReason(s string) string {
+	if len(s) > maxLostReason {
+		return s[:maxLostReason]
+	}
+	return s
+}
+
+// Protection-index marker ("R"): since when the index may be incomplete.
+
+func encodeMarker(since int64) []byte { e := newEnc(); e.time(since); return e.bytesOut() }
+
+func decodeMarker(b []byte) (time.Time, error) {
+	d := newDec("protection marker", b)
+	t := time.Unix(0, d.i())
+	return t, d.done("protection marker", keyMarker())
+}
+
+// Migrations: migrations[v] takes a store from format v to v+1 in one
+// transaction (the caller has read "F" in it and found version v).
+var migrations = map[uint64]func(tx kv.Tx, now int64) error{
+	// 1 → 2: the "r" values of version 1 stay valid (a stripe with units
+	// not placed is below its target); stripes version 1 placed on too
+	// few nodes are not indexed, so the index is marked incomplete until
+	// a repair has checked every stripe (see Meta.ProtectionMarker).
+	1: func(tx kv.Tx, now int64) error {
+		tx.Put(keyMarker(), encodeMarker(now))
+		return nil
+	},
+}
 
 // Open record (both "o" and "O" keys).
 

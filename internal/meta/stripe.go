@@ -67,6 +67,12 @@ func (m *Meta) GetStripes(ctx context.Context, lin LIN, from uint64, n int) ([]S
 type StripeUpdate struct {
 	Stripe    Stripe
 	ExpectGen uint64
+	// Tolerance is what the new stripe's placement achieves and what its
+	// pool could give it, computed by the committer from the topology
+	// (client.Snapshot.StripeTolerance). A stripe below its target, or
+	// with units not placed, is indexed for repair (the protection index);
+	// the zero value indexes only the latter.
+	Tolerance StripeTolerance
 }
 
 // CommitOptions go with a stripe commit.
@@ -90,8 +96,11 @@ type CommitOptions struct {
 // if its stored generation equals ExpectGen (compare-and-swap); each
 // committed stripe gets generation ExpectGen+1. Blocks of the old stripes
 // that the new ones do not reuse go to the delete queue in the same
-// transaction; the WDL, Allocated, size, mtime, the under-protected index and
-// pool usage follow. It returns the committed stripes.
+// transaction; the WDL, Allocated, size, mtime, the protection index (an
+// entry for each stripe with units not placed or below its target, none
+// for the others) and pool usage follow; a commit that is not a Restripe
+// replaces the stripe's data, so it also takes the stripe off the
+// lost-data list. It returns the committed stripes.
 //
 // Errors: a *StripeConflictError (errors.Is ErrStripeConflict) naming the
 // first stripe whose generation moved — nothing is committed, and the
@@ -106,9 +115,15 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 	var out []Stripe
 	err := m.update(ctx, func(o *op) error {
 		o.withUsage()
-		keys := make([][]byte, len(ups))
+		// One read: the stripes, their index entries and lost-data
+		// entries (keys[i], keys[n+i], keys[2n+i]), the inode and the
+		// usage shard.
+		n0 := len(ups)
+		keys := make([][]byte, 3*n0)
 		for i, up := range ups {
 			keys[i] = keyStripe(lin, up.Stripe.Index)
+			keys[n0+i] = keyUnder(lin, up.Stripe.Index)
+			keys[2*n0+i] = keyLost(lin, up.Stripe.Index)
 		}
 		vals, err := o.load([]LIN{lin}, keys...)
 		if err != nil {
@@ -159,10 +174,11 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 			n.addDrives(old.Units, -1)
 			n.addDrives(s.Units, +1)
 			o.put(keys[i], encodeStripe(&s))
-			if miss := s.Missing(); miss > 0 {
-				o.put(keyUnder(lin, s.Index), encodeUnder(miss))
-			} else if old.Missing() > 0 {
-				o.del(keyUnder(lin, s.Index))
+			if err := o.setUnder(lin, s, up.Tolerance, vals[n0+i]); err != nil {
+				return err
+			}
+			if vals[2*n0+i] != nil && !co.Restripe {
+				o.del(keys[2*n0+i])
 			}
 			out[i] = s
 		}
@@ -236,9 +252,9 @@ func checkStripes(ups []StripeUpdate) error {
 	return nil
 }
 
-// ListUnderProtected returns up to limit stripes with units not placed,
-// after the stripe after (zero: from the start), in (LIN, index) order,
-// for repair.
+// ListUnderProtected returns up to limit stripes of the protection index
+// (units not placed, or below their target when committed), after the
+// stripe after (zero: from the start), in (LIN, index) order, for repair.
 func (m *Meta) ListUnderProtected(ctx context.Context, after StripeRef, limit int) ([]StripeRef, error) {
 	var out []StripeRef
 	err := m.view(ctx, func(o *op) error {

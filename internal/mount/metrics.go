@@ -103,8 +103,9 @@ func newDataCollector(c *client.Client) *dataCollector {
 		"unit_bytes":     newDesc("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
 		"local":          newDesc("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
 		"stripes":        newDesc("weft_mount_stripes_written_total", "Stripes written."),
-		"underprotected": newDesc("weft_mount_underprotected_writes_total", "Stripes written with fewer units than their protection wants (left for repair)."),
+		"underprotected": newDesc("weft_mount_underprotected_writes_total", "Stripes written below their protection: units not placed, or too few nodes or drives (left for repair)."),
 		"degraded":       newDesc("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
+		"unreadable":     newDesc("weft_mount_unreadable_reads_total", "Stripe reads that failed: too few units readable (EIO)."),
 		"unit_errors":    newDesc("weft_mount_unit_errors_total", "Unit reads and writes that failed."),
 		"corrupt":        newDesc("weft_mount_corrupt_units_total", "Units found corrupt (checksum or identity mismatch)."),
 	}}
@@ -126,6 +127,7 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("stripes", st.StripesWritten)
 	counter("underprotected", st.UnderProtectedWrites)
 	counter("degraded", st.DegradedReads)
+	counter("unreadable", st.UnreadableReads)
 	counter("unit_errors", st.UnitErrors)
 	counter("corrupt", st.CorruptUnits)
 }

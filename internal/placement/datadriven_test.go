@@ -39,6 +39,11 @@ import (
 //	spread prot=P stripes=N [seed=N]
 //	                      N stripes; prints units per drive
 //	tolerance needed=N    input: "drive node" lines
+//	target prot=P [small] TargetTolerance of a stripe of P over the pool
+//	move prot=P [pending=N]
+//	                      Spread: input, the drive ids of the stripe's
+//	                      units (in the pool); prints the units to move
+//	                      and the tolerance once Place re-placed them
 //
 // ddCase is one command of a datadriven file.
 type ddCase = datadriven.Case
@@ -73,6 +78,11 @@ func (s *scenario) run(t *testing.T, c ddCase) string {
 		return s.spread(t, c)
 	case "tolerance":
 		return tolerance(t, c)
+	case "target":
+		req := s.request(t, c)
+		return TargetTolerance(s.pool, req.Width, req.Needed).String()
+	case "move":
+		return s.move(t, c)
 	}
 	t.Fatalf("%s: unknown command %q", c.Pos, c.Cmd)
 	return ""
@@ -191,6 +201,57 @@ func (s *scenario) spread(t *testing.T, c ddCase) string {
 	for _, cd := range s.pool {
 		fmt.Fprintf(&b, "%s/%d free=%s units=%d\n", cd.Node, cd.ID, formatSize(cd.FreeBytes), counts[cd.ID])
 	}
+	return b.String()
+}
+
+// move runs Spread on the stripe whose units are on the input's drives,
+// then Place for the units it moves (and the pending ones) and prints
+// the units moved and the stripe's tolerance before and after.
+func (s *scenario) move(t *testing.T, c ddCase) string {
+	req := s.request(t, c)
+	var units []Unit
+	for _, line := range c.Input {
+		for _, id := range ids(t, c, strings.Join(strings.Fields(line), ",")) {
+			i := slices.IndexFunc(s.pool, func(cd Candidate) bool { return cd.ID == id })
+			if i < 0 {
+				t.Fatalf("%s: drive %d not in pool", c.Pos, id)
+			}
+			units = append(units, Unit{Drive: id, Node: s.pool[i].Node})
+		}
+	}
+	pending, _ := strconv.Atoi(c.Args["pending"])
+	moved := Spread(units, pending, s.pool, req.Needed, req.UnitBytes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "before: %v\n", ComputeTolerance(units, req.Needed))
+	if len(moved) == 0 && pending == 0 {
+		b.WriteString("move: none")
+		return b.String()
+	}
+	var kept []Unit
+	var exclude []DriveID
+	b.WriteString("move:")
+	for i, u := range units {
+		if slices.Contains(moved, i) {
+			fmt.Fprintf(&b, " %d@%s", u.Drive, u.Node)
+			exclude = append(exclude, u.Drive)
+		} else {
+			kept = append(kept, u)
+		}
+	}
+	if len(moved) == 0 {
+		b.WriteString(" none")
+	}
+	req.Existing, req.Exclude = kept, exclude
+	req.Width, req.Min = len(moved)+pending, 1
+	res, err := Place(req)
+	if err != nil {
+		t.Fatalf("%s: %v", c.Pos, err)
+	}
+	var to []string
+	for i, d := range res.Drives {
+		to = append(to, fmt.Sprintf("%d@%s", d, res.Nodes[i]))
+	}
+	fmt.Fprintf(&b, "\nto: %s\nafter: %v", strings.Join(to, " "), res.Tolerance)
 	return b.String()
 }
 

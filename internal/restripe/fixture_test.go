@@ -40,14 +40,14 @@ type hookedData struct {
 	before func(lin meta.LIN, s meta.Stripe)
 }
 
-func (h *hookedData) CommitStripe(ctx context.Context, lin meta.LIN, ns meta.Stripe, gen uint64, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
+func (h *hookedData) CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeUpdate, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
 	h.mu.Lock()
 	fn := h.before
 	h.mu.Unlock()
 	if fn != nil {
-		fn(lin, ns)
+		fn(lin, up.Stripe)
 	}
-	return h.DataPath.CommitStripe(ctx, lin, ns, gen, fresh, co)
+	return h.DataPath.CommitStripe(ctx, lin, up, fresh, co)
 }
 
 func (h *hookedData) setBefore(fn func(meta.LIN, meta.Stripe)) {

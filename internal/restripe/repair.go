@@ -18,7 +18,9 @@ import (
 //  1. read the stripe map (generation g) and pick the units to rebuild:
 //     unplaced ones, those on drives the topology says are down, those on
 //     drives the caller calls bad (draining, suspended, failed), and those
-//     found damaged;
+//     found damaged; and, for a stripe whose units sit on too few nodes
+//     for the tolerance its pool could give it (written while a node was
+//     down), the units to copy to other nodes (placement.Spread);
 //  2. copy the ones whose old block still reads (a drain costs one read per
 //     unit), read enough of the others to reconstruct the rest
 //     (Reed–Solomon, or another copy of a mirror), and check every rebuilt
@@ -79,6 +81,12 @@ type RepairResult struct {
 	// Tolerance is what the stripe survives afterwards, counting only
 	// units on drives that are up and not bad (-1: not readable).
 	Tolerance placement.Tolerance `json:"tolerance"`
+	// BelowTarget: the stripe's placement afterwards still survives fewer
+	// drive or node failures than Target, what its pool could give it (the
+	// pool has no eligible drive on another node now: a node is down, or
+	// full). Its entry in the protection index stays.
+	BelowTarget bool                `json:"below_target,omitempty"`
+	Target      placement.Tolerance `json:"target"`
 	// Units lists the units that needed repair, in the order they were
 	// given drives, with what became of each.
 	Units []UnitRepair `json:"units,omitempty"`
@@ -112,9 +120,15 @@ type FileRepairResult struct {
 	BytesRead    int64 `json:"bytes_read"`
 	BytesWritten int64 `json:"bytes_written"`
 	// UnderProtected counts stripes left needing repair (too few drives);
-	// Failed counts stripes whose repair returned an error.
+	// BelowTarget stripes left below their pool's target tolerance (the
+	// pool cannot spread them now); Failed counts stripes whose repair
+	// returned an error.
 	UnderProtected int `json:"under_protected"`
+	BelowTarget    int `json:"below_target"`
 	Failed         int `json:"failed"`
+	// Lost lists the stripes found lost (their errors are *LostError),
+	// for the lost-data list.
+	Lost []meta.LostStripe `json:"lost,omitempty"`
 }
 
 // StripeNeedsRepair reports whether stripe s has a unit that is not placed
@@ -227,26 +241,66 @@ func (r *Restriper) RepairDamaged(ctx context.Context, lin meta.LIN, index uint6
 }
 
 // RepairFile runs RepairStripe over every stripe of lin that has a unit
-// not placed or on a bad or down drive (BadDrives), reading the stripe
-// maps in pages; other stripes are skipped without being read. A stripe
-// that fails does not stop the others: the error of the first failure is
-// returned (wrapped, with the count) after all were tried, except for
-// context errors and client.ErrClosed, which stop at once. Units damaged on a healthy drive are
-// not looked for: that is VerifyFile's job.
+// not placed or on a bad or down drive (BadDrives), or whose placement is
+// below its pool's target tolerance, reading the stripe maps in pages;
+// other stripes are skipped without being read. A stripe it checks and
+// does not commit (nothing to do, or the pool cannot place it better now)
+// gets its protection-index entry set right (indexed if below its target,
+// not otherwise: a stripe written by format 1, a pool that lost a node).
+// A stripe that fails does not stop the others: the error of the first
+// failure is returned (wrapped, with the count) after all were tried,
+// except for context errors and client.ErrClosed, which stop at once;
+// stripes found lost are listed in the result. Units damaged on a
+// healthy drive are not looked for: that is VerifyFile's job.
 func (r *Restriper) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.DriveID) bool) (FileRepairResult, error) {
 	res := FileRepairResult{LIN: lin}
-	isBad, err := r.BadDrives(ctx, bad)
+	attr, err := r.meta.GetAttr(ctx, lin)
+	if err != nil {
+		return res, fmt.Errorf("restripe: repairing LIN %d: %w", lin, err)
+	}
+	view, err := r.data.Snapshot(ctx)
 	if err != nil {
 		return res, err
+	}
+	isBad := func(d meta.DriveID) bool { return !view.Up(d) || (bad != nil && bad(d)) }
+	entries, err := r.meta.UnderProtectedStripes(ctx, lin)
+	if err != nil {
+		return res, fmt.Errorf("restripe: repairing LIN %d: %w", lin, err)
+	}
+	indexed := make(map[uint64]bool, len(entries))
+	for _, e := range entries {
+		indexed[e.Index] = true
 	}
 	var first error
 	err = r.eachStripe(ctx, lin, func(s meta.Stripe) error {
 		res.Stripes++
-		if !StripeNeedsRepair(s, isBad) {
+		tol, err := view.StripeTolerance(attr.Pool, lin, s)
+		if err != nil {
+			return err
+		}
+		if !StripeNeedsRepair(s, isBad) && !tol.Below() {
+			if indexed[s.Index] { // an entry that no longer holds
+				if _, err := r.meta.SetStripeTolerance(ctx, lin, s.Index, s.Gen, tol); err != nil {
+					return fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, s.Index, err)
+				}
+			}
 			res.Skipped++
 			return nil
 		}
 		rr, err := r.RepairStripe(ctx, lin, s.Index, bad)
+		if err == nil && !rr.Committed && rr.Gen == s.Gen && (tol.Below() || s.Missing() > 0) != indexed[s.Index] {
+			// Checked, not committed: the index says what it is.
+			if _, err := r.meta.SetStripeTolerance(ctx, lin, s.Index, s.Gen, tol); err != nil {
+				return fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, s.Index, err)
+			}
+		}
+		if rr.BelowTarget {
+			res.BelowTarget++
+		}
+		var lost *LostError
+		if errors.As(err, &lost) {
+			res.Lost = append(res.Lost, lost.Stripe)
+		}
 		res.Rebuilt += rr.Rebuilt
 		res.Moved += rr.Moved
 		res.BytesRead += rr.BytesRead

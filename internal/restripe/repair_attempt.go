@@ -71,6 +71,25 @@ func (a *attempt) add(i, rank int, soft bool, why string) {
 	a.byUnit[i] = t
 }
 
+// placed returns the tolerance of s as placed (whatever drives are up)
+// and its target (Snapshot.StripeTolerance): what the protection index
+// records for it.
+func (a *attempt) placed(s meta.Stripe) meta.StripeTolerance {
+	t, err := a.view.StripeTolerance(a.pool, a.rq.lin, s)
+	if err != nil { // the layout was read from this map: cannot happen
+		return meta.StripeTolerance{}
+	}
+	return t
+}
+
+// setTarget fills res's target and whether s (the map read, or the one
+// committed) is below it.
+func (a *attempt) setTarget(s meta.Stripe) {
+	t := a.placed(s)
+	a.res.Target = placement.Tolerance{Drives: t.Target.Drives, Nodes: t.Target.Nodes}
+	a.res.BelowTarget = t.Below()
+}
+
 // tolerance is the tolerance of s (the map read, or one to commit)
 // counting only units on drives that are up and not to be emptied.
 func (a *attempt) tolerance(s meta.Stripe) placement.Tolerance {
@@ -100,13 +119,20 @@ func (a *attempt) tolerance(s meta.Stripe) placement.Tolerance {
 func (r *Restriper) repairOnce(ctx context.Context, rq repairRequest, res *RepairResult) error {
 	res.Committed, res.NothingToDo, res.Rebuilt, res.Moved = false, false, 0, 0
 	res.StillUnderProtected, res.Left, res.Reason, res.Units = false, 0, "", nil
+	res.BelowTarget, res.Target = false, placement.Tolerance{}
 	a, err := r.readAttempt(ctx, rq, res)
 	if err != nil || a == nil {
 		return err
 	}
-	if a.pickTargets(); len(a.targets) == 0 {
+	a.pickTargets()
+	a.spreadTargets()
+	if len(a.targets) == 0 {
 		res.NothingToDo = true
 		res.Tolerance = a.tolerance(a.s)
+		a.setTarget(a.s)
+		if res.BelowTarget {
+			res.Reason = fmt.Sprintf("below its pool's target %v, and no eligible drive on a less loaded node (nodes down, suspended or full)", res.Target)
+		}
 		return nil
 	}
 	if ok, err := r.placeable(a); !ok || err != nil {
@@ -203,6 +229,41 @@ func (a *attempt) pickTargets() {
 	}
 }
 
+// spreadTargets adds, unless the request names units to move (a
+// rebalance decides its own), the units to copy to other nodes so that
+// the stripe's units spread as its pool allows (placement.Spread over the
+// units staying, with the targets already picked to be placed first, and
+// the drives eligible for the repair): a stripe written while a node was
+// down sits on too few nodes. They are copied as they are (one read
+// each), like a drain's. It adds none when no move raises the stripe's
+// node tolerance.
+func (a *attempt) spreadTargets() {
+	if len(a.rq.move) > 0 {
+		return
+	}
+	var kept []placement.Unit
+	var idx []int
+	load := map[string]int{}
+	for i, u := range a.s.Units {
+		if a.byUnit[i] == nil && u.Placed() {
+			n := a.view.Node(u.Drive)
+			kept = append(kept, placement.Unit{Drive: placement.DriveID(u.Drive), Node: n})
+			idx = append(idx, i)
+			load[n]++
+		}
+	}
+	cands := a.view.Candidates(a.pool)
+	for i, cd := range cands {
+		if a.isBad(meta.DriveID(cd.ID)) || (a.rq.allow != nil && !a.rq.allow(meta.DriveID(cd.ID))) {
+			cands[i].Usable = false
+		}
+	}
+	for _, k := range placement.Spread(kept, len(a.targets), cands, a.l.Needed(), int64(a.l.UnitLen)+drive.HeaderAlign) {
+		n := kept[k].Node
+		a.add(idx[k], rankReadable, false, fmt.Sprintf("spread: node %s holds %d of the stripe's %d units", n, load[n], a.l.Width()))
+	}
+}
+
 // placeable reports whether some eligible drive can take a target. If
 // none can, the stripe is left as it is without reading it (a repair job
 // may retry it often), and res says why (StillUnderProtected, Left,
@@ -222,6 +283,7 @@ func (r *Restriper) placeable(a *attempt) (bool, error) {
 	res.Reason = fmt.Sprintf("%d units found no eligible drive: %v", len(a.targets), err)
 	res.Tolerance = a.tolerance(a.s)
 	res.Units = unitRepairs(a.s, a.targets, nil)
+	a.setTarget(a.s)
 	return false, nil
 }
 
@@ -297,13 +359,45 @@ func (r *Restriper) gather(ctx context.Context, a *attempt) error {
 		if r.mapMoved(ctx, a) {
 			return fmt.Errorf("%w: blocks of generation %d are gone", errRepairStale, s.Gen)
 		}
+		why, gone := a.unusable()
+		if lost := lostOf(a.rq.lin, s, l.Needed(), gone); lost != nil {
+			return fmt.Errorf("restripe: repairing LIN %d stripe %d (%v): %w", a.rq.lin, s.Index, l, lost)
+		}
 		return fmt.Errorf("%w: repairing LIN %d stripe %d (%v): %d units readable, %d needed (%s); bring the drives or nodes back up, then repair again",
-			client.ErrUnavailable, a.rq.lin, s.Index, l, present, l.Needed(), reasons(a.failed))
+			client.ErrUnavailable, a.rq.lin, s.Index, l, present, l.Needed(), unitReasons(why))
 	}
 	if err := r.codec.Reconstruct(a.shards, l); err != nil {
 		return fmt.Errorf("%w: repairing LIN %d stripe %d: %w", client.ErrUnavailable, a.rq.lin, s.Index, err)
 	}
 	return nil
+}
+
+// unusable says, for every unit gather has no bytes of, why (the
+// target's reason, or its read's failure), and which of them are gone
+// for good: not placed, known damaged, or whose read found the block
+// missing or corrupt (a unit on a down or unreachable drive may come
+// back).
+func (a *attempt) unusable() (why, gone map[int]string) {
+	why, gone = map[int]string{}, map[int]string{}
+	for i, u := range a.s.Units {
+		if a.shards[i] != nil {
+			continue
+		}
+		w := "not read"
+		if t := a.byUnit[i]; t != nil {
+			w = t.why
+		} else if err := a.failed[i]; err != nil {
+			w = err.Error()
+		}
+		why[i] = w
+		switch {
+		case !u.Placed(), a.rq.damaged[unitID{u.Drive, u.Block}] != "":
+			gone[i] = w
+		case a.failed[i] != nil && goneFor(a.failed[i]):
+			gone[i] = w
+		}
+	}
+	return why, gone
 }
 
 // readUnits reads the given units of a.s whole, in parallel, into
@@ -402,6 +496,7 @@ func (r *Restriper) storeTargets(ctx context.Context, a *attempt, crcs map[int]u
 		res.StillUnderProtected, res.Left = true, len(a.targets)
 		res.Tolerance = a.tolerance(a.s)
 		res.Units = unitRepairs(a.s, a.targets, fresh)
+		a.setTarget(a.s)
 		return nil, nil
 	}
 	return fresh, nil
@@ -425,17 +520,21 @@ func (r *Restriper) costlyMove(ctx context.Context, a *attempt, ns meta.Stripe, 
 	a.res.Left, a.res.Tolerance = len(a.targets), before
 	a.res.Reason = fmt.Sprintf("not moved: the stripe would survive %v instead of %v", after, before)
 	a.res.Units = unitRepairs(a.s, a.targets, nil)
+	a.setTarget(a.s)
 	return true
 }
 
 // commit commits ns, whose fresh units are stored, on the generation the
 // attempt read, keeping the file's times (client.Client.CommitStripe with
-// Restripe). The commit queues the fresh blocks for deletion if it surely
-// did not happen and leaves them for the collect job if it may have.
+// Restripe), with its tolerance as placed (the protection index keeps an
+// entry only if it is still below its target). The commit queues the
+// fresh blocks for deletion if it surely did not happen and leaves them
+// for the collect job if it may have.
 // Errors: errRepairStale wrapping meta.ErrStripeConflict when the stripe
 // changed meanwhile; the commit's other errors, wrapped.
 func (r *Restriper) commit(ctx context.Context, a *attempt, ns meta.Stripe, fresh map[int]meta.Unit) (meta.Stripe, error) {
-	committed, err := r.data.CommitStripe(ctx, a.rq.lin, ns, a.s.Gen, unitsOf(fresh), meta.CommitOptions{Restripe: true})
+	up := meta.StripeUpdate{Stripe: ns, ExpectGen: a.s.Gen, Tolerance: a.placed(ns)}
+	committed, err := r.data.CommitStripe(ctx, a.rq.lin, up, unitsOf(fresh), meta.CommitOptions{Restripe: true})
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
 			return meta.Stripe{}, fmt.Errorf("%w: %w", errRepairStale, err)
@@ -465,6 +564,7 @@ func (a *attempt) report(committed meta.Stripe, fresh map[int]meta.Unit) {
 	res.StillUnderProtected = res.Left > 0
 	res.Tolerance = a.tolerance(committed)
 	res.Units = unitRepairs(a.s, a.targets, fresh)
+	a.setTarget(committed)
 }
 
 // unitRepairs describes what became of the targets.

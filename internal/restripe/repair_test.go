@@ -70,7 +70,7 @@ func TestRepairDriveDown(t *testing.T) {
 				t.Fatalf("result %+v: no bytes moved", res)
 			}
 			res.BytesRead, res.BytesWritten = 0, 0
-			if res != want {
+			if !reflect.DeepEqual(res, want) {
 				t.Fatalf("result %+v, want %+v", res, want)
 			}
 			after := f.Stripes(lin)
@@ -122,9 +122,13 @@ func TestRepairDriveDown(t *testing.T) {
 }
 
 // TestRepairUnderProtected writes ec:6+3 while a node is down: 8 drives
-// are up for 9 units, so the stripes are under-protected. A repair while
-// the node is still down cannot place the missing unit and changes
-// nothing; once the node is back it completes every stripe, on that node.
+// are up for 9 units, so the two ec stripes are under-protected, and the
+// small tail (4 copies) sits on two nodes, below the tolerance three nodes
+// give it: all three are in the protection index. A repair while the node
+// is still down cannot place the missing unit nor spread the copies and
+// changes nothing; once the node is back it completes every stripe and
+// spreads it over the three nodes (3+3+3, and the 4 copies 2+1+1), and
+// the index is empty.
 func TestRepairUnderProtected(t *testing.T) {
 	f := clienttest.New(t)
 	f.SetNodeDown("n3", true)
@@ -132,18 +136,33 @@ func TestRepairUnderProtected(t *testing.T) {
 	rs := newRestriper(f, c)
 	data := clienttest.RandBytes(2*6*testUnit+100, 2)
 	lin := f.WriteClosed(c, "f", "ec:6+3", data)
-	refs, err := f.Meta.ListUnderProtected(bg, meta.StripeRef{}, 100)
-	if err != nil || len(refs) != 2 {
-		t.Fatalf("ListUnderProtected = %v, %v; want the 2 ec stripes", refs, err)
+	us, err := f.Meta.UnderProtectedStripes(bg, lin)
+	if err != nil || len(us) != 3 || us[0].Missing != 1 || us[1].Missing != 1 || us[2].Missing != 0 {
+		t.Fatalf("UnderProtectedStripes = %+v, %v; want the 2 ec stripes (a unit not placed) and the tail", us, err)
+	}
+	for _, u := range us {
+		wantNodes := 1 // ec:6+3, 3+3+3
+		if u.Index == 2 {
+			wantNodes = 2 // four copies, 2+1+1
+		}
+		if !u.Known || u.Tolerance.Target.Nodes != wantNodes || u.Tolerance.Achieved.Nodes >= wantNodes {
+			t.Fatalf("entry %+v: want a target of %d nodes and less achieved", u, wantNodes)
+		}
 	}
 	before := f.Stripes(lin)
-	for _, ref := range refs {
-		r, err := rs.RepairStripe(bg, ref.LIN, ref.Index, nil)
+	for _, u := range us {
+		r, err := rs.RepairStripe(bg, lin, u.Index, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if u.Index == 2 {
+			if r.Committed || !r.NothingToDo || !r.BelowTarget || r.Target.Nodes != 2 || !strings.Contains(r.Reason, "no eligible drive") {
+				t.Fatalf("repair of the tail with n3 down: %+v", r)
+			}
+			continue
+		}
 		if r.Committed || !r.StillUnderProtected || r.Left != 1 || !strings.Contains(r.Reason, "no eligible drive") || r.Tolerance.Drives != 2 ||
-			len(r.Units) != 1 || r.Units[0].From != 0 || r.Units[0].To != 0 || r.BytesRead != 0 {
+			len(r.Units) != 1 || r.Units[0].From != 0 || r.Units[0].To != 0 || r.BytesRead != 0 || !r.BelowTarget {
 			t.Fatalf("repair with n3 down: %+v", r)
 		}
 	}
@@ -152,15 +171,9 @@ func TestRepairUnderProtected(t *testing.T) {
 	}
 
 	f.SetNodeDown("n3", false)
-	for _, ref := range refs {
-		r, err := rs.RepairStripe(bg, ref.LIN, ref.Index, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !r.Committed || r.Rebuilt != 1 || r.StillUnderProtected || r.Tolerance.Drives != 3 ||
-			len(r.Units) != 1 || r.Units[0].From != 0 || f.Node(r.Units[0].To).Name != "n3" {
-			t.Fatalf("repair with n3 up: %+v", r)
-		}
+	res, err := rs.RepairFile(bg, lin, nil)
+	if err != nil || res.Repaired != 3 || res.Rebuilt != 2 || res.Moved != 2+2+1 || res.BelowTarget != 0 || res.UnderProtected != 0 {
+		t.Fatalf("repair with n3 up: %+v, %v", res, err)
 	}
 	if refs, err := f.Meta.ListUnderProtected(bg, meta.StripeRef{}, 100); err != nil || len(refs) != 0 {
 		t.Fatalf("ListUnderProtected after repair = %v, %v", refs, err)
@@ -169,21 +182,27 @@ func TestRepairUnderProtected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.UnderProtected != 0 {
-		t.Fatalf("layout: %d stripes under-protected", l.UnderProtected)
+	if l.UnderProtected != 0 || l.BelowTarget != 0 {
+		t.Fatalf("layout: %d stripes under-protected, %d below target", l.UnderProtected, l.BelowTarget)
 	}
-	for _, s := range l.Stripes[:2] {
-		onN3 := 0
+	for _, s := range l.Stripes {
+		perNode := map[string]int{}
 		for _, u := range s.Units {
-			if u.Node == "n3" {
-				onN3++
-			}
+			perNode[u.Node]++
 		}
-		if s.Placed != 9 || onN3 != 1 {
-			t.Fatalf("stripe %d: %d units placed, %d on n3", s.Index, s.Placed, onN3)
+		ok := perNode["n1"] == 3 && perNode["n2"] == 3 && perNode["n3"] == 3
+		if s.Index == 2 { // 4 copies: 2+1+1
+			ok = perNode["n1"] >= 1 && perNode["n2"] >= 1 && perNode["n3"] >= 1
+		}
+		if s.Placed != s.Width || !ok {
+			t.Fatalf("stripe %d: %d of %d units placed, per node %v", s.Index, s.Placed, s.Width, perNode)
 		}
 	}
 	clienttest.MustEqual(t, "after repair", f.ReadBack(lin), data)
+	again, err := rs.RepairFile(bg, lin, nil)
+	if err != nil || again.Repaired != 0 || again.Skipped != 3 {
+		t.Fatalf("second repair: %+v, %v", again, err)
+	}
 }
 
 // TestRepairPartial has two units of a stripe on down drives and one

@@ -25,10 +25,14 @@ import (
 // file was deleted) and context errors pass through wrapped.
 
 // Namespace is the part of the namespace a Restriper reads: a file's
-// attributes and its stripe maps. *meta.Meta implements it.
+// attributes, its stripe maps and its entries of the protection index,
+// which RepairFile keeps right for stripes it checks but does not commit
+// (meta.Meta.SetStripeTolerance). *meta.Meta implements it.
 type Namespace interface {
 	GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error)
 	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
+	UnderProtectedStripes(ctx context.Context, lin meta.LIN) ([]meta.UnderStripe, error)
+	SetStripeTolerance(ctx context.Context, lin meta.LIN, index, gen uint64, t meta.StripeTolerance) (bool, error)
 }
 
 var _ Namespace = (*meta.Meta)(nil)
@@ -42,7 +46,7 @@ type DataPath interface {
 	ReadUnit(ctx context.Context, t *client.Snapshot, u client.UnitRef) ([]byte, error)
 	ReadBlock(ctx context.Context, t *client.Snapshot, u client.UnitRef) ([]byte, drive.BlockHeader, error)
 	PutUnit(ctx context.Context, t *client.Snapshot, u client.UnitRef, gen uint64, data []byte, segs []uint32) error
-	CommitStripe(ctx context.Context, lin meta.LIN, ns meta.Stripe, expectGen uint64, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error)
+	CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeUpdate, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error)
 	EnqueueOrphans(ctx context.Context, lin meta.LIN, stripe uint64, units []meta.Unit) error
 }
 

@@ -100,6 +100,10 @@ type VerifyResult struct {
 	// Repair is what the repair did, when one was asked for and a unit
 	// was damaged.
 	Repair *RepairResult `json:"repair,omitempty"`
+	// Lost is set when too few units are left to read the stripe, for
+	// good (damaged, missing or not placed: see ErrLost), with or without
+	// a repair asked for.
+	Lost *LostError `json:"-"`
 }
 
 // Damaged counts the problems whose kind is Damaged.
@@ -133,6 +137,8 @@ type FileVerifyResult struct {
 	// stripes whose check or repair returned an error.
 	Repaired int `json:"repaired"`
 	Failed   int `json:"failed"`
+	// Lost lists the stripes found lost, for the lost-data list.
+	Lost []meta.LostStripe `json:"lost,omitempty"`
 	// Problems lists the first MaxFileProblems problems; ProblemsDropped
 	// counts the others.
 	Problems        []UnitProblem `json:"problems,omitempty"`
@@ -211,6 +217,9 @@ func (r *Restriper) VerifyFile(ctx context.Context, lin meta.LIN, repair bool) (
 				res.Repaired++
 			}
 		}
+		if vr.Lost != nil {
+			res.Lost = append(res.Lost, vr.Lost.Stripe)
+		}
 		if err == nil {
 			return nil
 		}
@@ -266,6 +275,7 @@ func (r *Restriper) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Strip
 		}
 		s = got[0]
 	}
+	vr.Lost = lostFrom(lin, s, vr)
 	if !repair || vr.Damaged() == 0 {
 		return vr, nil
 	}
@@ -277,7 +287,29 @@ func (r *Restriper) verifyStripe(ctx context.Context, lin meta.LIN, s meta.Strip
 	}
 	rr, err := r.repairStripe(ctx, repairRequest{lin: lin, index: s.Index, damaged: damaged})
 	vr.Repair = &rr
+	vr.Lost = nil
+	var lost *LostError
+	if errors.As(err, &lost) {
+		vr.Lost = lost
+	}
 	return vr, err
+}
+
+// lostFrom returns the LostError of stripe s if what VerifyStripe found
+// leaves fewer units than a read needs: damaged and unplaced units are
+// gone, units on down or unreachable drives may come back.
+func lostFrom(lin meta.LIN, s meta.Stripe, vr VerifyResult) *LostError {
+	l, err := client.StoredLayout(lin, s)
+	if err != nil {
+		return nil
+	}
+	gone := map[int]string{}
+	for _, p := range vr.Problems {
+		if p.Kind.Damaged() || p.Kind == ProblemUnplaced {
+			gone[p.Unit] = fmt.Sprintf("%s: %s", p.Kind, p.Detail)
+		}
+	}
+	return lostOf(lin, s, l.Needed(), gone)
 }
 
 // checkStripe reads every unit of s and checks it (see VerifyStripe).

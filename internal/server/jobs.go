@@ -26,6 +26,7 @@ type jobEnv struct {
 	meta      *meta.Meta
 	restriper *restripe.Restriper
 	cluster   *cluster.Store
+	jobs      *job.Engine // set once the engine exists
 
 	mu    sync.Mutex
 	conns map[string]*block.Client // by gRPC address
@@ -41,6 +42,11 @@ func (e *jobEnv) Log() *slog.Logger              { return e.log }
 func (e *jobEnv) Meta() *meta.Meta               { return e.meta }
 func (e *jobEnv) Restriper() *restripe.Restriper { return e.restriper }
 func (e *jobEnv) Cluster() *cluster.Store        { return e.cluster }
+
+// RecordEvent records ev in the job engine's event log.
+func (e *jobEnv) RecordEvent(ctx context.Context, ev job.Event) (job.Event, error) {
+	return e.jobs.RecordEvent(ctx, ev)
+}
 
 // Blocks returns a cached client of node's block service.
 func (e *jobEnv) Blocks(ctx context.Context, node string) (*block.Client, error) {
@@ -137,6 +143,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, Lease: s.session}); err != nil {
 		return err
 	}
+	env.jobs = s.jobs
 	if err := jobs.Register(s.jobs); err != nil {
 		return err
 	}
@@ -158,7 +165,8 @@ func (s *Server) startJobs(ctx context.Context) error {
 		Allocated: func(ctx context.Context) (int64, error) {
 			st, err := s.meta.StatFS(ctx)
 			return st.Total.Allocated, err
-		}})
+		},
+		Protection: s.protection})
 	if _, err := s.run.Go("events", watcher, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -175,4 +183,18 @@ func (w throttleWorker) Step(ctx context.Context) (runner.State, error) {
 		return runner.Idle, fmt.Errorf("job throttle: tick: %w", err)
 	}
 	return runner.Idle, nil
+}
+
+// watchedIndexEntries bounds what the events worker reads of the
+// protection index at each check (every few seconds): it needs to know
+// whether the index is empty and how new its entries are, not the exact
+// count of a large one.
+const watchedIndexEntries = 10000
+
+// protection reads the namespace's protection index for the events
+// worker.
+func (s *Server) protection(ctx context.Context) (events.Protection, error) {
+	st, err := s.meta.ProtectionStats(ctx, watchedIndexEntries)
+	return events.Protection{Files: st.UnderFiles, Stripes: st.UnderStripes, Bytes: st.UnderBytes, Newest: st.NewestUnder,
+		Incomplete: st.Incomplete, IncompleteSince: st.IncompleteSince}, err
 }

@@ -170,7 +170,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	}
 	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run,
+		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},
