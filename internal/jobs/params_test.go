@@ -23,11 +23,12 @@ type clusterEnv struct {
 
 var _ Env = clusterEnv{}
 
-func (clusterEnv) Node() string                   { return "n1" }
-func (clusterEnv) Log() *slog.Logger              { return slog.New(slog.DiscardHandler) }
-func (e clusterEnv) Meta() *meta.Meta             { return e.m }
-func (clusterEnv) Restriper() *restripe.Restriper { return nil }
-func (e clusterEnv) Cluster() *cluster.Store      { return e.cs }
+func (clusterEnv) Node() string                                                   { return "n1" }
+func (clusterEnv) Log() *slog.Logger                                              { return slog.New(slog.DiscardHandler) }
+func (e clusterEnv) Meta() *meta.Meta                                             { return e.m }
+func (clusterEnv) Restriper() *restripe.Restriper                                 { return nil }
+func (e clusterEnv) Cluster() *cluster.Store                                      { return e.cs }
+func (clusterEnv) RecordEvent(_ context.Context, ev job.Event) (job.Event, error) { return ev, nil }
 func (clusterEnv) Blocks(context.Context, string) (*block.Client, error) {
 	return nil, errors.New("test env: no block service")
 }
