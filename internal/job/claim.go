@@ -107,19 +107,27 @@ func (e *Engine) claim(ctx context.Context, lease clientv3.LeaseID, t taskEntry)
 	return h, nil
 }
 
-// stealPoint returns where a steal would split t, or false when either
-// half would be narrower than minSteal.
+// stealPoint returns where a steal would split t — half of what remains,
+// but never inside the holder's reservation (the items it has listed and
+// may be processing) — or false when either half would be narrower than
+// minSteal.
 func stealPoint(t taskRecord, minSteal uint64) (uint64, bool) {
 	rem := t.remaining()
 	if rem < 2*minSteal {
 		return 0, false
 	}
-	return t.Cursor + rem/2, true
+	mid := max(t.Cursor+rem/2, t.Reserved)
+	if mid >= t.To || t.To-mid < minSteal {
+		return 0, false
+	}
+	return mid, true
 }
 
 // steal splits an owned task at its stealPoint: the victim keeps [From,
-// mid) (its owner sees the lower To at its next checkpoint) and this node
-// claims the new task [mid, To). nil, nil when the victim changed first.
+// mid) (its owner sees the lower To at its next checkpoint, and never
+// processes an item at or past mid: it reserves each batch before
+// processing it, and mid is past the reservation) and this node claims
+// the new task [mid, To). nil, nil when the victim changed first.
 func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskEntry, owner ownerEntry) (*heldTask, error) {
 	mid, ok := stealPoint(victim.rec, e.cfg.MinSteal)
 	if !ok || !victim.rec.claimableBy(e.cfg.Node) {
