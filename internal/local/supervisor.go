@@ -64,6 +64,9 @@ type NodeState struct {
 	AdminAddr string `json:"admin_addr"`
 	GRPCAddr  string `json:"grpc_addr"`
 	Log       string `json:"log"`
+	// Env is the environment the running (or last) process was started
+	// with on top of the supervisor's own (Control.StartEnv).
+	Env []string `json:"env,omitempty"`
 }
 
 // Files Up writes in Dir besides the layout.
@@ -77,6 +80,7 @@ const (
 type proc struct {
 	n    NodeLayout // zero for the mount process
 	cmd  *exec.Cmd
+	env  []string // on top of the supervisor's environment
 	done chan struct{}
 	exit string
 }
@@ -150,7 +154,7 @@ func Up(ctx context.Context, opts Options) error {
 	defer os.Remove(filepath.Join(dir, ControlFile))
 
 	for _, n := range layout.Members {
-		if err := s.start(n.Name); err != nil {
+		if err := s.start(n.Name, nil); err != nil {
 			s.stopAll()
 			return err
 		}
@@ -250,18 +254,34 @@ func (s *supervisor) member(name string) (NodeLayout, bool) {
 	return NodeLayout{}, false
 }
 
-// start launches a node's process unless it is running.
-func (s *supervisor) start(name string) error {
+// start launches a node's process unless it is running, with env
+// ("KEY=VALUE" entries) added to the supervisor's environment for this
+// run only (WEFT_FAILPOINTS=…, say): a later start without env runs
+// without it.
+func (s *supervisor) start(name string, env []string) error {
 	n, ok := s.member(name)
 	if !ok {
 		return fmt.Errorf("local: no node %q in this cluster", name)
 	}
-	return s.launch(name, n, filepath.Join(s.nodeDir(name), "server.log"), "server", "--config", s.configPath(name))
+	if err := checkEnv(env); err != nil {
+		return fmt.Errorf("local: start node %s: %w", name, err)
+	}
+	return s.launch(name, n, filepath.Join(s.nodeDir(name), "server.log"), env, "server", "--config", s.configPath(name))
 }
 
-// launch starts a supervised process of this weft binary with args,
-// logging to logPath.
-func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...string) error {
+// checkEnv refuses environment entries that are not KEY=VALUE.
+func checkEnv(env []string) error {
+	for _, e := range env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return fmt.Errorf("environment entry %q: want KEY=VALUE, e.g. WEFT_FAILPOINTS=drive/put-before-sync=crash", e)
+		}
+	}
+	return nil
+}
+
+// launch starts a supervised process of this weft binary with args and
+// env added to the supervisor's environment, logging to logPath.
+func (s *supervisor) launch(name string, n NodeLayout, logPath string, env []string, args ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {
@@ -276,6 +296,9 @@ func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...s
 	}
 	cmd := exec.Command(s.opts.Binary, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...) // a later entry wins
+	}
 	// Own process group: a terminal's Ctrl-C reaches only the supervisor,
 	// which then stops the nodes in order. Pdeathsig stops them if the
 	// supervisor itself is killed.
@@ -284,7 +307,7 @@ func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...s
 		lf.Close()
 		return fmt.Errorf("local: start node %s: %w", name, err)
 	}
-	p := &proc{n: n, cmd: cmd, done: make(chan struct{})}
+	p := &proc{n: n, cmd: cmd, env: env, done: make(chan struct{})}
 	s.procs[name] = p
 	go func() {
 		err := cmd.Wait()
@@ -305,7 +328,7 @@ func (s *supervisor) launch(name string, n NodeLayout, logPath string, args ...s
 			fmt.Fprintf(s.opts.Out, "node %s (pid %d) %s; restart it with: weft local node start %s --dir %s\n", name, cmd.Process.Pid, p.exit, name, s.dir)
 		}
 	}()
-	s.opts.Log.Info("process started", "name", name, "pid", cmd.Process.Pid)
+	s.opts.Log.Info("process started", "name", name, "pid", cmd.Process.Pid, "env", env)
 	return nil
 }
 
@@ -419,6 +442,7 @@ func (s *supervisor) states() []NodeState {
 			st.PID = p.cmd.Process.Pid
 			st.Running = p.exit == ""
 			st.Exit = p.exit
+			st.Env = p.env
 		}
 		out = append(out, st)
 	}
@@ -429,7 +453,8 @@ func (s *supervisor) states() []NodeState {
 // writes its address to DIR/local.addr:
 //
 //	GET  /nodes               []NodeState
-//	POST /nodes/{name}/start  start a stopped node
+//	POST /nodes/{name}/start  start a stopped node; an optional JSON body
+//	                          StartRequest adds environment for this run
 //	POST /nodes/{name}/stop   SIGTERM (graceful)
 //	POST /nodes/{name}/kill   SIGKILL (a crash)
 func (s *supervisor) serveControl() (io.Closer, error) {
@@ -449,7 +474,12 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 	}
 	mux.HandleFunc("GET /nodes", func(w http.ResponseWriter, r *http.Request) { reply(w, s.states(), nil) })
 	mux.HandleFunc("POST /nodes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, map[string]string{"started": r.PathValue("name")}, s.start(r.PathValue("name")))
+		var req StartRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			reply(w, nil, fmt.Errorf("local: start node %s: bad request body: %w", r.PathValue("name"), err))
+			return
+		}
+		reply(w, map[string]string{"started": r.PathValue("name")}, s.start(r.PathValue("name"), req.Env))
 	})
 	for verb, sig := range map[string]syscall.Signal{"stop": syscall.SIGTERM, "kill": syscall.SIGKILL} {
 		mux.HandleFunc("POST /nodes/{name}/"+verb, func(w http.ResponseWriter, r *http.Request) {
@@ -487,7 +517,7 @@ func (s *supervisor) mount(ctx context.Context, dir, admins string) (string, err
 		return "", fmt.Errorf("local: mount point %s: %w", abs, err)
 	}
 	logPath := filepath.Join(s.dir, "mount.log")
-	if err := s.launch("mount", NodeLayout{}, logPath, "--admin", admins, "mount", "--log-level", "warn", abs); err != nil {
+	if err := s.launch("mount", NodeLayout{}, logPath, nil, "--admin", admins, "mount", "--log-level", "warn", abs); err != nil {
 		return "", err
 	}
 	deadline := time.Now().Add(time.Minute)
