@@ -84,7 +84,8 @@ func TestCrashConsistency(t *testing.T) {
 
 // nodeWrite crashes node at a drive point under a mount's writes: it
 // arms the point on the node, writes files through mount (create, write,
-// fsync, close) until three more were written after the node died, and
+// close; every other one with an fsync before the close) until three
+// more were written after the node died, and
 // checks what the crash left on the node's drives, then, the node
 // restarted, that it is tidied and that the acknowledged files are whole.
 func (r *crashRig) nodeWrite(t *testing.T, point, node, mount string) {
@@ -99,7 +100,7 @@ func (r *crashRig) nodeWrite(t *testing.T, point, node, mount string) {
 		}
 		rel := path.Join(dir, fmt.Sprintf("f%02d", i))
 		data := randBytes(seedOf(point, i), crashSizes[i%len(crashSizes)])
-		if err := writeDurably(filepath.Join(mount, rel), data); err != nil {
+		if err := writeAcked(filepath.Join(mount, rel), data, i%2 == 0); err != nil {
 			// Not acknowledged: no promise, but reported.
 			failed++
 			t.Logf("write %s failed during the crash: %v", rel, err)
@@ -207,7 +208,8 @@ func (r *crashRig) stageCrash(t *testing.T) {
 
 // commitCrash crashes a writing mount at a stripe-map commit point (its
 // 5th hit): it writes f0 (two stripes: hits 1 and 2), f1 and f2 (one
-// stripe each: 3 and 4), then overwrites f0 in place, unacknowledged:
+// stripe each: 3 and 4; f2 is closed without an fsync, which
+// acknowledges it all the same), then overwrites f0 in place, unacknowledged:
 // before-commit dies before either stripe of the overwrite commits,
 // after-commit once one of them has. Each stripe of f0 must read all old
 // or all new, and the blocks nobody references must go: the stored,
@@ -222,7 +224,7 @@ func (r *crashRig) commitCrash(t *testing.T, point string) {
 	var rels []string
 	for i, data := range [][]byte{old, randBytes(seedOf(point, 1), unit), randBytes(seedOf(point, 2), unit)} {
 		rel := path.Join(dir, fmt.Sprintf("f%d", i))
-		if err := writeDurably(filepath.Join(m.Dir, rel), data); err != nil {
+		if err := writeAcked(filepath.Join(m.Dir, rel), data, i < 2); err != nil {
 			t.Fatalf("write %s before the crash point: %v", rel, err)
 		}
 		r.acked[rel] = data
@@ -302,29 +304,54 @@ func (r *crashRig) commitCrash(t *testing.T, point string) {
 	r.scanClean(t)
 }
 
-// crashOp is one namespace change of writeBackCrash's workload.
+// crashOp is one namespace change of writeBackCrash's workload: a
+// create (of a file with data, if data is set), or an unlink.
 type crashOp struct {
 	unlink bool
 	name   string
+	data   []byte
 }
 
 // writeBackCrash crashes a mount at a write-back point (its 8th hit)
 // under rounds of namespace changes in a directory it holds the
-// delegation of: creates (10 in the first round, which makes a batch or
-// two; 40 in each later one, which the flusher commits in several) and
-// unlinks of 5 of the previous round's names, then an fsync of the
-// directory. What the crash leaves must be the
-// changes in the order they were made up to some point (whole ones, none
-// skipped), at least up to the last fsync that returned (a change is
-// durable at fsync, not at its reply: the documented departure); after
-// kvcache/after-commit, at least one change past it (the batch committed
-// before the crash).
+// delegation of: empty creates (10 in the first round, which makes a
+// batch or two; 40 in each later one, which the flusher commits in
+// several), a file written and closed without an fsync, unlinks of 5 of
+// the previous round's names, then an fsync of the directory. What the
+// crash leaves must be the changes in the order they were made up to
+// some point (whole ones, none skipped), at least up to the last fsync
+// that returned (a change is durable at fsync, not at its reply: the
+// documented departure) and the last file whose close returned (data is
+// durable at close: its commit carries the changes deferred before it);
+// after kvcache/after-commit, at least one change past them (the batch
+// committed before the crash).
 func (r *crashRig) writeBackCrash(t *testing.T, point string) {
 	dir := r.mkdir(t, point)
 	m := r.c.StartMount(filepath.Join(r.tmp, strings.ReplaceAll(point, "/", "-")), nil, "WEFT_FAILPOINTS="+point+"=8*crash")
 	d := filepath.Join(m.Dir, dir)
 	var ops []crashOp
-	synced, rounds := 0, 0
+	synced, closed, rounds := 0, 0, 0
+	ackedData := map[string]bool{}
+	do := func(o crashOp) error {
+		ops = append(ops, o)
+		p := filepath.Join(d, o.name)
+		switch {
+		case o.unlink:
+			return os.Remove(p)
+		case o.data != nil:
+			if err := writeAcked(p, o.data, false); err != nil {
+				return err
+			}
+			closed = len(ops)
+			ackedData[o.name] = true
+			return nil
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
 work:
 	for round := 0; ; round++ {
 		if round == 50 {
@@ -335,20 +362,15 @@ work:
 			creates = 10
 		}
 		for i := 0; i < creates; i++ {
-			name := fmt.Sprintf("r%02d-%02d", round, i)
-			ops = append(ops, crashOp{name: name})
-			f, err := os.Create(filepath.Join(d, name))
-			if err == nil {
-				err = f.Close()
-			}
-			if err != nil {
+			if do(crashOp{name: fmt.Sprintf("r%02d-%02d", round, i)}) != nil {
 				break work // the last op may or may not have been applied
 			}
 		}
+		if do(crashOp{name: fmt.Sprintf("r%02d-data", round), data: randBytes(seedOf(point, round), 70<<10)}) != nil {
+			break
+		}
 		for i := 0; round > 0 && i < 5; i++ {
-			name := fmt.Sprintf("r%02d-%02d", round-1, i)
-			ops = append(ops, crashOp{unlink: true, name: name})
-			if err := os.Remove(filepath.Join(d, name)); err != nil {
+			if do(crashOp{unlink: true, name: fmt.Sprintf("r%02d-%02d", round-1, i)}) != nil {
 				break work
 			}
 		}
@@ -367,25 +389,50 @@ work:
 	start := time.Now()
 	got := listNames(t, filepath.Join(r.c.Mount, dir))
 	recall := time.Since(start)
+	floor := max(synced, closed)
 	k := -1
-	for n := len(ops); n >= synced; n-- {
+	for n := len(ops); n >= floor; n-- {
 		if slices.Equal(got, applyOps(ops[:n])) {
 			k = n
 			break
 		}
 	}
 	if k < 0 {
-		t.Fatalf("%s holds %v: not the result of the first n changes for any n from %d (the last fsync) to %d", dir, got, synced, len(ops))
+		t.Fatalf("%s holds %v: not the result of the first n changes for any n from %d (the last fsync or acknowledged close) to %d", dir, got, floor, len(ops))
 	}
-	t.Logf("%s: %d rounds fsynced (%d changes), %d changes made; the crash kept %d, lost %d acknowledged but not fsynced; listing it waited %s for the recall",
-		point, rounds, synced, len(ops), k, len(ops)-k, recall.Round(100*time.Millisecond))
-	if point == "kvcache/after-commit" && k == synced {
-		t.Fatalf("no change past the last fsync survived: the batch committed before the crash is lost")
+	t.Logf("%s: %d rounds fsynced (%d changes), %d changes made (the last acknowledged data file the %dth); the crash kept %d, lost %d acknowledged but not fsynced; listing it waited %s for the recall",
+		point, rounds, synced, len(ops), closed, k, len(ops)-k, recall.Round(100*time.Millisecond))
+	if point == "kvcache/after-commit" && k == floor {
+		t.Fatalf("no change past the last fsync or acknowledged close survived: the batch committed before the crash is lost")
+	}
+	data := map[string][]byte{}
+	for _, o := range ops[:k] {
+		if o.data != nil {
+			data[o.name] = o.data
+		}
 	}
 	for _, name := range got {
-		st, err := os.Lstat(filepath.Join(r.c.Mount, dir, name))
+		p := filepath.Join(r.c.Mount, dir, name)
+		rel := path.Join(dir, name)
+		want, ok := data[name]
+		switch {
+		case ok && ackedData[name]:
+			r.acked[rel] = want
+			r.verify(t, []string{rel})
+			continue
+		case ok:
+			// Its close did not return: created, and its one stripe
+			// committed or not.
+			b, err := os.ReadFile(p)
+			if err != nil || len(b) != 0 && !bytes.Equal(b, want) {
+				t.Fatalf("%s, whose write was not acknowledged: %d bytes, neither none nor its data (%v)", rel, len(b), err)
+			}
+			r.acked[rel] = b
+			continue
+		}
+		st, err := os.Lstat(p)
 		if err != nil || !st.Mode().IsRegular() || st.Size() != 0 {
-			t.Fatalf("%s/%s: %v, %v", dir, name, st, err)
+			t.Fatalf("%s: %v, %v", rel, st, err)
 		}
 	}
 	r.dirs[dir] = got
