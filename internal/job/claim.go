@@ -190,8 +190,8 @@ func (e *Engine) checkpoint(ctx context.Context, h *heldTask, release bool) erro
 		}
 		if resp.Succeeded {
 			// Failpoint job/after-checkpoint: the checkpoint is written; a
-			// crash leaves it for whoever claims the task next (nothing
-			// after it is redone twice). Its error is a reply lost after
+			// crash leaves it for whoever claims the task next (the items
+			// it covers are not redone). Its error is a reply lost after
 			// the write: the next checkpoint finds the record changed
 			// under it and adopts it, or finds the claim gone.
 			if err := failpoint.Eval("job/after-checkpoint"); err != nil {
