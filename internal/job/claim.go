@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/weftfs/weft/internal/failpoint"
 )
 
 // Task claiming, stealing and checkpointing: the transactions of schema.go
@@ -180,6 +182,13 @@ func (e *Engine) checkpoint(ctx context.Context, h *heldTask, release bool) erro
 		if release || rec.Done || rec.Failed != "" {
 			ops = append(ops, clientv3.OpDelete(h.ownerKey))
 		}
+		// Failpoint job/before-checkpoint: a crash loses the progress
+		// since the last checkpoint; the task is claimed again once the
+		// node's lease expires and redone from that checkpoint. Its error
+		// is a write that failed: the worker carries on and retries.
+		if err := failpoint.Eval("job/before-checkpoint"); err != nil {
+			return fmt.Errorf("job: checkpoint task %s: %w", h.key, err)
+		}
 		resp, err := e.cfg.Client.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(h.key), "=", h.modRev),
 			clientv3.Compare(clientv3.CreateRevision(h.ownerKey), "=", h.ownerRev),
@@ -188,6 +197,14 @@ func (e *Engine) checkpoint(ctx context.Context, h *heldTask, release bool) erro
 			return fmt.Errorf("job: checkpoint task %s: %w", h.key, err)
 		}
 		if resp.Succeeded {
+			// Failpoint job/after-checkpoint: the checkpoint is written; a
+			// crash leaves it for whoever claims the task next (the items
+			// it covers are not redone). Its error is a reply lost after
+			// the write: the next checkpoint finds the record changed
+			// under it and adopts it, or finds the claim gone.
+			if err := failpoint.Eval("job/after-checkpoint"); err != nil {
+				return fmt.Errorf("job: checkpoint task %s: %w", h.key, err)
+			}
 			h.rec, h.modRev = rec, resp.Header.Revision
 			e.m.checkpoints.Add(1)
 			return nil
