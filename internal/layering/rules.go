@@ -93,7 +93,7 @@ func Weft() Table {
 			{Pkg: "internal/datadriven", Kind: Test},
 			{Pkg: "internal/client/clienttest", Kind: Test, Imports: []string{"internal/block", "internal/client",
 				"internal/drive", "internal/erasure", "internal/kv", "internal/kv/memkv", "internal/meta"}},
-			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx"}},
+			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx", "internal/pki"}},
 			{Pkg: "internal/kv/kvtest", Kind: Test, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/layering", Kind: Test},
 			{Pkg: "tests", Kind: Test},

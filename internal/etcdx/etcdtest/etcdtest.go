@@ -6,13 +6,17 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/weftfs/weft/internal/etcdx"
+	"github.com/weftfs/weft/internal/pki"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -30,6 +34,9 @@ func FreePort(tb testing.TB) int {
 type Cluster struct {
 	Members   []*etcdx.Member
 	Endpoints []string
+	// PKI is the directory of the cluster's CA and certificates
+	// (NewTLSCluster), "" for a plain-http cluster.
+	PKI string
 }
 
 // New starts a one-member cluster and returns a client to it; both are
@@ -43,18 +50,55 @@ func New(tb testing.TB) *clientv3.Client {
 // have a quorum. They are stopped by tb.Cleanup.
 func NewCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	return newCluster(tb, n, "")
+}
+
+// NewTLSCluster is NewCluster with mutual TLS on the client and peer URLs:
+// a new CA in a temporary directory (Cluster.PKI) issues every member a
+// node certificate (node:m1, node:m2, …) for 127.0.0.1. etcd's
+// authentication is off until a test enables it.
+func NewTLSCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "pki")
+	if _, err := pki.InitCA(dir, "etcdtest", time.Now()); err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	return newCluster(tb, n, dir)
+}
+
+func newCluster(tb testing.TB, n int, pkiDir string) *Cluster {
+	tb.Helper()
+	scheme := "http"
+	if pkiDir != "" {
+		scheme = "https"
+	}
 	type addr struct{ name, client, peer string }
 	addrs := make([]addr, n)
 	var initial []string
 	for i := range addrs {
 		addrs[i] = addr{
 			name:   fmt.Sprintf("m%d", i+1),
-			client: fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb)),
-			peer:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(tb)),
+			client: fmt.Sprintf("%s://127.0.0.1:%d", scheme, FreePort(tb)),
+			peer:   fmt.Sprintf("%s://127.0.0.1:%d", scheme, FreePort(tb)),
 		}
 		initial = append(initial, addrs[i].name+"="+addrs[i].peer)
 	}
-	c := &Cluster{Members: make([]*etcdx.Member, n)}
+	c := &Cluster{Members: make([]*etcdx.Member, n), PKI: pkiDir}
+	tlsOf := make([]*etcdx.MemberTLS, n)
+	if pkiDir != "" {
+		var cns []string
+		for _, a := range addrs {
+			cns = append(cns, "node:"+a.name)
+		}
+		for i, a := range addrs {
+			id := pki.Identity{Kind: pki.KindNode, Name: a.name}
+			if _, err := pki.IssueTo(pkiDir, pkiDir, id, pki.DefaultHosts(""), 0, time.Now()); err != nil {
+				tb.Fatalf("etcdtest: %v", err)
+			}
+			cert, key := pki.Paths(pkiDir, id)
+			tlsOf[i] = &etcdx.MemberTLS{CertFile: cert, KeyFile: key, TrustedCAFile: pki.BundlePath(pkiDir), PeerCNs: cns}
+		}
+	}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, a := range addrs {
@@ -68,6 +112,7 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 				PeerURL:        a.peer,
 				InitialCluster: strings.Join(initial, ","),
 				ClusterToken:   "etcdtest",
+				TLS:            tlsOf[i],
 			}, nil)
 		}()
 		c.Endpoints = append(c.Endpoints, a.client)
@@ -86,13 +131,58 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 	return c
 }
 
-// Client returns a new client to all members, closed by tb.Cleanup.
+// Client returns a new client to all members, closed by tb.Cleanup; of a
+// TLS cluster, as the first member's node identity.
 func (c *Cluster) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
+	if c.PKI != "" {
+		return c.ClientAs(tb, pki.Identity{Kind: pki.KindNode, Name: "m1"})
+	}
 	cli, err := etcdx.NewClient(context.Background(), c.Endpoints)
 	if err != nil {
 		tb.Fatalf("etcdtest: %v", err)
 	}
 	tb.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// ClientAs returns a new client of a TLS cluster presenting identity id's
+// certificate (issued now if the PKI directory lacks it), closed by
+// tb.Cleanup. It fails the test if etcd refuses it; DialAs returns the
+// error instead.
+func (c *Cluster) ClientAs(tb testing.TB, id pki.Identity) *clientv3.Client {
+	tb.Helper()
+	cli, err := c.DialAs(tb, id)
+	if err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	return cli
+}
+
+// DialAs is ClientAs returning etcdx.NewClient's error.
+func (c *Cluster) DialAs(tb testing.TB, id pki.Identity) (*clientv3.Client, error) {
+	tb.Helper()
+	if c.PKI == "" {
+		tb.Fatal("etcdtest: ClientAs needs a cluster of NewTLSCluster")
+	}
+	if cert, _ := pki.Paths(c.PKI, id); !fileExists(cert) {
+		if _, err := pki.IssueTo(c.PKI, c.PKI, id, nil, 0, time.Now()); err != nil {
+			tb.Fatalf("etcdtest: %v", err)
+		}
+	}
+	src, err := pki.NewSource(c.PKI, id)
+	if err != nil {
+		tb.Fatalf("etcdtest: %v", err)
+	}
+	cli, err := etcdx.NewClient(context.Background(), c.Endpoints, etcdx.WithTLS(src.ClientTLS("")))
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { cli.Close() })
+	return cli, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
