@@ -62,7 +62,7 @@ func Weft() Table {
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement"}},
-			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/rpc/pb"}},
 
