@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/pki"
@@ -99,4 +98,3 @@ func TestEnableAuth(t *testing.T) {
 }
 
 func denied(err error) bool { return errors.Is(accessErr(err), ErrAccess) }
-

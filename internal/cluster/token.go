@@ -51,7 +51,9 @@ type TokenRecord struct {
 }
 
 // Expired reports whether the token no longer works at now.
-func (t TokenRecord) Expired(now time.Time) bool { return !t.Expires.IsZero() && !now.Before(t.Expires) }
+func (t TokenRecord) Expired(now time.Time) bool {
+	return !t.Expires.IsZero() && !now.Before(t.Expires)
+}
 
 func tokenKey(id string) string       { return prefixTokens + id }
 func tokenNameKey(name string) string { return prefixTokenNames + name }
