@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Put stores a block of length bytes read from data, under hdr.ID, with
@@ -73,7 +76,7 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	}
 	defer os.Remove(tmp) // a no-op error once linked and removed
 	// A linked block is counted in used by the deferred releaseCapacity.
-	stored, err = d.link(tmp, final, hdr)
+	stored, err = d.link(tmp, nil, final, hdr)
 	return err
 }
 
@@ -190,11 +193,13 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 // and counts the block; linked says it did (even if syncing the directory
 // then failed). The caller removes tmp afterwards. A block stored
 // meanwhile with the same content is success without linking (a retried
-// write); with other content it is ErrExists.
-func (d *Drive) link(tmp, final string, hdr BlockHeader) (linked bool, err error) {
+// write); with other content it is ErrExists. If open is not nil, it is
+// tmp opened, and the file linked is the one it has open, whatever tmp
+// names by then (Adopt links exactly the file it checked).
+func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader) (linked bool, err error) {
 	// Link, not rename: it fails instead of replacing a block that a
 	// concurrent Put of the same id stored meanwhile.
-	if err := os.Link(tmp, final); err != nil {
+	if err := linkFile(tmp, open, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			stored, _, serr := d.readHeaderFile(final, hdr.ID)
 			if serr == nil && sameContent(stored, hdr.Length, hdr.SegmentCRCs) {
@@ -214,6 +219,25 @@ func (d *Drive) link(tmp, final string, hdr BlockHeader) (linked bool, err error
 		}
 	}
 	return true, nil
+}
+
+// linkFile hard-links tmp, or the file open has open, to final.
+func linkFile(tmp string, open *os.File, final string) error {
+	if open == nil {
+		return os.Link(tmp, final)
+	}
+	// linkat(2) of /proc/self/fd/N with AT_SYMLINK_FOLLOW links the open
+	// file itself; without /proc, tmp's name.
+	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(open.Fd())), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, syscall.ENOENT) {
+		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
+			return os.Link(tmp, final)
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: tmp, New: final, Err: err}
+	}
+	return nil
 }
 
 // copyData copies length bytes from data to f at offset off, appending one
