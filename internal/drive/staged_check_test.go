@@ -140,4 +140,3 @@ func TestStageGivesFileToOwner(t *testing.T) {
 		t.Fatalf("staged file owned by uid %d, want the directory's 65534", sys.Uid)
 	}
 }
-
