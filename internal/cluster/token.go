@@ -114,13 +114,16 @@ func (s *Store) VerifyToken(ctx context.Context, token string) (TokenRecord, err
 		return TokenRecord{}, fmt.Errorf("%w: not a weft token (bad id)", ErrBadToken)
 	}
 	var rec TokenRecord
+	// An unknown id and a wrong secret read the same: the answer tells
+	// a guesser nothing.
+	unknown := fmt.Errorf("%w: token %s is unknown or revoked, or its secret is wrong", ErrBadToken, id)
 	if _, err := s.getRecord(ctx, tokenKey(id), &rec); err == ErrNotFound {
-		return TokenRecord{}, fmt.Errorf("%w: token %s is unknown or revoked", ErrBadToken, id)
+		return TokenRecord{}, unknown
 	} else if err != nil {
 		return TokenRecord{}, err
 	}
 	if subtle.ConstantTimeCompare([]byte(hashSecret(sec)), []byte(rec.Hash)) != 1 {
-		return TokenRecord{}, fmt.Errorf("%w: token %s (%s): wrong secret", ErrBadToken, id, rec.Name)
+		return TokenRecord{}, unknown
 	}
 	if rec.Expired(time.Now()) {
 		return TokenRecord{}, fmt.Errorf("%w: token %s (%s) expired on %s: create another (weft token create)", ErrBadToken, id, rec.Name,

@@ -50,7 +50,7 @@ func Weft() Table {
 				Libraries: []string{"github.com/hanwen/go-fuse/v2"}},
 
 			// The file system.
-			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive",
+			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
 				"internal/impact", "internal/job", "internal/meta"}},
 			{Pkg: "internal/bench", Kind: Part},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
