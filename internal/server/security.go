@@ -129,12 +129,22 @@ func (s *Server) knownIdentities() []pki.Identity {
 	return ids
 }
 
+// clientTLS returns the TLS configuration of the node's connections as
+// a client (to block services, other nodes' admin APIs), nil if
+// insecure.
+func (s *Server) clientTLS() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.ClientTLS("")
+}
+
 // dialBlocks connects to a node's block service as this node.
 func (s *Server) dialBlocks(addr string) (*block.Client, error) {
 	if s.tls == nil {
 		return block.Dial(addr)
 	}
-	return block.Dial(addr, block.WithTLS(s.tls.ClientTLS("")))
+	return block.Dial(addr, block.WithTLS(s.clientTLS()))
 }
 
 // adminPeer returns the options of the admin client with which this node

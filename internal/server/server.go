@@ -176,7 +176,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
-		Dial: func(addr string) (client.BlockClient, error) { return s.dialBlocks(addr) }}); err != nil {
+		BlockTLS: s.clientTLS()}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {
