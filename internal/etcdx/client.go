@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // DialTimeout bounds how long NewClient waits for the first connection.
@@ -134,11 +136,12 @@ func denied(err error) bool {
 
 // retryTooManyRequests is a gRPC interceptor that sends a request again
 // (through the balancer, so to the next member) when a member refused it
-// as "too many requests": it was refused before being proposed, so sending
-// it again never applies it twice.
+// as "too many requests", or answered it from a stopped gRPC server (see
+// stoppedMember): it was refused before being proposed, so sending it
+// again never applies it twice.
 func retryTooManyRequests(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	for i := 0; i < TooManyRequestsRetries && tooManyRequests(err); i++ {
+	for i := 0; i < TooManyRequestsRetries && (tooManyRequests(err) || stoppedMember(err)); i++ {
 		select {
 		case <-ctx.Done():
 			return err
@@ -147,6 +150,13 @@ func retryTooManyRequests(ctx context.Context, method string, req, reply any, cc
 		err = invoker(ctx, method, req, reply, cc, opts...)
 	}
 	return err
+}
+
+// stoppedMember reports whether err is the empty answer of a member over
+// TLS whose gRPC server has stopped while its HTTP/2 server still serves
+// the connection (see Member.Close): the request never reached etcd.
+func stoppedMember(err error) bool {
+	return status.Code(err) == codes.Unknown && strings.Contains(err.Error(), "malformed header: missing HTTP content-type")
 }
 
 // tooManyRequests reports whether err is etcd's refusal of a request by a

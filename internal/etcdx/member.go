@@ -205,11 +205,22 @@ func (m *Member) Err() <-chan error { return m.etcd.Err() }
 
 // Close stops the member gracefully. It is safe to call more than once,
 // and after Crash.
+//
+// Over TLS etcd serves gRPC inside its HTTP/2 server, and its Close stops
+// gRPC but leaves the HTTP/2 connections that outlived the shutdown's
+// grace open: they go on answering pings, and every request on them with
+// an empty "200 OK" (a client sees "malformed header: missing HTTP
+// content-type"), so a client in the same process would never turn to
+// another member. Close therefore shuts those connections down, as the
+// end of a member's process would.
 func (m *Member) Close() {
 	if m == nil || m.etcd == nil {
 		return
 	}
-	m.stopOnce.Do(m.etcd.Close)
+	m.stopOnce.Do(func() {
+		m.etcd.Close()
+		sever(m.cfg.ClientURL, m.cfg.PeerURL)
+	})
 }
 
 // zapLogger builds a logger for etcd's internals writing to stderr at lvl.
