@@ -18,8 +18,10 @@ type Issued struct {
 	NotAfter  time.Time `json:"not_after"`
 	// Issuer is the CommonName of the CA that signed it.
 	Issuer string `json:"issuer"`
-	// Trusted says a CA of the directory's bundle signed it.
+	// Trusted says a CA of the directory's bundle signed it; CA is that
+	// CA's place in the bundle (0: the newest; -1: none).
 	Trusted bool `json:"trusted"`
+	CA      int  `json:"ca"`
 	// Hosts are a node's names and addresses (its certificate's SANs).
 	Hosts []string `json:"hosts,omitempty"`
 	// Cert is the certificate's file; HasKey says its key is beside it.
@@ -61,10 +63,11 @@ func List(dir string) ([]Issued, error) {
 			if err != nil {
 				continue
 			}
-			is := Issued{Identity: id, NotBefore: c.NotBefore, NotAfter: c.NotAfter, Issuer: c.Issuer.CommonName, Cert: path}
-			for _, ca := range pool {
+			is := Issued{Identity: id, NotBefore: c.NotBefore, NotAfter: c.NotAfter, Issuer: c.Issuer.CommonName, Cert: path, CA: -1}
+			for i, ca := range pool {
 				if c.CheckSignatureFrom(ca) == nil {
-					is.Trusted = true
+					is.Trusted, is.CA = true, i
+					break
 				}
 			}
 			is.Hosts = append(is.Hosts, c.DNSNames...)
