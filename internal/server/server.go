@@ -191,7 +191,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		Peer: s.adminPeer(), Insecure: cfg.Insecure,
 	}))
 	guard := admin.Guard{Tokens: s.store, Insecure: cfg.Insecure, Log: s.log}
-	s.admin = &http.Server{Handler: guard.Wrap(mux), ReadHeaderTimeout: 10 * time.Second}
+	s.admin = &http.Server{Handler: guard.Wrap(mux), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.With("role", "admin-api").Handler(), slog.LevelWarn)} // failed TLS handshakes, say
 
 	if err = s.startWorkers(); err != nil {
 		return s, err
