@@ -53,6 +53,18 @@ starts; the drive layout (nodes, drives per node) stays as created.
 A node that exits or is killed is reported and left down, as a crashed
 machine would be; "weft local node start NAME" starts it again.
 
+A new cluster gets its certificates in DIR/pki (the cluster's CA, a node
+certificate per node, a client certificate for its mount, an admin
+certificate for the CLI, which finds them from the directory that holds
+weft-data, or with --pki DIR/pki): every connection is mutual TLS and
+every request authenticated. --insecure makes a cluster without them (plain
+text, nobody authenticated: any user of this machine can read and change
+everything), for experiments and benchmarks; a cluster keeps what it was
+created with.
+
+The supervisor's control API (weft local node ...) is a unix socket only
+the user who ran weft local up (and root) may use.
+
 For network fault tests, --own-addresses gives each node of a new cluster a
 loopback address of its own (127.A.B.N for node nN) and --cgroups starts
 each node in a cgroup v2 of its own (root only); "weft local node list"
@@ -85,7 +97,7 @@ docs/admin-guide.md, "Partitions").`,
 			}
 			return local.Up(c.Context(), local.Options{
 				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
-				OwnAddresses: ownAddrs, Cgroups: cgroups,
+				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},

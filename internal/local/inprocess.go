@@ -96,7 +96,7 @@ func (InProcess) Mount(ctx context.Context, m MountSpec) (Proc, error) {
 	go func() {
 		defer close(p.done)
 		defer lf.Close()
-		err := mount.Run(mctx, mount.Options{Admin: m.Admin, Dir: m.Dir, AllowOther: true, Metrics: m.Metrics, Log: log})
+		err := mount.Run(mctx, mount.Options{Admin: m.Admin, Dir: m.Dir, AllowOther: true, Metrics: m.Metrics, Log: log, PKI: m.PKI})
 		if err != nil {
 			log.Error("mount ended", "err", err)
 		}
