@@ -97,7 +97,7 @@ func Weft() Table {
 			{Pkg: "internal/kv/kvtest", Kind: Test, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/layering", Kind: Test},
 			{Pkg: "tests", Kind: Test},
-			{Pkg: "tests/harness", Kind: Test, Imports: []string{"internal/admin", "internal/cluster", "internal/etcdx",
+			{Pkg: "tests/harness", Kind: Test, Imports: []string{"internal/admin", "internal/block", "internal/cluster", "internal/etcdx", "internal/pki",
 				"internal/job", "internal/local", "internal/meta", "internal/namespace"}},
 		},
 		Forbidden: []Forbid{
