@@ -168,6 +168,7 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 			return t.flush()
 		},
 	}
+	var startEnv []string
 	act := func(verb, short string) *cobra.Command {
 		return &cobra.Command{
 			Use:   verb + " NAME",
@@ -179,7 +180,7 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 					return err
 				}
 				fn := map[string]func() error{
-					"start": func() error { return ctl.Start(c.Context(), args[0]) },
+					"start": func() error { return ctl.StartEnv(c.Context(), args[0], startEnv...) },
 					"stop":  func() error { return ctl.Stop(c.Context(), args[0]) },
 					"kill":  func() error { return ctl.Kill(c.Context(), args[0]) },
 				}[verb]
@@ -191,8 +192,11 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 			},
 		}
 	}
+	start := act("start", "Start a stopped node process")
+	start.Flags().StringArrayVar(&startEnv, "env", nil, "add KEY=VALUE to the node's environment for this run (repeatable), e.g. WEFT_FAILPOINTS=drive/put-before-sync=crash")
+	start.Example = "  weft local node start n2\n  weft local node start n2 --env WEFT_FAILPOINTS='server/drain-before-ack=crash'"
 	node.AddCommand(nodeList,
-		act("start", "Start a stopped node process"),
+		start,
 		act("stop", "Stop a node process gracefully (SIGTERM)"),
 		act("kill", "Kill a node process (SIGKILL), as a crash would"))
 	cmd.AddCommand(up, down, node)

@@ -73,6 +73,14 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		}
 		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol}, uint64(d.idx*ino.ss)+uint64(n))
 		if err == nil {
+			// Failpoint client/after-commit: the map is committed and the
+			// replaced blocks are queued for deletion (same transaction),
+			// but nobody was told: a crash leaves a durable stripe that
+			// no fsync or close acknowledged. Its error is a commit whose
+			// reply was lost: the data stays buffered and is written again.
+			if err := failpoint.Eval("client/after-commit"); err != nil {
+				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
+			}
 			c.st.stripesWritten.Add(1)
 			return committed, nil
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -175,6 +176,32 @@ func TestWritePutFailover(t *testing.T) {
 	}
 	if queued == 0 {
 		t.Fatalf("no failed put of n3 queued for deletion")
+	}
+	clienttest.MustEqual(t, "read back", f.ReadBack(lin), data)
+}
+
+// TestWriteCommitReplyLost fails a write after its stripe map committed
+// (failpoint client/after-commit, as a lost reply): the data stays
+// buffered, the next flush writes it again copy-on-write over the commit
+// nobody acknowledged, and it reads back.
+func TestWriteCommitReplyLost(t *testing.T) {
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	if err := failpoint.Enable("client/after-commit", "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	defer failpoint.Disable("client/after-commit")
+	data := clienttest.RandBytes(3*testUnit+5, 9)
+	lin, fh, err := f.WriteFile(c, "f", "ec:4+2", data)
+	if err != nil && !errors.Is(err, failpoint.ErrInjected) {
+		t.Fatal(err)
+	}
+	if err := fh.Close(bg); err != nil {
+		t.Fatalf("close after the lost reply: %v", err)
+	}
+	s := f.Stripes(lin)
+	if len(s) != 1 || s[0].Gen != 2 {
+		t.Fatalf("stripes %+v, want one at generation 2 (the unacknowledged commit, then the rewrite)", s)
 	}
 	clienttest.MustEqual(t, "read back", f.ReadBack(lin), data)
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/weftfs/weft/internal/failpoint"
 )
 
 // Put stores a block of length bytes read from data, under hdr.ID, with
@@ -70,13 +72,13 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	if err := d.checkSpace(hlen + length); err != nil {
 		return err
 	}
-	tmp, err := d.writeTemp(ctx, dir, &hdr, data, nil, length, d.useDirect(length), d.sync == SyncAlways, &moved)
+	tmp, err := d.writeTemp(ctx, dir, &hdr, data, nil, length, d.useDirect(length), d.sync == SyncAlways, &moved, "drive/put-before-sync")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp) // a no-op error once linked and removed
 	// A linked block is counted in used by the deferred releaseCapacity.
-	stored, err = d.link(tmp, nil, final, hdr)
+	stored, err = d.link(tmp, nil, final, hdr, "drive/put-before-link", "drive/put-before-dirsync")
 	return err
 }
 
@@ -122,7 +124,11 @@ func (d *Drive) storedHeader(final string, id BlockID) (BlockHeader, bool, error
 // adds the bytes written to *moved. The data's segment CRCs are the ones
 // hdr carries if they fit (see Put's Checksums paragraph), else computed
 // here. On error nothing is left behind.
-func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, data io.Reader, whole []byte, length int64, direct, sync bool, moved *int64) (tmp string, err error) {
+//
+// Failpoint beforeSync (drive/put-before-sync, drive/stage-before-sync) is
+// evaluated once the temp file is written, before it is synced: its error
+// fails the write as a failed fdatasync would.
+func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, data io.Reader, whole []byte, length int64, direct, sync bool, moved *int64, beforeSync string) (tmp string, err error) {
 	nseg := segmentCount(length, SegmentSize)
 	hlen := int64(headerLength(nseg))
 	f, err := createTemp(dir, tempPrefix+hdr.ID.String()+"-", direct)
@@ -176,6 +182,11 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 		return "", d.writeErr(hdr.ID, hlen+length, err)
 	}
 	*moved += hlen
+	// A crash here leaves a temp file, maybe not all on disk, that the
+	// drive's next Open removes; nothing names it.
+	if err := failpoint.Eval(beforeSync); err != nil {
+		return "", d.writeErr(hdr.ID, hlen+length, err)
+	}
 	if sync {
 		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
 			return "", d.writeErr(hdr.ID, hlen+length, err)
@@ -196,7 +207,20 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 // write); with other content it is ErrExists. If open is not nil, it is
 // tmp opened, and the file linked is the one it has open, whatever tmp
 // names by then (Adopt links exactly the file it checked).
-func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader) (linked bool, err error) {
+//
+// Failpoints: beforeLink (drive/put-before-link, drive/adopt-before-link)
+// is evaluated before the link, the temp file synced; its error fails the
+// write with nothing linked. beforeDirSync (drive/put-before-dirsync,
+// drive/adopt-before-dirsync) is evaluated once the block is linked,
+// before the temp name is removed and the directory synced; its error
+// fails the write as a failed directory sync would (linked, maybe not
+// durably: the caller's retry of the same content succeeds).
+func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader, beforeLink, beforeDirSync string) (linked bool, err error) {
+	need := int64(headerLength(len(hdr.SegmentCRCs))) + hdr.Length
+	// A crash here leaves a complete temp file that the next Open removes.
+	if err := failpoint.Eval(beforeLink); err != nil {
+		return false, d.writeErr(hdr.ID, need, err)
+	}
 	// Link, not rename: it fails instead of replacing a block that a
 	// concurrent Put of the same id stored meanwhile.
 	if err := linkFile(tmp, open, final); err != nil {
@@ -207,15 +231,22 @@ func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader) (
 			}
 			return false, fmt.Errorf("%w: drive %v block %v was stored concurrently with other content", ErrExists, d.ID(), hdr.ID)
 		}
-		return false, d.writeErr(hdr.ID, int64(headerLength(len(hdr.SegmentCRCs)))+hdr.Length, err)
+		return false, d.writeErr(hdr.ID, need, err)
 	}
 	d.blocks.Add(1)
+	// A crash here leaves the block under both names, its own and the
+	// temp one (which the next Open removes). The write was not
+	// acknowledged, so no stripe map names the block: its writer queued
+	// it for deletion or the collect job finds it.
+	if err := failpoint.Eval(beforeDirSync); err != nil {
+		return true, d.writeErr(hdr.ID, need, err)
+	}
 	os.Remove(tmp)
 	if d.sync == SyncAlways {
 		// On failure the block may or may not survive a crash; the caller
 		// retries, and a retried write of the same content succeeds.
 		if err := syncDir(filepath.Dir(final)); err != nil {
-			return true, d.writeErr(hdr.ID, int64(headerLength(len(hdr.SegmentCRCs)))+hdr.Length, err)
+			return true, d.writeErr(hdr.ID, need, err)
 		}
 	}
 	return true, nil

@@ -52,7 +52,7 @@ func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string
 	})
 	dir, _ := d.blockPath(hdr.ID)
 	var moved int64
-	tmp, err := d.writeTemp(ctx, dir, &hdr, bytes.NewReader(data), data, length, d.useDirect(length), true, &moved)
+	tmp, err := d.writeTemp(ctx, dir, &hdr, bytes.NewReader(data), data, length, d.useDirect(length), true, &moved, "drive/stage-before-sync")
 	if err != nil {
 		return "", err
 	}
@@ -192,7 +192,7 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 		return err
 	}
 	// Stage synced the data; link makes the block's name durable.
-	stored, err = d.link(tmp, f, final, staged)
+	stored, err = d.link(tmp, f, final, staged, "drive/adopt-before-link", "drive/adopt-before-dirsync")
 	if stored {
 		moved = size
 	}

@@ -20,11 +20,24 @@
 //	off            disable the point
 //	error          Eval returns ErrInjected
 //	error(TEXT)    Eval returns ErrInjected with TEXT
-//	panic          Eval panics (a crash without unwinding cleanly)
-//	N*ACTION       the action fires N times, then the point turns off
+//	panic          Eval panics (the goroutine unwinds: deferred calls run)
+//	crash          the process dies at once, as kill -9 would (see below)
+//	N*ACTION       the action fires N times, then the point turns off;
+//	N*crash        the first N-1 hits pass, the N-th kills the process
 //
-// Point names are documented where Eval is called; Names lists those
-// enabled.
+// crash is for crash-consistency tests: the process sends itself SIGKILL
+// at the point, after writing one line "failpoint NAME: crash (hit N)" to
+// standard error. Nothing of the process runs after it: no deferred call,
+// no shutdown, no flush of a user-space buffer; what the process had
+// handed to the kernel (written files, sent bytes) stays, what it held in
+// memory is gone, and its parent sees it killed by SIGKILL. It is kill -9
+// landing exactly at the point. (os.Exit also skips deferred calls, but
+// exits with a status of the program's choosing, which a supervisor tells
+// apart from a crash.) A power cut differs: it also loses what the kernel
+// had not written out, which no failpoint can show.
+//
+// Point names are "package/step" and documented where Eval is called and
+// in docs/architecture.md ("Fault injection"); Names lists those enabled.
 package failpoint
 
 import (
@@ -36,6 +49,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // ErrInjected is what an enabled point returns.
@@ -49,12 +64,15 @@ type kind int
 const (
 	kindError kind = iota
 	kindPanic
+	kindCrash
 )
 
 type point struct {
 	kind  kind
 	text  string
 	left  int // fires left; < 0: unlimited
+	pass  int // hits that pass before the action fires (N*crash: N-1)
+	hits  int // hits since enabled
 	fired int
 }
 
@@ -74,7 +92,9 @@ func init() {
 }
 
 // Eval returns nil unless the point name is enabled; then it performs the
-// point's action: returns an error wrapping ErrInjected, or panics.
+// point's action: returns an error wrapping ErrInjected, panics, or ends
+// the process (crash: Eval does not return). A disabled point costs one
+// atomic load.
 func Eval(name string) error {
 	if enabled.Load() == 0 {
 		return nil
@@ -84,6 +104,15 @@ func Eval(name string) error {
 	if p == nil {
 		mu.Unlock()
 		return nil
+	}
+	p.hits++
+	if p.hits <= p.pass {
+		mu.Unlock()
+		return nil
+	}
+	if p.kind == kindCrash {
+		// Under the lock: no other point fires, or changes, meanwhile.
+		crash(name, p.hits)
 	}
 	p.fired++
 	if p.left > 0 {
@@ -103,6 +132,20 @@ func Eval(name string) error {
 		panic(fmt.Sprintf("failpoint %s", msg))
 	}
 	return fmt.Errorf("%w at %s", ErrInjected, msg)
+}
+
+// crash writes one line to standard error and kills the process with
+// SIGKILL; it does not return.
+func crash(name string, hit int) {
+	// One write(2), unbuffered: the line is in the pipe or log file before
+	// the signal, so whoever reads the output can tell this crash from
+	// another one.
+	fmt.Fprintf(os.Stderr, "failpoint %s: crash (hit %d)\n", name, hit)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	for {
+		// The kernel is taking the process down; nothing here runs on.
+		time.Sleep(time.Hour)
+	}
 }
 
 // Enable sets the action of point name (see the package comment); "off"
@@ -173,12 +216,13 @@ func Fired(name string) int {
 func parse(action string) (*point, bool, error) {
 	p := &point{left: -1}
 	a := action
+	count := 0
 	if n, rest, ok := strings.Cut(a, "*"); ok {
 		c, err := strconv.Atoi(n)
 		if err != nil || c < 1 {
 			return nil, false, fmt.Errorf("bad count in %q: want N*ACTION with N >= 1", action)
 		}
-		p.left, a = c, rest
+		p.left, a, count = c, rest, c
 	}
 	switch {
 	case a == "off":
@@ -189,8 +233,14 @@ func parse(action string) (*point, bool, error) {
 		p.kind, p.text = kindError, a[len("error("):len(a)-1]
 	case a == "panic":
 		p.kind = kindPanic
+	case a == "crash":
+		// A crash fires once: N counts the hits up to it instead.
+		p.kind, p.left = kindCrash, -1
+		if count > 0 {
+			p.pass = count - 1
+		}
 	default:
-		return nil, false, fmt.Errorf("unknown action %q: want off, error, error(TEXT), panic, or N*ACTION", action)
+		return nil, false, fmt.Errorf("unknown action %q: want off, error, error(TEXT), panic, crash, or N*ACTION", action)
 	}
 	return p, false, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/weftfs/weft/internal/failpoint"
 )
 
 // Task claiming, stealing and checkpointing: the transactions of schema.go
@@ -107,19 +109,27 @@ func (e *Engine) claim(ctx context.Context, lease clientv3.LeaseID, t taskEntry)
 	return h, nil
 }
 
-// stealPoint returns where a steal would split t, or false when either
-// half would be narrower than minSteal.
+// stealPoint returns where a steal would split t — half of what remains,
+// but never inside the holder's reservation (the items it has listed and
+// may be processing) — or false when either half would be narrower than
+// minSteal.
 func stealPoint(t taskRecord, minSteal uint64) (uint64, bool) {
 	rem := t.remaining()
 	if rem < 2*minSteal {
 		return 0, false
 	}
-	return t.Cursor + rem/2, true
+	mid := max(t.Cursor+rem/2, t.Reserved)
+	if mid >= t.To || t.To-mid < minSteal {
+		return 0, false
+	}
+	return mid, true
 }
 
 // steal splits an owned task at its stealPoint: the victim keeps [From,
-// mid) (its owner sees the lower To at its next checkpoint) and this node
-// claims the new task [mid, To). nil, nil when the victim changed first.
+// mid) (its owner sees the lower To at its next checkpoint, and never
+// processes an item at or past mid: it reserves each batch before
+// processing it, and mid is past the reservation) and this node claims
+// the new task [mid, To). nil, nil when the victim changed first.
 func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskEntry, owner ownerEntry) (*heldTask, error) {
 	mid, ok := stealPoint(victim.rec, e.cfg.MinSteal)
 	if !ok || !victim.rec.claimableBy(e.cfg.Node) {
@@ -172,6 +182,13 @@ func (e *Engine) checkpoint(ctx context.Context, h *heldTask, release bool) erro
 		if release || rec.Done || rec.Failed != "" {
 			ops = append(ops, clientv3.OpDelete(h.ownerKey))
 		}
+		// Failpoint job/before-checkpoint: a crash loses the progress
+		// since the last checkpoint; the task is claimed again once the
+		// node's lease expires and redone from that checkpoint. Its error
+		// is a write that failed: the worker carries on and retries.
+		if err := failpoint.Eval("job/before-checkpoint"); err != nil {
+			return fmt.Errorf("job: checkpoint task %s: %w", h.key, err)
+		}
 		resp, err := e.cfg.Client.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(h.key), "=", h.modRev),
 			clientv3.Compare(clientv3.CreateRevision(h.ownerKey), "=", h.ownerRev),
@@ -180,6 +197,14 @@ func (e *Engine) checkpoint(ctx context.Context, h *heldTask, release bool) erro
 			return fmt.Errorf("job: checkpoint task %s: %w", h.key, err)
 		}
 		if resp.Succeeded {
+			// Failpoint job/after-checkpoint: the checkpoint is written; a
+			// crash leaves it for whoever claims the task next (the items
+			// it covers are not redone). Its error is a reply lost after
+			// the write: the next checkpoint finds the record changed
+			// under it and adopts it, or finds the claim gone.
+			if err := failpoint.Eval("job/after-checkpoint"); err != nil {
+				return fmt.Errorf("job: checkpoint task %s: %w", h.key, err)
+			}
 			h.rec, h.modRev = rec, resp.Header.Revision
 			e.m.checkpoints.Add(1)
 			return nil

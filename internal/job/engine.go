@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/weftfs/weft/internal/failpoint"
 )
 
 // Config configures a node's Engine. Zero durations and sizes take the
@@ -316,6 +318,24 @@ func (e *Engine) campaign(ctx context.Context, sess *concurrency.Session) {
 			}
 			continue
 		}
+		// Failpoint job/after-elect: elected, not yet coordinating. A
+		// crash leaves the election key until the node's lease expires;
+		// then the next candidate takes over from etcd's state. Its error
+		// gives the role up again: resign, campaign anew after a tick.
+		if err := failpoint.Eval("job/after-elect"); err != nil {
+			e.log.Warn("coordinator election: not taking over", "err", err)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseTTL)
+			el.Resign(rctx)
+			cancel()
+			select {
+			case <-ctx.Done():
+				return
+			case <-sess.Done():
+				return
+			case <-time.After(e.cfg.Tick):
+			}
+			continue
+		}
 		e.m.coordinatorTerms.Add(1)
 		e.coordinator.Store(true)
 		e.log.Info("job coordinator elected")
@@ -325,6 +345,11 @@ func (e *Engine) campaign(ctx context.Context, sess *concurrency.Session) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseTTL)
 		el.Resign(rctx) // no-op when the key is gone; lets a successor in at once on Stop
 		cancel()
+		// Failpoint job/after-resign: the election key is gone, a
+		// successor may be coordinating already; a crash here leaves the
+		// node's task claims until its lease expires. Only its crash and
+		// panic actions mean something; an error is ignored.
+		_ = failpoint.Eval("job/after-resign")
 		if ctx.Err() != nil {
 			return
 		}

@@ -311,6 +311,23 @@ func requireAll(t *testing.T, evs []event, job JobID, phase int, n uint64) {
 	}
 }
 
+// requireOnce fails unless every item of a phase was processed exactly
+// once: what steals must guarantee when no node crashes.
+func requireOnce(t *testing.T, evs []event, job JobID, phase int, n uint64) {
+	t.Helper()
+	requireAll(t, evs, job, phase, n)
+	var twice []uint64
+	for k, c := range coverage(evs, job, phase, 0) {
+		if c > 1 {
+			twice = append(twice, k)
+		}
+	}
+	if len(twice) > 0 {
+		sort.Slice(twice, func(i, j int) bool { return twice[i] < twice[j] })
+		t.Fatalf("job %d phase %d: %d items processed more than once, first %v", job, phase, len(twice), twice[:min(10, len(twice))])
+	}
+}
+
 // gate blocks the hooks that wait on it until opened.
 type gate struct {
 	once sync.Once

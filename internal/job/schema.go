@@ -98,6 +98,13 @@ import (
 // per-scope data. Version 1 records need no migration: the new fields are
 // simply absent.
 //
+// Version 3 (reservations) adds taskRecord.Reserved: the end of the batch
+// of items its holder has listed and may be processing. A steal splits at
+// or after it, so no item is processed by both halves. A version-2 binary
+// would steal inside the reservation, so a task record that has one is
+// written as version 3 (older nodes leave such tasks alone); a record
+// without one reads as reserving nothing, as before.
+//
 // Schedules add typeRecord.Schedule and the schedule/ keys without a
 // version change. An absent Schedule means the type's default schedule
 // (mediascan's is monthly), just as an absent type record does, so
@@ -112,8 +119,8 @@ import (
 // when an upgraded node is coordinator.
 const (
 	// RecordVersion is the newest "v" this binary reads, and the one it
-	// writes on a task record that uses the version-2 fields.
-	RecordVersion = 2
+	// writes on a task record that uses the version-3 fields.
+	RecordVersion = 3
 
 	// baseRecordVersion is the "v" of every other record this binary
 	// writes: the oldest format that says all the record says.
@@ -245,7 +252,8 @@ type taskRecord struct {
 	Done   bool   `json:"done,omitempty"`
 	Failed string `json:"failed,omitempty"`
 	// Counters summed over the items processed in this task (an item
-	// processed twice after a crash or steal counts twice).
+	// processed again after a crash counts twice; a steal never splits
+	// inside a holder's reservation, so it never repeats an item).
 	Items  int64  `json:"items"`
 	Bytes  int64  `json:"bytes"`
 	Errors int64  `json:"errors"`
@@ -258,6 +266,10 @@ type taskRecord struct {
 	Affinity string           `json:"affinity,omitempty"`
 	Counts   map[string]int64 `json:"counts,omitempty"`
 	Summary  string           `json:"summary,omitempty"`
+	// Version 3. Reserved is the end of the items its holder has listed
+	// (Cursor <= key < Reserved may be in progress): a steal splits at or
+	// after it, and the holder writes it before it processes a batch.
+	Reserved uint64 `json:"reserved,omitempty"`
 }
 
 // needsV2 reports whether the record uses a version-2 field.
@@ -369,7 +381,10 @@ func (r *eventRecord) setVersion()    { r.V = baseRecordVersion }
 
 func (r *taskRecord) setVersion() {
 	r.V = baseRecordVersion
-	if r.needsV2() {
+	switch {
+	case r.Reserved != 0:
+		r.V = 3
+	case r.needsV2():
 		r.V = 2
 	}
 }

@@ -55,7 +55,7 @@ func TestDecodeRefuses(t *testing.T) {
 		want     error
 		msg      string
 	}{
-		{"newer", `{"v":3,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 3, this weft reads up to 2"},
+		{"newer", `{"v":4,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 4, this weft reads up to 3"},
 		{"no version", `{"job":1}`, ErrCorrupt, "no record version"},
 		{"zero version", `{"v":0}`, ErrCorrupt, "no record version"},
 		{"garbage", `{"v":1,`, ErrCorrupt, "/weft/jobs/task/x"},
@@ -96,5 +96,39 @@ func TestTaskKeys(t *testing.T) {
 	}
 	if !strings.HasPrefix(phaseSuffix(3, 2), jobSuffix(3)) {
 		t.Fatal("phase suffix does not extend job suffix")
+	}
+}
+
+// A steal splits half of what remains, never inside the holder's
+// reservation, and never leaves either half narrower than the minimum.
+func TestStealPoint(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  taskRecord
+		mid  uint64
+		ok   bool
+	}{
+		{"half of what remains", taskRecord{From: 0, To: 1000, Cursor: 200}, 600, true},
+		{"a reservation below the half", taskRecord{From: 0, To: 1000, Cursor: 200, Reserved: 400}, 600, true},
+		{"a reservation past the half", taskRecord{From: 0, To: 1000, Cursor: 200, Reserved: 800}, 800, true},
+		{"a reservation leaving too little", taskRecord{From: 0, To: 1000, Cursor: 200, Reserved: 960}, 0, false},
+		{"a reservation to the end", taskRecord{From: 0, To: 1000, Cursor: 200, Reserved: 1000}, 0, false},
+		{"too little left", taskRecord{From: 0, To: 1000, Cursor: 900}, 0, false},
+		{"done", taskRecord{From: 0, To: 1000, Cursor: 0, Done: true}, 0, false},
+	} {
+		mid, ok := stealPoint(tc.rec, 64)
+		if mid != tc.mid || ok != tc.ok {
+			t.Errorf("%s: stealPoint = %d, %v; want %d, %v", tc.name, mid, ok, tc.mid, tc.ok)
+		}
+	}
+	// A reserved record is written as version 3, which older nodes refuse
+	// rather than steal inside the reservation.
+	r := taskRecord{To: 9, Reserved: 5}
+	if encode(&r); r.V != 3 {
+		t.Fatalf("a reserved task record is written as version %d, want 3", r.V)
+	}
+	r = taskRecord{To: 9, Affinity: "n1"}
+	if encode(&r); r.V != 2 {
+		t.Fatalf("a pinned task record is written as version %d, want 2", r.V)
 	}
 }

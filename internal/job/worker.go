@@ -78,6 +78,9 @@ func (w *worker) step(ctx context.Context) stepResult {
 			}
 			return stepBusy
 		}
+		if !w.reserve(ctx, items) {
+			return stepBusy
+		}
 		w.batch, w.listed = items, len(items) < e.cfg.BatchSize
 		return stepBusy
 	}
@@ -106,6 +109,42 @@ func (w *worker) step(ctx context.Context) stepResult {
 		e.m.bytes.Add(uint64(res.Bytes))
 	}
 	return stepBusy
+}
+
+// reserve writes the end of a listed batch into the held task before any
+// of its items is processed, so that a steal splits after it (stealPoint):
+// no item is processed by two nodes. The checkpoint is a compare-and-swap;
+// a steal that won first lowered To, and the items at or past it are the
+// thief's (the step drops them). It reports whether the worker still holds
+// the task.
+func (w *worker) reserve(ctx context.Context, items []uint64) bool {
+	if len(items) == 0 {
+		return true
+	}
+	end := items[len(items)-1] + 1
+	if end <= w.h.rec.Reserved {
+		return true
+	}
+	prev := w.h.rec.Reserved
+	w.h.rec.Reserved = end
+	err := w.m.e.checkpoint(ctx, w.h, false)
+	w.saved = time.Now()
+	if errors.Is(err, errLost) {
+		w.m.e.m.tasksLost.Add(1)
+		w.m.hold(w.h, false)
+		w.h, w.batch, w.job = nil, nil, nil
+		return false
+	}
+	if err != nil {
+		// Not reserved: process nothing of the batch; the next step
+		// lists it again and tries once more.
+		w.h.rec.Reserved = prev
+		if ctx.Err() == nil {
+			w.m.e.log.Warn("reserve items", "job", w.m.id, "err", err)
+		}
+		return false
+	}
+	return true
 }
 
 // checkItems enforces Items' contract: keys increasing, within [from, to),

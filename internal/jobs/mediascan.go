@@ -52,9 +52,10 @@ import (
 // nodes that ran each scope). The summary phase reads that report
 // (job.Job.Reports) and writes the table. So the counts are exactly as
 // durable as the scan's checkpoints, and no extra keys are kept. As with
-// every counter of the engine, an item processed twice after a crash or a
-// steal counts twice (a block fixed, then scanned again before the
-// delete queue removed it, counts the second time as an orphan).
+// every counter of the engine, an item processed again after a crash
+// counts twice (a block fixed, then scanned again before the delete queue
+// removed it, counts the second time as an orphan); a steal never repeats
+// an item (it splits past what the task's holder has reserved).
 //
 // The type belongs to the restripe exclusion set; defaults: priority 8,
 // policy low. A drive that is down is skipped (repair handles it); a
@@ -322,7 +323,7 @@ func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, j *job.Job, bc sc
 	}
 	// A block already queued for deletion was replaced (by a write, a
 	// restripe, or this job when it fixed the block on an earlier pass
-	// over the same item after a steal): nothing reads it any more.
+	// over the same item before a crash): nothing reads it any more.
 	if q, err := queuedForDeletion(ctx, e.Meta(), meta.DriveID(d), meta.BlockID(b.ID)); err != nil {
 		return fmt.Errorf("look up bad block %v of drive %v in the delete queue: %w", b.ID, d, err)
 	} else if q {

@@ -42,7 +42,19 @@ func Dial(dir string) (*Control, error) {
 }
 
 func (c *Control) call(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://local"+path, nil)
+	return c.callBody(ctx, method, path, nil, out)
+}
+
+func (c *Control) callBody(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://local"+path, body)
 	if err != nil {
 		return err
 	}
@@ -74,7 +86,26 @@ func (c *Control) Nodes(ctx context.Context) ([]NodeState, error) {
 // Start starts a stopped node. It returns once the process is launched,
 // not when the node is up.
 func (c *Control) Start(ctx context.Context, name string) error {
-	return c.call(ctx, http.MethodPost, "/nodes/"+name+"/start", nil)
+	return c.StartEnv(ctx, name)
+}
+
+// StartRequest is the optional body of the control API's start route.
+type StartRequest struct {
+	// Env holds KEY=VALUE entries added to the node's environment for
+	// this run only.
+	Env []string `json:"env,omitempty"`
+}
+
+// StartEnv is Start with env ("KEY=VALUE" entries) added to the node
+// process's environment for this run only — WEFT_FAILPOINTS to make it
+// fail at a point, say. A later Start runs the node without them. An
+// entry that is not KEY=VALUE is refused.
+func (c *Control) StartEnv(ctx context.Context, name string, env ...string) error {
+	var in any
+	if len(env) > 0 {
+		in = StartRequest{Env: env}
+	}
+	return c.callBody(ctx, http.MethodPost, "/nodes/"+name+"/start", in, nil)
 }
 
 // Stop stops a node gracefully and waits for its process to exit.

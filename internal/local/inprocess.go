@@ -43,6 +43,9 @@ type InProcess struct{}
 
 // Node starts the node in this process.
 func (InProcess) Node(n NodeSpec) (Proc, error) {
+	if len(n.Env) > 0 {
+		return nil, fmt.Errorf("local: node %s: nodes in the calling process share its environment (and failpoints); run the cluster with the Exec launcher to start a node with %v", n.Name, n.Env)
+	}
 	if n.Cgroup != nil {
 		return nil, fmt.Errorf("local: node %s: nodes in the calling process share its cgroup; run the cluster with the Exec launcher for --cgroups", n.Name)
 	}

@@ -51,6 +51,10 @@ type NodeSpec struct {
 	Config string
 	// Log is the file the node's log is appended to.
 	Log string
+	// Env is added to the node's environment for this run ("KEY=VALUE",
+	// e.g. WEFT_FAILPOINTS=…); a launcher whose nodes share a process
+	// refuses it.
+	Env []string
 	// Cgroup, when not nil, is the directory of the cgroup v2 the node is
 	// to run in (Options.Cgroups): a process of its own is born in it; a
 	// launcher that cannot give a node a cgroup of its own refuses it.
@@ -103,7 +107,7 @@ var (
 
 // Node runs `weft server --config n.Config`.
 func (e Exec) Node(n NodeSpec) (Proc, error) {
-	return e.start("node "+n.Name, n.Log, nil, n.Cgroup, "server", "--config", n.Config)
+	return e.start("node "+n.Name, n.Log, n.Env, n.Cgroup, "server", "--config", n.Config)
 }
 
 // Mount runs `weft mount` and waits until the file system is mounted.

@@ -88,6 +88,9 @@ type NodeState struct {
 	// takes it: the node's processes and every socket they open are in it.
 	Cgroup string `json:"cgroup,omitempty"`
 	Log    string `json:"log"`
+	// Env is the environment the running (or last) process was started
+	// with on top of the supervisor's own (Control.StartEnv).
+	Env []string `json:"env,omitempty"`
 }
 
 // Files Up writes in Dir besides the layout.
@@ -99,8 +102,9 @@ const (
 )
 
 type proc struct {
-	n NodeLayout // zero for the mount
-	p Proc
+	n   NodeLayout // zero for the mount
+	p   Proc
+	env []string // on top of the supervisor's environment
 }
 
 type supervisor struct {
@@ -196,7 +200,7 @@ func Up(ctx context.Context, opts Options) error {
 	defer os.Remove(filepath.Join(dir, ControlFile))
 
 	for _, n := range layout.Members {
-		if err := s.start(n.Name); err != nil {
+		if err := s.start(n.Name, nil); err != nil {
 			s.stopAll()
 			return err
 		}
@@ -305,11 +309,16 @@ func (s *supervisor) member(name string) (NodeLayout, bool) {
 	return NodeLayout{}, false
 }
 
-// start launches a node unless it is running.
-func (s *supervisor) start(name string) error {
+// start launches a node unless it is running, with env ("KEY=VALUE"
+// entries) added to the supervisor's environment for this run only
+// (WEFT_FAILPOINTS=…, say): a later start without env runs without it.
+func (s *supervisor) start(name string, env []string) error {
 	n, ok := s.member(name)
 	if !ok {
 		return fmt.Errorf("local: no node %q in this cluster", name)
+	}
+	if err := checkEnv(env); err != nil {
+		return fmt.Errorf("local: start node %s: %w", name, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -317,7 +326,7 @@ func (s *supervisor) start(name string) error {
 		return err
 	}
 	logPath := filepath.Join(s.nodeDir(name), "server.log")
-	spec := NodeSpec{Name: name, Config: s.configPath(name), Log: logPath}
+	spec := NodeSpec{Name: name, Config: s.configPath(name), Log: logPath, Env: env}
 	if s.cgroups != nil {
 		cg, err := s.cgroups.open(name)
 		if err != nil {
@@ -331,6 +340,17 @@ func (s *supervisor) start(name string) error {
 		return fmt.Errorf("local: start node %s: %w", name, err)
 	}
 	s.trackLocked(name, n, p, logPath)
+	s.procs[name].env = env
+	return nil
+}
+
+// checkEnv refuses environment entries that are not KEY=VALUE.
+func checkEnv(env []string) error {
+	for _, e := range env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return fmt.Errorf("environment entry %q: want KEY=VALUE, e.g. WEFT_FAILPOINTS=drive/put-before-sync=crash", e)
+		}
+	}
 	return nil
 }
 
@@ -480,6 +500,7 @@ func (s *supervisor) states() []NodeState {
 			st.PID = p.p.PID()
 			st.Exit = p.p.Exit()
 			st.Running = st.Exit == ""
+			st.Env = p.env
 		}
 		out = append(out, st)
 	}
@@ -491,7 +512,8 @@ func (s *supervisor) states() []NodeState {
 // kills and starts nodes) and writes its path to DIR/local.addr:
 //
 //	GET  /nodes               []NodeState
-//	POST /nodes/{name}/start  start a stopped node
+//	POST /nodes/{name}/start  start a stopped node; an optional JSON body
+//	                          StartRequest adds environment for this run
 //	POST /nodes/{name}/stop   SIGTERM (graceful)
 //	POST /nodes/{name}/kill   SIGKILL (a crash; in-process, server.Server.Crash)
 //
@@ -513,7 +535,12 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 	}
 	mux.HandleFunc("GET /nodes", func(w http.ResponseWriter, r *http.Request) { reply(w, s.states(), nil) })
 	mux.HandleFunc("POST /nodes/{name}/start", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, map[string]string{"started": r.PathValue("name")}, s.start(r.PathValue("name")))
+		var req StartRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			reply(w, nil, fmt.Errorf("local: start node %s: bad request body: %w", r.PathValue("name"), err))
+			return
+		}
+		reply(w, map[string]string{"started": r.PathValue("name")}, s.start(r.PathValue("name"), req.Env))
 	})
 	for verb, act := range map[string]func(Proc) error{"stop": Proc.Stop, "kill": Proc.Kill} {
 		mux.HandleFunc("POST /nodes/{name}/"+verb, func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/runner"
 )
@@ -66,6 +67,13 @@ func (s *Server) freeQueued(ctx context.Context, d *drive.Drive) (int, error) {
 		if err := d.Delete(drive.BlockID(e.Block)); err != nil && !errors.Is(err, drive.ErrNotFound) {
 			return 0, err
 		}
+	}
+	// Failpoint server/drain-before-ack: the batch's block files are
+	// deleted, its queue entries not: a crash leaves them queued, and the
+	// next drainer deletes them again (not found: fine) and acks them.
+	// Its error fails the step the same way.
+	if err := failpoint.Eval("server/drain-before-ack"); err != nil {
+		return 0, err
 	}
 	return len(entries), s.meta.AckDeletes(ctx, entries)
 }

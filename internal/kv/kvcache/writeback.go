@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/runner"
 )
@@ -257,6 +258,12 @@ func (s *Store) commitNext(ctx context.Context) bool {
 		return false
 	}
 	s.commitBatch(ctx, batch)
+	// Failpoint kvcache/after-commit: the batch is committed (or its
+	// failed transactions dropped) but still in flight here: a crash
+	// leaves it in etcd, acknowledged to nobody that waits in Flush.
+	// Only its crash and panic actions mean something; an error is
+	// ignored.
+	_ = failpoint.Eval("kvcache/after-commit")
 	last := batch[n-1].seq
 	s.mu.Lock()
 	s.inFlight = 0
@@ -283,16 +290,23 @@ func (s *Store) commitBatch(ctx context.Context, batch []*deferred) {
 	backoff := 50 * time.Millisecond
 	for len(batch) > 0 {
 		failed := -1
-		err := kv.Run(ctx, backend{s: s}, s.cfg.Options, false, func(tx kv.Tx) error {
-			failed = -1
-			for i, d := range batch {
-				if err := d.fn(tx); err != nil {
-					failed = i
-					return err
+		// Failpoint kvcache/before-commit: the batch is out of the queue
+		// and not committed; a crash loses it whole (creates and unlinks
+		// acknowledged, not yet made durable by an fsync). Its error is a
+		// commit that failed without committing: retried, as unavailable.
+		err := failpoint.Eval("kvcache/before-commit")
+		if err == nil {
+			err = kv.Run(ctx, backend{s: s}, s.cfg.Options, false, func(tx kv.Tx) error {
+				failed = -1
+				for i, d := range batch {
+					if err := d.fn(tx); err != nil {
+						failed = i
+						return err
+					}
 				}
-			}
-			return nil
-		})
+				return nil
+			})
+		}
 		switch {
 		case err == nil:
 			s.committedN.Add(int64(len(batch)))

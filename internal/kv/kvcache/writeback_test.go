@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/kv/kvcache"
 	"github.com/weftfs/weft/internal/kv/memkv"
@@ -226,5 +227,35 @@ func TestComplete(t *testing.T) {
 				t.Fatalf("scan after another client's change: %s", got)
 			}
 		})
+	}
+}
+
+// TestDeferCommitFaults: a batch whose commit fails before it reaches the
+// store (failpoint kvcache/before-commit's error) is retried, not
+// dropped; kvcache/after-commit's error changes nothing (only its crash
+// means something).
+func TestDeferCommitFaults(t *testing.T) {
+	a := memCache(t)
+	a.KnownEmpty(a.Epoch(), kv.Range{Start: []byte("f/"), End: []byte("f0")})
+	for fp, action := range map[string]string{"kvcache/before-commit": "2*error", "kvcache/after-commit": "1*error"} {
+		if err := failpoint.Enable(fp, action); err != nil {
+			t.Fatal(err)
+		}
+		defer failpoint.Disable(fp)
+	}
+	if !deferPut(t, a, "f/a", "1") {
+		t.Fatal("Defer of f/a refused")
+	}
+	if err := a.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if st := a.Stats(); st.Dropped != 0 || st.Committed != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if on := failpoint.Names(); len(on) != 0 { // an N*error point is off once it fired N times
+		t.Fatalf("points still on after the flush: %v", on)
+	}
+	if got := strings.Join(scanAll(t, a, "f/", "f0", 0), " "); got != "f/a=1" {
+		t.Fatalf("after the flush: %s", got)
 	}
 }
