@@ -379,13 +379,21 @@ func (c *Cluster) WaitStatus(timeout time.Duration, ok func(cluster.Status) bool
 // output and exit code.
 func (c *Cluster) Weft(args ...string) (string, int) {
 	c.tb.Helper()
+	return c.WeftEnv(nil, args...)
+}
+
+// WeftEnv is Weft with env ("KEY=VALUE") added to the command's
+// environment, after (and so over) the cluster's own.
+func (c *Cluster) WeftEnv(env []string, args ...string) (string, int) {
+	c.tb.Helper()
 	cmd := exec.Command(Binary(c.tb), args...)
-	cmd.Env = append(os.Environ(), "WEFT_ADMIN="+strings.Join(adminAddrs(c.Dir), ","))
+	cmd.Env = append(os.Environ(), "WEFT_ADMIN="+strings.Join(adminAddrs(c.Dir), ","), "WEFT_TOKEN=")
 	if c.PKI != "" {
 		cmd.Env = append(cmd.Env, "WEFT_PKI="+c.PKI)
 	} else {
-		cmd.Env = append(cmd.Env, "WEFT_PKI=", "WEFT_TOKEN=")
+		cmd.Env = append(cmd.Env, "WEFT_PKI=")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
