@@ -116,16 +116,21 @@ identity again renews it: running nodes and mounts pick the new files up
 within seconds.
 
 A node's certificate names the node's addresses (--host, repeatable: its
-IP addresses and DNS names; localhost and this machine's host name are
-added). --valid is its lifetime (default 2 years; 90d, 8760h; never past
-the CA's).
+IP addresses and DNS names; localhost, 127.0.0.1, ::1 and the host name
+of the machine running this command are added). --valid is its lifetime
+(default 2 years; 90d, 8760h; never past the CA's).
 
 Then, if the cluster answers (with this machine's admin credentials), the
 identity is registered in the control plane so that etcd lets it in; if
 not, register it later with weft cert register. The founding nodes of a
 new cluster need no registration if their certificates are issued before
 the first node starts (it registers every identity of its --pki
-directory, and of issued/).`,
+directory, and of issued/).
+
+Here --admin NAME names an administrator identity, not the admin API: the
+cluster to register with is found from $WEFT_ADMIN, then
+weft-data/admin.addr. If the directory holds several admin certificates,
+--as NAME says which one registers.`,
 		Example: `  weft cert issue --node n4 --host 10.0.0.4 --out /tmp/n4-pki      # then copy /tmp/n4-pki to n4:/etc/weft/pki
   weft cert issue --client laptop --out /tmp/laptop-pki
   weft cert issue --admin alice --valid 90d --out /tmp/alice-pki
@@ -177,7 +182,7 @@ directory, and of issued/).`,
 	}
 	issue.Flags().StringVar(&node, "node", "", "issue a node's certificate (NAME: the node's --name)")
 	issue.Flags().StringVar(&client, "client", "", "issue a client's (a mount's) certificate")
-	issue.Flags().StringVar(&adm, "admin", "", "issue an administrator's certificate")
+	issue.Flags().StringVar(&adm, "admin", "", "issue an administrator's certificate (the admin API's address: $WEFT_ADMIN)")
 	issue.Flags().StringArrayVar(&hosts, "host", nil, "a node's address or DNS name (repeatable)")
 	issue.Flags().StringVar(&out, "out", "", "directory to write the certificate and key to (default: the CA's)")
 	issue.Flags().StringVar(&valid, "valid", "", "lifetime, e.g. 90d, 8760h (default 2 years)")
@@ -191,7 +196,8 @@ with its certificate, with the rights of its kind (nodes everything;
 clients read the control plane and write the namespace; administrators
 read). weft cert issue does it when the cluster answers; a node whose
 certificate was issued while the cluster was down says at start that it
-needs it. Idempotent.`,
+needs it. Idempotent. Here --admin NAME names an administrator identity:
+the cluster is found from $WEFT_ADMIN, then weft-data/admin.addr.`,
 		Args: exactArgs(0, "no arguments (the identity is given by --node, --client or --admin)"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			id, err := oneIdentity(rnode, rclient, radm)
@@ -212,7 +218,7 @@ needs it. Idempotent.`,
 	}
 	reg.Flags().StringVar(&rnode, "node", "", "a node's name")
 	reg.Flags().StringVar(&rclient, "client", "", "a client's name")
-	reg.Flags().StringVar(&radm, "admin", "", "an administrator's name")
+	reg.Flags().StringVar(&radm, "admin", "", "an administrator's name (the admin API's address: $WEFT_ADMIN)")
 
 	list := &cobra.Command{
 		Use:   "list",

@@ -55,12 +55,14 @@ machine would be; "weft local node start NAME" starts it again.
 
 A new cluster gets its certificates in DIR/pki (the cluster's CA, a node
 certificate per node, a client certificate for its mount, an admin
-certificate for the CLI, which finds them from the directory that holds
-weft-data, or with --pki DIR/pki): every connection is mutual TLS and
-every request authenticated. --insecure makes a cluster without them (plain
-text, nobody authenticated: any user of this machine can read and change
-everything), for experiments and benchmarks; a cluster keeps what it was
-created with.
+certificate for the CLI): every connection is mutual TLS and every request
+authenticated. Each start issues again those that expire within 30 days.
+The CLI finds them by itself when run in the directory that holds
+weft-data (the default --dir); otherwise give it --pki DIR/pki with
+--admin. --insecure makes a cluster without them (plain text, nobody
+authenticated: any user of this machine can read and change everything),
+for experiments and benchmarks; a cluster keeps what it was created with.
+See docs/admin-guide.md, "Certificates".
 
 The supervisor's control API (weft local node ...) is a unix socket only
 the user who ran weft local up (and root) may use.
@@ -73,7 +75,8 @@ docs/admin-guide.md, "Partitions").`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
   weft local up --drive-size 256MiB          # every drive holds at most 256 MiB
-  weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) status`,
+  weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) --pki /tmp/c1/pki status
+  weft local up --insecure --dir /tmp/bench  # no TLS: for experiments only`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			lvl := slog.LevelWarn

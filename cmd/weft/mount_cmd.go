@@ -62,8 +62,9 @@ weft-data/pki) holds the cluster's ca.crt and one client certificate
 (client-NAME.crt and .key; --as NAME if there are several), issued with
 weft cert issue --client NAME. --insecure mounts a cluster run without
 TLS. --metrics serves on a loopback address only.`,
-		Example: `  weft mount /mnt/weft
-  weft --admin 10.0.0.1:7080 mount /mnt/weft
+		Example: `  weft mount /mnt/weft                 # in the directory of weft local up's weft-data
+  weft --admin 10.0.0.1:7080 mount --pki /etc/weft/pki /mnt/weft
+  weft mount --pki /etc/weft/pki --as backup /mnt/weft   # client:backup of several
   weft mount --private ~/weft        # only the mounting user may use it`,
 		Args: exactArgs(1, "one mount point"),
 		RunE: func(c *cobra.Command, args []string) error {

@@ -138,7 +138,7 @@ pki_dir, insecure.`,
 	f.StringVar(&flagCfg.Name, "name", "", "node name, unique in the cluster (default: the host name)")
 	f.StringVar(&flagCfg.DataDir, "data-dir", "", "directory for the node's own state (the embedded etcd member)")
 	f.StringVar(&flagCfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "block service listen address")
-	f.StringVar(&flagCfg.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin HTTP API listen address (also /metrics)")
+	f.StringVar(&flagCfg.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin API listen address, HTTPS with --pki (also /metrics)")
 	f.StringArrayVar(&drives, "drive", nil, "a drive PATH[:CLASS[:POOL[:SIZE]]] (repeatable)")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated client URLs of the etcd cluster (external, or the other embedded members)")
 	f.BoolVar(&flagCfg.Etcd.Embed, "etcd-embed", false, "run an embedded etcd member in this node")
