@@ -4,12 +4,14 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +70,32 @@ func NewTLSCluster(tb testing.TB, n int) *Cluster {
 
 func newCluster(tb testing.TB, n int, pkiDir string) *Cluster {
 	tb.Helper()
+	// FreePort's ports were free a moment ago; another process (parallel
+	// test packages dial out from the same ephemeral range) may take one
+	// before the member binds it. Then the members are stopped and tried
+	// again on new ports.
+	for attempt := 1; ; attempt++ {
+		c, err := tryCluster(tb, n, pkiDir)
+		if err == nil {
+			tb.Cleanup(func() {
+				for _, m := range c.Members {
+					m.Close()
+				}
+			})
+			return c
+		}
+		inUse := errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+		if !inUse || attempt == 5 {
+			tb.Fatalf("etcdtest: %v", err)
+		}
+		tb.Logf("etcdtest: %v; again on other ports", err)
+	}
+}
+
+// tryCluster starts n members on ports free a moment ago; on error it has
+// stopped those it started.
+func tryCluster(tb testing.TB, n int, pkiDir string) (*Cluster, error) {
+	tb.Helper()
 	scheme := "http"
 	if pkiDir != "" {
 		scheme = "https"
@@ -93,7 +121,7 @@ func newCluster(tb testing.TB, n int, pkiDir string) *Cluster {
 		for i, a := range addrs {
 			id := pki.Identity{Kind: pki.KindNode, Name: a.name}
 			if _, err := pki.IssueTo(pkiDir, pkiDir, id, pki.DefaultHosts(""), 0, time.Now()); err != nil {
-				tb.Fatalf("etcdtest: %v", err)
+				return nil, err
 			}
 			cert, key := pki.Paths(pkiDir, id)
 			tlsOf[i] = &etcdx.MemberTLS{CertFile: cert, KeyFile: key, TrustedCAFile: pki.BundlePath(pkiDir), PeerCNs: cns}
@@ -118,17 +146,15 @@ func newCluster(tb testing.TB, n int, pkiDir string) *Cluster {
 		c.Endpoints = append(c.Endpoints, a.client)
 	}
 	wg.Wait()
-	tb.Cleanup(func() {
+	if err := errors.Join(errs...); err != nil {
 		for _, m := range c.Members {
-			m.Close()
+			if m != nil {
+				m.Close()
+			}
 		}
-	})
-	for _, err := range errs {
-		if err != nil {
-			tb.Fatalf("etcdtest: %v", err)
-		}
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
 // Client returns a new client to all members, closed by tb.Cleanup; of a
