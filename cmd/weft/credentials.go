@@ -67,6 +67,13 @@ func (g *globals) credentials() ([]admin.ClientOption, error) {
 		return []admin.ClientOption{admin.WithTLS(src.ClientTLS("")), admin.WithToken(tok)}, nil
 	}
 	id, err := pki.FindIdentity(dir, pki.KindAdmin, g.as)
+	if errors.Is(err, pki.ErrInvalid) && g.as == "" {
+		// Several administrators: a local cluster's directory still has
+		// the one weft local up made, which it uses unless told otherwise.
+		if own, ferr := pki.FindIdentity(dir, pki.KindAdmin, local.AdminIdentity.Name); ferr == nil {
+			id, err = own, nil
+		}
+	}
 	if errors.Is(err, pki.ErrNotFound) {
 		return nil, fmt.Errorf("%s (from %s) holds no admin certificate: issue one where the cluster's CA is (weft cert issue --admin NAME --out %s), or use a token (--token, $%s): %w",
 			dir, from, dir, envToken, err)

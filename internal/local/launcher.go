@@ -117,7 +117,9 @@ func (e Exec) Mount(ctx context.Context, m MountSpec) (Proc, error) {
 		args = append(args, "--metrics", m.Metrics)
 	}
 	if m.PKI != "" {
-		args = append(args, "--pki", m.PKI)
+		// The mount's own identity, even if more client certificates
+		// were issued into the directory since.
+		args = append(args, "--pki", m.PKI, "--as", MountIdentity.Name)
 	} else {
 		args = append(args, "--insecure")
 	}

@@ -230,7 +230,11 @@ func Up(ctx context.Context, opts Options) error {
 	}
 	fmt.Fprintf(opts.Out, "ready: admin=%s://%s nodes=%d drives=%d dir=%s%s%s\n",
 		scheme, first, layout.Nodes, layout.Nodes*layout.DrivesPerNode, dir, mounted, insecure)
-	fmt.Fprintf(opts.Out, "try: weft --admin %s status   (Ctrl-C stops the cluster)\n", first)
+	creds := ""
+	if !layout.IsInsecure() {
+		creds = " --pki " + filepath.Join(dir, PKIDir)
+	}
+	fmt.Fprintf(opts.Out, "try: weft --admin %s%s status   (Ctrl-C stops the cluster)\n", first, creds)
 
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "stopping the cluster…")

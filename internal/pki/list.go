@@ -113,6 +113,9 @@ func FindIdentity(dir string, kind Kind, name string) (Identity, error) {
 		return id, nil
 	}
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrPermission) {
+		return Identity{}, fmt.Errorf("%w: %v: the certificates are their owner's alone: run as that user (or root), or point --pki at a copy of yours", ErrInvalid, err)
+	}
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %v: create the cluster's certificates first (weft local up makes them, or weft cluster init and weft cert issue)", ErrNotFound, err)
 	}

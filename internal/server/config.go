@@ -245,7 +245,7 @@ func (c *Config) validateSecurity() error {
 			where = fmt.Sprintf("%s would be open to the network", strings.Join(open, ", "))
 		}
 		return fmt.Errorf("%w: node %s has no TLS material, and without it %s: "+
-			"give it a certificate: weft cluster init --name %s --host HOST (a new cluster) or, where the cluster's CA is, weft cert issue --node %s --host HOST --out DIR; "+
+			"give it a certificate: weft cluster init --pki DIR --name %s --host HOST (a new cluster) or, where the cluster's CA is, weft cert issue --node %s --host HOST --out DIR; "+
 			"then --pki DIR (pki_dir: in the config file). For an experiment on a machine you trust, --insecure",
 			ErrConfig, c.Name, where, c.Name, c.Name)
 	}
