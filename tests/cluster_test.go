@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/tests/harness"
@@ -159,7 +158,8 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("weft drive list (%d):\n%s", code, out)
 		}
 		// Every node serves Prometheus metrics: drives and the job engine.
-		resp, err := http.Get(strings.TrimRight(c.NodeAdmin("n2").Base(), "/") + "/metrics")
+		n2 := c.NodeAdmin("n2")
+		resp, err := n2.HTTP().Get(strings.TrimRight(n2.Base(), "/") + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,8 @@ func TestCLI(t *testing.T) {
 // The admin API answers bad input with a 4xx naming it, never a 500.
 func TestAPIRefusesBadInput(t *testing.T) {
 	c := harness.Start(t, harness.Options{Nodes: 1, DrivesPerNode: 2})
-	base := strings.TrimRight(c.NodeAdmin("n1").Base(), "/")
+	n1 := c.NodeAdmin("n1")
+	base := strings.TrimRight(n1.Base(), "/")
 	for _, tc := range []struct {
 		method, path, body string
 		code               int
@@ -247,7 +248,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := n1.HTTP().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +281,7 @@ func TestFlippedByteIsCorrupt(t *testing.T) {
 				grpcAddr = n.GRPCAddr
 			}
 		}
-		bc, err := block.Dial(grpcAddr)
+		bc, err := c.DialBlocks(grpcAddr)
 		if err != nil {
 			t.Fatal(err)
 		}

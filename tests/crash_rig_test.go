@@ -19,7 +19,6 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/durable"
-	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/tests/harness"
@@ -52,14 +51,7 @@ type crashRig struct {
 func newCrashRig(t *testing.T) *crashRig {
 	c := harness.Start(t, harness.Options{Nodes: 4, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second})
 	r := &crashRig{c: c, ctx: context.Background(), tmp: t.TempDir(), acked: map[string][]byte{}, dirs: map[string][]string{}}
-	info, err := c.Admin.Node(r.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.cli, err = etcdx.NewClient(r.ctx, info.EtcdEndpoints); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.cli.Close() })
+	r.cli = c.Etcd()
 	t.Cleanup(func() {
 		if t.Failed() {
 			r.dumpNodes(t)

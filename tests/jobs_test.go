@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/admin"
-	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
@@ -380,7 +379,7 @@ func TestTreeDeleteAndCollect(t *testing.T) {
 				addr = n.GRPCAddr
 			}
 		}
-		bc, err := block.Dial(addr)
+		bc, err := c.DialBlocks(addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -460,7 +459,7 @@ func allBlocks(t *testing.T, c *harness.Cluster) map[drive.BlockID]bool {
 	}
 	out := map[drive.BlockID]bool{}
 	for _, n := range nodes {
-		bc, err := block.Dial(n.GRPCAddr)
+		bc, err := c.DialBlocks(n.GRPCAddr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/tests/harness"
 )
 
@@ -52,10 +51,7 @@ func TestPartitionHeal(t *testing.T) {
 	// A control plane of some size: the member that returns is sent a
 	// snapshot of the whole database and applies it, the window in which
 	// requests sent to it stalled or were refused.
-	info, err := c.Admin.Node(context.Background())
-	must(t, err)
-	cli, err := etcdx.NewClient(context.Background(), info.EtcdEndpoints)
-	must(t, err)
+	cli := c.Etcd() // outside weft's keys: as a node
 	v := string(randBytes(1, 1<<20))
 	for i := range partitionBallastMiB {
 		if _, err := cli.Put(context.Background(), fmt.Sprintf("/test-ballast/%05d", i), v); err != nil {

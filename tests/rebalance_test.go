@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/admin"
-	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
@@ -40,7 +39,7 @@ func driveUsages(t *testing.T, c *harness.Cluster) map[cluster.DriveID]drive.Usa
 	}
 	out := map[cluster.DriveID]drive.Usage{}
 	for _, n := range nodes {
-		bc, err := block.Dial(n.GRPCAddr)
+		bc, err := c.DialBlocks(n.GRPCAddr)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/tests/harness"
 )
 
@@ -96,7 +95,7 @@ func TestMountReachesRestartedNodes(t *testing.T) {
 			}
 		}
 		for {
-			if blockServes(addr) {
+			if blockServes(c, addr) {
 				break
 			}
 			if time.Since(started) > 2*time.Minute {
@@ -142,8 +141,8 @@ func TestMountReachesRestartedNodes(t *testing.T) {
 
 // blockServes reports whether a fresh connection to the block service at
 // addr gets an answer within a second.
-func blockServes(addr string) bool {
-	bc, err := block.Dial(addr)
+func blockServes(c *harness.Cluster, addr string) bool {
+	bc, err := c.DialBlocks(addr)
 	if err != nil {
 		return false
 	}

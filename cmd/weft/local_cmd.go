@@ -53,6 +53,20 @@ starts; the drive layout (nodes, drives per node) stays as created.
 A node that exits or is killed is reported and left down, as a crashed
 machine would be; "weft local node start NAME" starts it again.
 
+A new cluster gets its certificates in DIR/pki (the cluster's CA, a node
+certificate per node, a client certificate for its mount, an admin
+certificate for the CLI): every connection is mutual TLS and every request
+authenticated. Each start issues again those that expire within 30 days.
+The CLI finds them by itself when run in the directory that holds
+weft-data (the default --dir); otherwise give it --pki DIR/pki with
+--admin. --insecure makes a cluster without them (plain text, nobody
+authenticated: any user of this machine can read and change everything),
+for experiments and benchmarks; a cluster keeps what it was created with.
+See docs/admin-guide.md, "Certificates".
+
+The supervisor's control API (weft local node ...) is a unix socket only
+the user who ran weft local up (and root) may use.
+
 For network fault tests, --own-addresses gives each node of a new cluster a
 loopback address of its own (127.A.B.N for node nN) and --cgroups starts
 each node in a cgroup v2 of its own (root only); "weft local node list"
@@ -61,7 +75,8 @@ docs/admin-guide.md, "Partitions").`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
   weft local up --drive-size 256MiB          # every drive holds at most 256 MiB
-  weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) status`,
+  weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) --pki /tmp/c1/pki status
+  weft local up --insecure --dir /tmp/bench  # no TLS: for experiments only`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			lvl := slog.LevelWarn
@@ -85,7 +100,7 @@ docs/admin-guide.md, "Partitions").`,
 			}
 			return local.Up(c.Context(), local.Options{
 				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
-				OwnAddresses: ownAddrs, Cgroups: cgroups,
+				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},

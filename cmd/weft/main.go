@@ -18,8 +18,12 @@ import (
 
 // globals are the flags every command shares.
 type globals struct {
-	admin string
-	json  bool
+	admin    string
+	json     bool
+	pki      string // --pki: the directory of the cluster's CAs and of this user's certificate
+	token    string // --token
+	as       string // --as: which identity of the --pki directory
+	insecure bool   // --insecure: plain text, to a cluster run --insecure
 }
 
 func main() {
@@ -51,7 +55,10 @@ administer a running cluster through the admin API of any node.
 
 The admin API is found from --admin HOST:PORT, then $WEFT_ADMIN, then the
 file weft-data/admin.addr written by "weft local up" in the current
-directory.`,
+directory. The credentials to use it, the same way: --pki DIR (a
+directory with the cluster's ca.crt and an admin certificate), then
+$WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
+(with the CA of --pki to check the nodes). See "weft cert --help".`,
 		Example: `  weft local up                      # a 3-node, 12-drive cluster in ./weft-data
   weft status                        # cluster health
   weft drive list --json             # drives as JSON
@@ -64,8 +71,12 @@ directory.`,
 	})
 	root.PersistentFlags().StringVar(&g.admin, "admin", "", "admin API address HOST:PORT of any node (default: $WEFT_ADMIN, then weft-data/admin.addr)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON instead of a table")
+	root.PersistentFlags().StringVar(&g.pki, "pki", "", "directory of the cluster's ca.crt and of your certificate (default: $WEFT_PKI, then weft-data/pki)")
+	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token of the admin API (default: $WEFT_TOKEN; weft token create)")
+	root.PersistentFlags().StringVar(&g.as, "as", "", "the identity of the --pki directory to use when it holds several (its NAME)")
+	root.PersistentFlags().BoolVar(&g.insecure, "insecure", false, "talk plain text, to a cluster run with --insecure (no certificates, no token)")
 	root.AddCommand(
-		newServerCmd(),
+		newServerCmd(g),
 		newLocalCmd(g),
 		newStatusCmd(g),
 		newNodeCmd(g),
@@ -75,6 +86,9 @@ directory.`,
 		newFileCmd(g),
 		newBenchCmd(g),
 		newJobCmd(g),
+		newClusterCmd(g),
+		newCertCmd(g),
+		newTokenCmd(g),
 		newVersionCmd(),
 	)
 	refuseUnknownSubcommands(root)
@@ -119,11 +133,16 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 	}
 }
 
-// client returns an admin client for the cluster the flags point at.
+// client returns an admin client for the cluster the flags point at, with
+// the credentials they point at.
 func (g *globals) client() (*admin.Client, error) {
 	addr, err := admin.Discover(g.admin)
 	if err != nil {
 		return nil, err
 	}
-	return admin.NewClient(addr), nil
+	opts, err := g.credentials()
+	if err != nil {
+		return nil, err
+	}
+	return admin.NewClient(addr, opts...), nil
 }

@@ -55,9 +55,16 @@ so it sees every acknowledged change. fsync(2) of the file or of the
 directory waits for the commit, as on a local file system; a change not
 yet committed when the mount's machine crashes is lost whole (never half
 applied). --sync-dirops commits every create and unlink before replying,
-as NFS does.`,
-		Example: `  weft mount /mnt/weft
-  weft --admin 10.0.0.1:7080 mount /mnt/weft
+as NFS does.
+
+The mount connects as a client identity: --pki DIR ($WEFT_PKI, or
+weft-data/pki) holds the cluster's ca.crt and one client certificate
+(client-NAME.crt and .key; --as NAME if there are several), issued with
+weft cert issue --client NAME. --insecure mounts a cluster run without
+TLS. --metrics serves on a loopback address only.`,
+		Example: `  weft mount /mnt/weft                 # in the directory of weft local up's weft-data
+  weft --admin 10.0.0.1:7080 mount --pki /etc/weft/pki /mnt/weft
+  weft mount --pki /etc/weft/pki --as backup /mnt/weft   # client:backup of several
   weft mount --private ~/weft        # only the mounting user may use it`,
 		Args: exactArgs(1, "one mount point"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -73,9 +80,17 @@ as NFS does.`,
 			if pprof != "" {
 				go func() { log.Warn("pprof server", "err", http.ListenAndServe(pprof, nil)) }()
 			}
+			pkiDir := ""
+			if !g.insecure {
+				if pkiDir, _ = g.pkiDir(); pkiDir == "" {
+					return usageError{fmt.Errorf("no certificates: pass --pki DIR (or $%s) with the cluster's ca.crt and a client certificate (weft cert issue --client NAME), "+
+						"or --insecure for a cluster run without TLS", envPKI)}
+				}
+			}
 			return mount.Run(c.Context(), mount.Options{
 				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, Metrics: metrics,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
+				PKI:   pkiDir, Identity: g.as,
 			})
 		},
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/weftfs/weft/internal/server"
 )
 
-func newServerCmd() *cobra.Command {
+func newServerCmd(g *globals) *cobra.Command {
 	var (
 		configPath string
 		drives     []string
@@ -33,6 +33,15 @@ The control plane is either an external etcd cluster (--etcd-endpoints) or
 an etcd member embedded in this node (--etcd-embed, with --data-dir and the
 member's URLs; --etcd-initial-cluster lists all founding members).
 
+Security: --pki DIR holds the cluster's CA bundle (ca.crt) and this node's
+certificate and key (node-NAME.crt, node-NAME.key): every connection the
+node serves or makes is then mutual TLS, the etcd URLs are https://, and
+etcd's authentication admits only the cluster's identities. Make the
+files with weft cluster init (the first node) or weft cert issue --node
+NAME --host ADDR (every other). Without --pki the node refuses to start,
+unless --insecure: plain text, nobody authenticated, loudly logged; for
+experiments only. See docs/admin-guide.md, "Certificates".
+
 A drive is a directory: PATH[:CLASS[:POOL[:SIZE]]], class nvme, ssd
 (default) or hdd, pool "default" unless named. SIZE caps the bytes the drive
 holds (64MiB, 10G, 1.5TiB; K/M/G/T and KiB… are powers of 1024, KB… of 1000);
@@ -48,17 +57,19 @@ Settings may come from a YAML file (--config); flags given on the command
 line override it. Keys: name, data_dir, grpc_addr, admin_addr, lease_ttl,
 default_protection, usage_interval, drives (list of {path, class, pool,
 capacity}),
-etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
+etcd {endpoints, embed, client_url, peer_url, initial_cluster, token},
+pki_dir, insecure.`,
 		Example: `  # a one-node cluster with its own etcd member
-  weft server --name n1 --data-dir /var/lib/weft --etcd-embed \
+  weft cluster init --pki /etc/weft/pki --name n1 --host 10.0.0.1
+  weft server --name n1 --pki /etc/weft/pki --data-dir /var/lib/weft --etcd-embed \
       --drive /mnt/nvme0:nvme:fast --drive /mnt/sdb:hdd:capacity
 
   # two drives sharing one file system, 500 GiB each
-  weft server --name n2 --etcd-endpoints http://10.0.0.1:2379 \
+  weft server --name n2 --pki /etc/weft/pki --etcd-endpoints https://10.0.0.1:2379 \
       --drive /srv/weft/d0:hdd:default:500GiB --drive /srv/weft/d1:hdd:default:500GiB
 
   # a node of a cluster with an external etcd
-  weft server --name n4 --etcd-endpoints http://10.0.0.1:2379,http://10.0.0.2:2379 \
+  weft server --name n4 --pki /etc/weft/pki --etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 \
       --grpc-addr 10.0.0.4:7070 --admin-addr 10.0.0.4:7080 --drive /mnt/d0
 
   weft server --config /etc/weft/node.yaml`,
@@ -90,6 +101,8 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 			set("etcd-peer-url", func() { cfg.Etcd.PeerURL = flagCfg.Etcd.PeerURL })
 			set("etcd-initial-cluster", func() { cfg.Etcd.InitialCluster = flagCfg.Etcd.InitialCluster })
 			set("etcd-token", func() { cfg.Etcd.Token = flagCfg.Etcd.Token })
+			set("pki", func() { cfg.PKIDir = g.pki })
+			set("insecure", func() { cfg.Insecure = g.insecure })
 			set("etcd-endpoints", func() {
 				cfg.Etcd.Endpoints = nil
 				for _, e := range strings.Split(endpoints, ",") {
@@ -125,12 +138,12 @@ etcd {endpoints, embed, client_url, peer_url, initial_cluster, token}.`,
 	f.StringVar(&flagCfg.Name, "name", "", "node name, unique in the cluster (default: the host name)")
 	f.StringVar(&flagCfg.DataDir, "data-dir", "", "directory for the node's own state (the embedded etcd member)")
 	f.StringVar(&flagCfg.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "block service listen address")
-	f.StringVar(&flagCfg.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin HTTP API listen address (also /metrics)")
+	f.StringVar(&flagCfg.AdminAddr, "admin-addr", server.DefaultAdminAddr, "admin API listen address, HTTPS with --pki (also /metrics)")
 	f.StringArrayVar(&drives, "drive", nil, "a drive PATH[:CLASS[:POOL[:SIZE]]] (repeatable)")
 	f.StringVar(&endpoints, "etcd-endpoints", "", "comma-separated client URLs of the etcd cluster (external, or the other embedded members)")
 	f.BoolVar(&flagCfg.Etcd.Embed, "etcd-embed", false, "run an embedded etcd member in this node")
-	f.StringVar(&flagCfg.Etcd.ClientURL, "etcd-client-url", server.DefaultClientURL, "embedded member: client URL")
-	f.StringVar(&flagCfg.Etcd.PeerURL, "etcd-peer-url", server.DefaultPeerURL, "embedded member: peer URL")
+	f.StringVar(&flagCfg.Etcd.ClientURL, "etcd-client-url", "", "embedded member: client URL (default "+server.DefaultClientURL+"; http:// with --insecure)")
+	f.StringVar(&flagCfg.Etcd.PeerURL, "etcd-peer-url", "", "embedded member: peer URL (default "+server.DefaultPeerURL+"; http:// with --insecure)")
 	f.StringVar(&flagCfg.Etcd.InitialCluster, "etcd-initial-cluster", "", "embedded member: founding members NAME=PEERURL,… (default: this member alone)")
 	f.StringVar(&flagCfg.Etcd.Token, "etcd-token", "weft", "embedded member: initial cluster token")
 	f.DurationVar(&flagCfg.LeaseTTL, "lease-ttl", server.DefaultLeaseTTL, "liveness lease TTL: a crashed node shows down after at most this long")

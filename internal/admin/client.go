@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/pki"
 )
 
 // ErrNoCluster is returned by Discover when no admin address is configured.
@@ -38,19 +40,56 @@ func (e *Error) Error() string { return e.Msg }
 type Client struct {
 	bases []string
 	http  *http.Client
+	tls   *tls.Config
+	token string
 }
 
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithTLS talks HTTPS with cfg: a pki.Source's ClientTLS (an admin's or a
+// node's certificate, or none from pki.NewTrust with a token), which
+// verifies the node against the cluster's CAs. Without it the client
+// talks plain HTTP, to a node run with --insecure.
+func WithTLS(cfg *tls.Config) ClientOption { return func(c *Client) { c.tls = cfg } }
+
+// WithToken authenticates with a bearer token (weft token create).
+func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+
 // NewClient returns a client for the API at addrs: a comma-separated list
-// of "host:port" or URLs, tried in order.
-func NewClient(addrs string) *Client {
-	c := &Client{http: &http.Client{Timeout: 30 * time.Second}}
+// of "host:port" or URLs, tried in order. A host:port is reached over
+// https with WithTLS, http otherwise.
+func NewClient(addrs string, opts ...ClientOption) *Client {
+	c := &Client{}
+	for _, o := range opts {
+		o(c)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = c.tls
+	c.http = &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	scheme := "http://"
+	if c.tls != nil {
+		scheme = "https://"
+	}
 	for _, a := range strings.FieldsFunc(addrs, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' }) {
 		if !strings.Contains(a, "://") {
-			a = "http://" + a
+			a = scheme + a
 		}
 		c.bases = append(c.bases, strings.TrimRight(a, "/"))
 	}
 	return c
+}
+
+// HTTP returns the client's HTTP client, with its TLS configuration (for
+// other paths of a node's admin address: /metrics). Requests made with it
+// carry no token: add it with Authorize.
+func (c *Client) HTTP() *http.Client { return c.http }
+
+// Authorize adds the client's bearer token, if it has one, to req.
+func (c *Client) Authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // Base returns the base URL tried first.
@@ -103,16 +142,17 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		if err != nil {
 			return err
 		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
+		if method != http.MethodGet && method != http.MethodHead {
+			req.Header.Set("Content-Type", "application/json") // the API requires it of every change
 		}
+		c.Authorize(req)
 		if resp, err = c.http.Do(req); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("admin: %s %s: %w", method, path, ctx.Err())
 		}
-		errs = append(errs, err.Error())
+		errs = append(errs, pki.Explain(err).Error())
 	}
 	if resp == nil {
 		return fmt.Errorf("admin: cannot reach the admin API (%s): is the cluster running? (see weft local up)", strings.Join(errs, "; "))
@@ -121,6 +161,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return fmt.Errorf("admin: read answer of %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode == http.StatusBadRequest && bytes.Contains(b, []byte("HTTP request to an HTTPS server")) {
+		return &Error{Status: resp.StatusCode, Code: "https", Msg: fmt.Sprintf("admin: %s serves HTTPS: point weft at the cluster's certificates (--pki DIR, $WEFT_PKI, or weft-data/pki where weft local up made them)", resp.Request.URL.Host)}
 	}
 	if resp.StatusCode >= 300 {
 		var eb ErrorBody

@@ -76,7 +76,7 @@ func (h *handler) addDrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var v AddDriveReply
-	if err := NewClient(n.AdminAddr).do(ctx, http.MethodPost, APIVersion+"/node/drives", req, &v); err != nil {
+	if err := NewClient(n.AdminAddr, h.peer...).do(ctx, http.MethodPost, APIVersion+"/node/drives", req, &v); err != nil {
 		relayError(w, n, err)
 		return
 	}

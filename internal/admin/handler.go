@@ -87,6 +87,13 @@ type Deps struct {
 	Workers WorkerLister
 	Node    NodeInfo
 	Log     *slog.Logger
+	// Peer are the options of the client with which this node relays a
+	// request to another node's admin API (drive add, workers): its own
+	// node certificate.
+	Peer []ClientOption
+	// Insecure: the node serves without TLS (tokens and identities are
+	// refused).
+	Insecure bool
 }
 
 type handler struct {
@@ -100,6 +107,8 @@ type handler struct {
 	workers  WorkerLister
 	node     NodeInfo
 	log      *slog.Logger
+	peer     []ClientOption
+	insecure bool
 }
 
 // NewHandler returns the API's routes:
@@ -122,13 +131,18 @@ type handler struct {
 //	GET  /v1/files/under-protected   UnderProtectedList (?after=LIN&limit=N)
 //	GET  /v1/files/lost              LostList, the lost-data list (?after=LIN&limit=N)
 //
+// and the routes of jobs, files, tokens and identities (jobs.go, files.go,
+// access.go). Who may call them is Guard's business (auth.go): the server
+// puts it in front of the handler.
+//
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
 // transition not allowed, or a drive add refused), 502 (a node to route to
 // did not answer), 503 (control plane unreachable, or the node named is
 // down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, node: d.Node, log: d.Log}
+	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, node: d.Node, log: d.Log,
+		peer: d.Peer, insecure: d.Insecure}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET "+APIVersion+"/node", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, h.node) })
@@ -153,6 +167,7 @@ func NewHandler(d Deps) http.Handler {
 	})
 	h.jobRoutes(mux)
 	h.fileRoutes(mux)
+	h.accessRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})
@@ -227,6 +242,8 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		writeError(w, http.StatusConflict, "refused", err.Error())
 	case errors.Is(err, ErrNodeDown):
 		writeError(w, http.StatusServiceUnavailable, "node_down", err.Error())
+	case errors.Is(err, cluster.ErrAccess):
+		writeError(w, http.StatusForbidden, "forbidden", err.Error())
 	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, meta.ErrNotFound), errors.Is(err, job.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cluster.ErrExists):

@@ -55,7 +55,7 @@ func (h *handler) namedNodeWorkers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var v Workers
-	switch err := NewClient(n.AdminAddr).do(ctx, http.MethodGet, APIVersion+"/node/workers", nil, &v); {
+	switch err := NewClient(n.AdminAddr, h.peer...).do(ctx, http.MethodGet, APIVersion+"/node/workers", nil, &v); {
 	case err != nil:
 		relayError(w, n, err)
 	case v.Node != n.Name:

@@ -2,6 +2,7 @@ package block
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
@@ -44,19 +46,42 @@ const ReconnectBackoff = time.Second
 // connected within about a second either way.
 const MinConnectTimeout = 2 * time.Second
 
-// DialOptions returns the options Dial uses: no transport security (for
-// now), message size limits matching ServerOptions, large flow-control
-// windows, buffers that are not cleared (bufferPool), keepalive pings
-// every 30 s so a dead node is noticed, and a reconnect back-off of at
-// most ReconnectBackoff so that a node that returns is used again at once.
-func DialOptions() []grpc.DialOption {
+// DialOption changes how Dial connects.
+type DialOption func(*dialConfig)
+
+type dialConfig struct {
+	tls *tls.Config
+}
+
+// WithTLS connects over TLS with cfg (a pki.Source's ClientTLS: mutual
+// TLS, the server verified against the cluster's CAs); without it Dial
+// connects in plain text, to a node run with --insecure.
+func WithTLS(cfg *tls.Config) DialOption {
+	return func(c *dialConfig) { c.tls = cfg }
+}
+
+// DialOptions returns the options Dial uses: transport security as opts
+// say (plain text without WithTLS), message size limits matching
+// ServerOptions, large flow-control windows, buffers that are not cleared
+// (bufferPool), keepalive pings every 30 s so a dead node is noticed, and
+// a reconnect back-off of at most ReconnectBackoff so that a node that
+// returns is used again at once.
+func DialOptions(opts ...DialOption) []grpc.DialOption {
+	var dc dialConfig
+	for _, o := range opts {
+		o(&dc)
+	}
+	creds := insecure.NewCredentials()
+	if dc.tls != nil {
+		creds = credentials.NewTLS(dc.tls)
+	}
 	return []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectBackoff},
 			MinConnectTimeout: MinConnectTimeout,
 		}),
 		experimental.WithBufferPool(&bufferPool{}),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		grpc.WithInitialWindowSize(streamWindow),
 		grpc.WithInitialConnWindowSize(connWindow),
@@ -70,8 +95,8 @@ func DialOptions() []grpc.DialOption {
 
 // Dial returns a Client of the block service at addr ("host:port"). It does
 // not wait for a connection: the first call connects. Close releases it.
-func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr, DialOptions()...)
+func Dial(addr string, opts ...DialOption) (*Client, error) {
+	conn, err := grpc.NewClient(addr, DialOptions(opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("block: dial %s: %w", addr, err)
 	}

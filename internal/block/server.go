@@ -7,6 +7,9 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/rpc/pb"
 )
@@ -113,6 +116,9 @@ func (g *server) Get(req *pb.GetRequest, stream pb.BlockService_GetServer) error
 }
 
 func (g *server) Adopt(ctx context.Context, req *pb.AdoptRequest) (*pb.AdoptResponse, error) {
+	if _, ok := IdentityOf(ctx); g.s.secure && !ok {
+		return nil, status.Error(codes.PermissionDenied, "block: adopt: the caller has no authorized node or client identity")
+	}
 	d, err := g.s.Drive(drive.ID(req.GetDriveId()))
 	if err != nil {
 		return nil, toStatus(err)

@@ -74,6 +74,8 @@ type Service struct {
 	log    *slog.Logger
 	mu     sync.RWMutex
 	drives map[drive.ID]*drive.Drive
+	// secure: calls must carry an authorized identity (RequireIdentity).
+	secure bool
 }
 
 // NewService returns a Service serving drives. logger may be nil. It fails
@@ -135,6 +137,12 @@ func (s *Service) Drives() []*drive.Drive {
 	slices.SortFunc(out, func(a, b *drive.Drive) int { return int(int64(a.ID()) - int64(b.ID())) })
 	return out
 }
+
+// RequireIdentity makes the handlers that change a drive from a file on
+// the node's machine (Adopt) refuse a caller without an authorized
+// identity (see SecureServerOptions, which every secure server uses). Call
+// it before Register.
+func (s *Service) RequireIdentity() { s.secure = true }
 
 // Register registers the block service on g, which must have been built
 // with ServerOptions (the Put handler needs its codec).

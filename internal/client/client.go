@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,9 +88,14 @@ type Config struct {
 	IOTimeout time.Duration
 	// MapTTL is the lifetime of cached stripe maps; 0 means DefaultMapTTL.
 	MapTTL time.Duration
-	// Dial connects to a node's block service; nil means block.Dial. Tests
-	// use it to inject faults.
+	// Dial connects to a node's block service; nil means block.Dial (with
+	// BlockTLS). Tests use it to inject faults.
 	Dial func(addr string) (BlockClient, error)
+	// BlockTLS, if set, is the TLS configuration of the connections to the
+	// block services (a pki.Source's ClientTLS: this process's node or
+	// client identity); nil connects in plain text, to nodes run with
+	// --insecure.
+	BlockTLS *tls.Config
 	// ClusterID enables short-circuit I/O with drives of nodes on this
 	// machine (DriveState.LocalPath), after checking that the directory
 	// holds that drive of this cluster: units are read straight from the
@@ -229,7 +235,11 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		c.mapTTL = DefaultMapTTL
 	}
 	if c.dial == nil {
-		c.dial = func(addr string) (BlockClient, error) { return block.Dial(addr) }
+		var opts []block.DialOption
+		if cfg.BlockTLS != nil {
+			opts = append(opts, block.WithTLS(cfg.BlockTLS))
+		}
+		c.dial = func(addr string) (BlockClient, error) { return block.Dial(addr, opts...) }
 	}
 	c.wsem = make(chan struct{}, wb)
 	c.rasem = make(chan struct{}, max(c.readahead, 1))

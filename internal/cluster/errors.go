@@ -15,4 +15,10 @@ var (
 	// ErrConflict: a compare-and-swap write lost to another writer; read
 	// again and retry.
 	ErrConflict = errors.New("cluster: concurrent update")
+	// ErrAccess: etcd's authentication refused the request (the caller's
+	// identity has no etcd user, or its role does not allow it).
+	ErrAccess = errors.New("cluster: access refused")
+	// ErrBadToken: a bearer token that is malformed, unknown, revoked or
+	// expired.
+	ErrBadToken = errors.New("cluster: bad token")
 )

@@ -30,6 +30,15 @@ import (
 //	                              names seen, down-since times), written
 //	                              by the coordinator with a compare-and-
 //	                              swap; absent until the first watch
+//	/weft/tokens/<id>             TokenRecord: an admin API bearer token,
+//	                              its secret hashed (token.go)
+//	/weft/token-names/<name>      the id of the token called name
+//	/weft/ping                    never written: what every client reads
+//	                              to prove a quorum answers (etcdx.PingKey)
+//
+// Access: etcd's authentication lets node identities do everything,
+// client identities read everything and write under MetaPrefix, admin
+// identities read everything (access.go).
 //
 // The namespace (package meta) keeps its keys under MetaPrefix, and the job
 // engine (package job, schema in internal/job/schema.go) under /weft/jobs/;

@@ -23,24 +23,17 @@ type Store struct {
 // id, schema version) if this is the first node of a new cluster. It refuses
 // a control plane written by a newer weft (ErrNewerSchema).
 func Open(ctx context.Context, cli *clientv3.Client) (*Store, error) {
-	id := newClusterID()
-	now := time.Now().UTC().Format(time.RFC3339)
-	// Bootstrap is one transaction: whoever creates /weft/schema first also
-	// sets the id; everyone else reads what is there.
-	_, err := cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(keySchema), "=", 0)).
-		Then(
-			clientv3.OpPut(keySchema, strconv.Itoa(SchemaVersion)),
-			clientv3.OpPut(keyClusterID, id),
-			clientv3.OpPut(keyCreated, now),
-			// An empty event-watcher record: every drive and node that
-			// joins from now on is an addition the event log records (a
-			// cluster without one predates it: the watcher takes what
-			// exists when it first looks as the initial membership).
-			clientv3.OpPut(keyWatch, encode(WatchRecord{V: RecordVersion, Updated: time.Now().UTC()})),
-		).Commit()
+	// Read first: a client identity may read the control plane but not
+	// write it, and etcd's authentication checks every operation of a
+	// transaction, taken or not.
+	sr, err := cli.Get(ctx, keySchema)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		return nil, fmt.Errorf("cluster: read schema: %w", err)
+	}
+	if len(sr.Kvs) == 0 {
+		if err := bootstrap(ctx, cli); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(keySchema), clientv3.OpGet(keyClusterID)).Commit()
 	if err != nil {
@@ -62,6 +55,30 @@ func Open(ctx context.Context, cli *clientv3.Client) (*Store, error) {
 		return nil, err
 	}
 	return &Store{cli: cli, clusterID: string(ik[0].Value)}, nil
+}
+
+// bootstrap creates the schema, the cluster id and the creation time in
+// one transaction: whoever creates /weft/schema first also sets the id;
+// everyone else reads what is there.
+func bootstrap(ctx context.Context, cli *clientv3.Client) error {
+	id := newClusterID()
+	now := time.Now().UTC().Format(time.RFC3339)
+	_, err := cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(keySchema), "=", 0)).
+		Then(
+			clientv3.OpPut(keySchema, strconv.Itoa(SchemaVersion)),
+			clientv3.OpPut(keyClusterID, id),
+			clientv3.OpPut(keyCreated, now),
+			// An empty event-watcher record: every drive and node that
+			// joins from now on is an addition the event log records (a
+			// cluster without one predates it: the watcher takes what
+			// exists when it first looks as the initial membership).
+			clientv3.OpPut(keyWatch, encode(WatchRecord{V: RecordVersion, Updated: time.Now().UTC()})),
+		).Commit()
+	if err != nil {
+		return fmt.Errorf("cluster: bootstrap: %w", err)
+	}
+	return nil
 }
 
 // migrate brings the control plane from version v to SchemaVersion. There is

@@ -105,6 +105,8 @@ type Drive struct {
 //
 // Open removes temp files left by interrupted writes and scans the block
 // files to initialise Usage; the scan reads one directory entry per block.
+// The directory is made the server's user's alone (DirMode), with a log
+// line if it was not.
 // Close the drive to release its lock.
 func Open(path string, opts Options) (*Drive, error) {
 	if opts.ClusterID == "" || opts.Node == "" {
@@ -127,7 +129,7 @@ func Open(path string, opts Options) (*Drive, error) {
 	d := &Drive{path: abs, log: log.With("drive_path", abs), sync: opts.Sync, reserve: opts.Reserve, capacity: opts.Capacity}
 	d.bufs.New = func() any { b := alignedBuf(ioBufferSize); return &b }
 
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if err := os.MkdirAll(abs, DirMode); err != nil {
 		return nil, fmt.Errorf("drive: creating directory %s: %w", abs, err)
 	}
 	// Refuse a foreign directory before leaving a lock file in it, and a
@@ -146,6 +148,12 @@ func Open(path string, opts Options) (*Drive, error) {
 		return nil, err
 	}
 	if err := d.initIdentity(opts); err != nil {
+		d.lock.Close()
+		return nil, err
+	}
+	// Only now that it is known to be this node's drive (or an empty
+	// directory made one): a directory refused above keeps its mode.
+	if err := secureDir(abs, d.log); err != nil {
 		d.lock.Close()
 		return nil, err
 	}

@@ -127,6 +127,15 @@ func (d *Drive) Verify(ctx context.Context, id BlockID) (err error) {
 	if err != nil {
 		return err
 	}
+	return d.checkData(ctx, f, &hdr, info, &moved)
+}
+
+// checkData reads the data of block file f, whose header hdr and stat
+// info are known, once, and checks every segment's CRC and that nothing
+// follows the data; it adds the bytes read to *moved. A mismatch is a
+// *CorruptError.
+func (d *Drive) checkData(ctx context.Context, f *os.File, hdr *BlockHeader, info fs.FileInfo, moved *int64) error {
+	id := hdr.ID
 	bp := d.bufs.Get().(*[]byte)
 	defer d.bufs.Put(bp)
 	buf := (*bp)[:ioBufferSize/int(hdr.SegmentSize)*int(hdr.SegmentSize)]
@@ -137,11 +146,11 @@ func (d *Drive) Verify(ctx context.Context, id BlockID) (err error) {
 		}
 		want := min(int64(len(buf)), hdr.Length-off)
 		n, rerr := f.ReadAt(buf[:want], hlen+off)
-		moved += int64(n)
+		*moved += int64(n)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, rerr)
 		}
-		if err := d.checkSegments(&hdr, buf[:n], int(off/int64(hdr.SegmentSize)), want); err != nil {
+		if err := d.checkSegments(hdr, buf[:n], int(off/int64(hdr.SegmentSize)), want); err != nil {
 			return err
 		}
 	}

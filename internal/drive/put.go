@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/weftfs/weft/internal/failpoint"
 )
@@ -75,7 +78,7 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	}
 	defer os.Remove(tmp) // a no-op error once linked and removed
 	// A linked block is counted in used by the deferred releaseCapacity.
-	stored, err = d.link(tmp, final, hdr, "drive/put-before-link", "drive/put-before-dirsync")
+	stored, err = d.link(tmp, nil, final, hdr, "drive/put-before-link", "drive/put-before-dirsync")
 	return err
 }
 
@@ -201,7 +204,9 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 // and counts the block; linked says it did (even if syncing the directory
 // then failed). The caller removes tmp afterwards. A block stored
 // meanwhile with the same content is success without linking (a retried
-// write); with other content it is ErrExists.
+// write); with other content it is ErrExists. If open is not nil, it is
+// tmp opened, and the file linked is the one it has open, whatever tmp
+// names by then (Adopt links exactly the file it checked).
 //
 // Failpoints: beforeLink (drive/put-before-link, drive/adopt-before-link)
 // is evaluated before the link, the temp file synced; its error fails the
@@ -210,7 +215,7 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 // before the temp name is removed and the directory synced; its error
 // fails the write as a failed directory sync would (linked, maybe not
 // durably: the caller's retry of the same content succeeds).
-func (d *Drive) link(tmp, final string, hdr BlockHeader, beforeLink, beforeDirSync string) (linked bool, err error) {
+func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader, beforeLink, beforeDirSync string) (linked bool, err error) {
 	need := int64(headerLength(len(hdr.SegmentCRCs))) + hdr.Length
 	// A crash here leaves a complete temp file that the next Open removes.
 	if err := failpoint.Eval(beforeLink); err != nil {
@@ -218,7 +223,7 @@ func (d *Drive) link(tmp, final string, hdr BlockHeader, beforeLink, beforeDirSy
 	}
 	// Link, not rename: it fails instead of replacing a block that a
 	// concurrent Put of the same id stored meanwhile.
-	if err := os.Link(tmp, final); err != nil {
+	if err := linkFile(tmp, open, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			stored, _, serr := d.readHeaderFile(final, hdr.ID)
 			if serr == nil && sameContent(stored, hdr.Length, hdr.SegmentCRCs) {
@@ -245,6 +250,25 @@ func (d *Drive) link(tmp, final string, hdr BlockHeader, beforeLink, beforeDirSy
 		}
 	}
 	return true, nil
+}
+
+// linkFile hard-links tmp, or the file open has open, to final.
+func linkFile(tmp string, open *os.File, final string) error {
+	if open == nil {
+		return os.Link(tmp, final)
+	}
+	// linkat(2) of /proc/self/fd/N with AT_SYMLINK_FOLLOW links the open
+	// file itself; without /proc, tmp's name.
+	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(open.Fd())), unix.AT_FDCWD, final, unix.AT_SYMLINK_FOLLOW)
+	if errors.Is(err, syscall.ENOENT) {
+		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
+			return os.Link(tmp, final)
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "link", Old: tmp, New: final, Err: err}
+	}
+	return nil
 }
 
 // copyData copies length bytes from data to f at offset off, appending one

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Staged writes. A client on the machine of the node that owns a drive
@@ -55,7 +56,32 @@ func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string
 	if err != nil {
 		return "", err
 	}
+	if err := d.giveToOwner(tmp); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
 	return filepath.Base(tmp), nil
+}
+
+// giveToOwner makes a staged file the drive directory's owner's (the
+// server's user), as Adopt requires, when this process runs as root and
+// the server does not; otherwise the file is already the right user's.
+func (d *Drive) giveToOwner(tmp string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	st, err := os.Stat(d.path)
+	if err != nil {
+		return fmt.Errorf("drive: %w", err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || sys.Uid == 0 {
+		return nil
+	}
+	if err := os.Lchown(tmp, int(sys.Uid), int(sys.Gid)); err != nil {
+		return fmt.Errorf("drive %v: giving a staged block to the drive's owner (uid %d): %w", d.ID(), sys.Uid, err)
+	}
+	return nil
 }
 
 // Unstage removes a staged file that will not be adopted (the Adopt RPC
@@ -87,14 +113,18 @@ func (d *Drive) stagedPath(id BlockID, name string) (string, error) {
 }
 
 // Adopt takes in the staged file name of block hdr.ID (see Stage): it
-// checks that the file is a complete block whose header matches hdr
-// (owner, stripe, unit, generation, length; segment CRCs if hdr carries
-// them) and length, that it fits the drive's Capacity and leaves the
-// reserve free, and links it into place with the durability of Put. The
-// staged file is removed whatever the outcome. Adopting a block that is
-// already stored with the same content succeeds (a retried write); with
-// other content it is ErrExists. A file that is missing or not a valid
-// block is ErrInvalid (or ErrCorrupt for a damaged header).
+// checks that the file is a complete, intact block whose header matches
+// hdr (owner, stripe, unit, generation, length; segment CRCs if hdr
+// carries them) and length — reading it once, to check the CRC of every
+// segment as Verify does —, that it is a regular file owned by the
+// drive's owner (the server's user: a file another local user managed to
+// place there is never taken in), that it fits the drive's Capacity and
+// leaves the reserve free, and links the file it checked into place with
+// the durability of Put. The staged file is removed whatever the outcome.
+// Adopting a block that is already stored with the same content succeeds
+// (a retried write); with other content it is ErrExists. A file that is
+// missing or not a valid block, or not the owner's, is ErrInvalid; one
+// whose header or data do not match their checksums is ErrCorrupt.
 func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length int64) (err error) {
 	if err := d.checkWrite("adopt", hdr.ID, length, true); err != nil {
 		return err
@@ -111,15 +141,22 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 		return fmt.Errorf("drive %v: adopt block %v: %w", d.ID(), hdr.ID, err)
 	}
 
-	staged, info, err := d.readHeaderFile(tmp, hdr.ID)
-	if errors.Is(err, ErrNotFound) {
+	f, err := os.OpenFile(tmp, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("%w: drive %v: staged file %s of block %v is missing", ErrInvalid, d.ID(), name, hdr.ID)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("%w: drive %v: staged file %s of block %v is a symbolic link", ErrInvalid, d.ID(), name, hdr.ID)
+	case err != nil:
+		return fmt.Errorf("drive %v: opening staged block %v: %w", d.ID(), hdr.ID, err)
 	}
-	if err != nil {
+	defer f.Close()
+	if err := d.checkStagedFile(f, name, hdr.ID); err != nil {
 		return err
 	}
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%w: drive %v: staged file %s of block %v is not a regular file", ErrInvalid, d.ID(), name, hdr.ID)
+	staged, info, err := d.readHeader(f, hdr.ID)
+	if err != nil {
+		return err
 	}
 	if staged.Owner != hdr.Owner || staged.Stripe != hdr.Stripe || staged.Unit != hdr.Unit ||
 		staged.Generation != hdr.Generation || staged.Length != length ||
@@ -127,6 +164,10 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 		return fmt.Errorf("%w: drive %v: staged file %s does not hold the block announced: header owner %d stripe %d unit %d generation %d length %d, adopt names owner %d stripe %d unit %d generation %d length %d",
 			ErrInvalid, d.ID(), name, staged.Owner, staged.Stripe, staged.Unit, staged.Generation, staged.Length,
 			hdr.Owner, hdr.Stripe, hdr.Unit, hdr.Generation, length)
+	}
+	var read int64
+	if err := d.checkData(ctx, f, &staged, info, &read); err != nil {
+		return fmt.Errorf("drive %v: staged file %s: %w", d.ID(), name, err)
 	}
 
 	_, final := d.blockPath(hdr.ID)
@@ -151,9 +192,33 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 		return err
 	}
 	// Stage synced the data; link makes the block's name durable.
-	stored, err = d.link(tmp, final, staged, "drive/adopt-before-link", "drive/adopt-before-dirsync")
+	stored, err = d.link(tmp, f, final, staged, "drive/adopt-before-link", "drive/adopt-before-dirsync")
 	if stored {
 		moved = size
 	}
 	return err
+}
+
+// checkStagedFile refuses a staged file that is not a regular file with
+// one link, owned by the user the drive's process runs as.
+func (d *Drive) checkStagedFile(f *os.File, name string, id BlockID) error {
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("drive %v: stat staged block %v: %w", d.ID(), id, err)
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%w: drive %v: staged file %s of block %v is not a regular file", ErrInvalid, d.ID(), name, id)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if euid := os.Geteuid(); int(st.Uid) != euid {
+		return fmt.Errorf("%w: drive %v: staged file %s of block %v is owned by uid %d, not by this server's user (uid %d): it was not staged by a weft client of this machine",
+			ErrInvalid, d.ID(), name, id, st.Uid, euid)
+	}
+	if st.Nlink != 1 {
+		return fmt.Errorf("%w: drive %v: staged file %s of block %v has %d links: it is not a file Stage wrote", ErrInvalid, d.ID(), name, id, st.Nlink)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package etcdx
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // DialTimeout bounds how long NewClient waits for the first connection.
@@ -57,13 +60,28 @@ const (
 	TooManyRequestsRetries = 10
 )
 
+// ClientOption changes how NewClient connects.
+type ClientOption func(*clientv3.Config)
+
+// WithTLS connects with cfg (https endpoints): the client's certificate
+// authenticates it, and with etcd's authentication on its CommonName is
+// the etcd user it acts as.
+func WithTLS(cfg *tls.Config) ClientOption {
+	return func(c *clientv3.Config) { c.TLS = cfg }
+}
+
+// PingKey is the key NewClient reads to prove a quorum answers. It is
+// inside weft's prefix, which every weft identity may read when etcd's
+// authentication is on (see docs/admin-guide.md, "Who may do what").
+const PingKey = "/weft/ping"
+
 // NewClient opens a client to the given etcd endpoints and checks that one of
 // them answers. The caller closes it.
-func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+func NewClient(ctx context.Context, endpoints []string, opts ...ClientOption) (*clientv3.Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("etcdx: no etcd endpoints: pass --etcd-endpoints or run an embedded member")
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cc := clientv3.Config{
 		Endpoints:            endpoints,
 		DialTimeout:          DialTimeout,
 		DialKeepAliveTime:    KeepAliveTime,
@@ -79,27 +97,51 @@ func NewClient(ctx context.Context, endpoints []string) (*clientv3.Client, error
 		},
 		Logger:  zap.NewNop(),
 		Context: context.Background(),
-	})
+	}
+	for _, o := range opts {
+		o(&cc)
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("etcdx: connect to %s: %w", strings.Join(endpoints, ","), err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, DialTimeout*2)
 	defer cancel()
 	// A linearizable read proves there is a quorum behind the endpoints.
-	if _, err := cli.Get(cctx, "weft-ping"); err != nil {
+	if _, err := cli.Get(cctx, PingKey); err != nil {
 		cli.Close()
+		if denied(err) {
+			return nil, fmt.Errorf("%w: etcd at %s refuses this client's certificate user: %w", ErrDenied, strings.Join(endpoints, ","), err)
+		}
 		return nil, fmt.Errorf("etcdx: etcd at %s does not answer: %w", strings.Join(endpoints, ","), err)
 	}
 	return cli, nil
 }
 
+// ErrDenied is returned by NewClient when etcd's authentication refuses
+// the client (no etcd user for its certificate, or no permission to read
+// PingKey).
+var ErrDenied = errors.New("etcdx: access denied")
+
+// denied reports whether err is etcd's authentication refusing a request.
+func denied(err error) bool {
+	e := rpctypes.Error(err)
+	for _, d := range []error{rpctypes.ErrPermissionDenied, rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound, rpctypes.ErrAuthFailed} {
+		if errors.Is(e, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // retryTooManyRequests is a gRPC interceptor that sends a request again
 // (through the balancer, so to the next member) when a member refused it
-// as "too many requests": it was refused before being proposed, so sending
-// it again never applies it twice.
+// as "too many requests", or answered it from a stopped gRPC server (see
+// stoppedMember): it was refused before being proposed, so sending it
+// again never applies it twice.
 func retryTooManyRequests(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	for i := 0; i < TooManyRequestsRetries && tooManyRequests(err); i++ {
+	for i := 0; i < TooManyRequestsRetries && (tooManyRequests(err) || stoppedMember(err)); i++ {
 		select {
 		case <-ctx.Done():
 			return err
@@ -108,6 +150,13 @@ func retryTooManyRequests(ctx context.Context, method string, req, reply any, cc
 		err = invoker(ctx, method, req, reply, cc, opts...)
 	}
 	return err
+}
+
+// stoppedMember reports whether err is the empty answer of a member over
+// TLS whose gRPC server has stopped while its HTTP/2 server still serves
+// the connection (see Member.Close): the request never reached etcd.
+func stoppedMember(err error) bool {
+	return status.Code(err) == codes.Unknown && strings.Contains(err.Error(), "malformed header: missing HTTP content-type")
 }
 
 // tooManyRequests reports whether err is etcd's refusal of a request by a

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -44,6 +45,30 @@ type MemberConfig struct {
 	QuotaBytes int64
 	// LogLevel is etcd's own log level ("error" unless set).
 	LogLevel string
+	// TLS, when set, serves the client and peer URLs (which must then be
+	// https) with mutual TLS; nil serves them in plain http (weft server
+	// --insecure).
+	TLS *MemberTLS
+}
+
+// MemberTLS is an embedded member's TLS material, as files: etcd reads its
+// certificate and key again at each handshake, so a renewed certificate is
+// used without a restart; the trusted CAs it reads when it starts (see
+// docs/admin-guide.md, "Rotating the CA").
+//
+// Clients and peers must present a certificate signed by a CA of
+// TrustedCAFile (ClientCertAuth on both URLs); with etcd's authentication
+// on, a client's certificate CommonName is its etcd user. On the peer URL
+// only the certificates named in PeerCNs are admitted (the founding
+// members' node identities): any other identity of the cluster — a mount's,
+// say — could otherwise speak raft to the members. The client's address
+// is not checked against a peer certificate's names (etcd's SAN check,
+// which does reverse DNS lookups): the identity is the certificate.
+type MemberTLS struct {
+	CertFile, KeyFile, TrustedCAFile string
+	// PeerCNs are the certificate CommonNames admitted on the peer URL;
+	// empty admits every certificate the CAs signed.
+	PeerCNs []string
 }
 
 // MemberKeepAliveMinTime is the shortest keep-alive ping interval an
@@ -64,13 +89,17 @@ func Start(ctx context.Context, mc MemberConfig, log *slog.Logger) (*Member, err
 	if mc.Name == "" || mc.Dir == "" {
 		return nil, fmt.Errorf("etcdx: member needs a name and a data directory")
 	}
+	scheme := "http"
+	if mc.TLS != nil {
+		scheme = "https"
+	}
 	curl, err := url.Parse(mc.ClientURL)
-	if err != nil || curl.Host == "" {
-		return nil, fmt.Errorf("etcdx: bad client URL %q: want http://HOST:PORT", mc.ClientURL)
+	if err != nil || curl.Host == "" || curl.Scheme != scheme {
+		return nil, fmt.Errorf("etcdx: bad client URL %q: want %s://HOST:PORT", mc.ClientURL, scheme)
 	}
 	purl, err := url.Parse(mc.PeerURL)
-	if err != nil || purl.Host == "" {
-		return nil, fmt.Errorf("etcdx: bad peer URL %q: want http://HOST:PORT", mc.PeerURL)
+	if err != nil || purl.Host == "" || purl.Scheme != scheme {
+		return nil, fmt.Errorf("etcdx: bad peer URL %q: want %s://HOST:PORT", mc.PeerURL, scheme)
 	}
 	if err := os.MkdirAll(mc.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcdx: data directory: %w", err)
@@ -113,6 +142,16 @@ func Start(ctx context.Context, mc MemberConfig, log *slog.Logger) (*Member, err
 	// Clients ping every KeepAliveTime (client.go); etcd's default minimum
 	// (5 s) would answer faster pings with GOAWAY.
 	cfg.GRPCKeepAliveMinTime = MemberKeepAliveMinTime
+	// weft's clients speak gRPC; etcd's JSON gateway (/v3/kv/range …) is
+	// one more door, and one that cannot carry a client certificate's
+	// identity to etcd's authentication.
+	cfg.EnableGRPCGateway = false
+	if t := mc.TLS; t != nil {
+		cfg.TlsMinVersion = "TLS1.3"
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: true}
+		cfg.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile, ClientCertAuth: true,
+			AllowedCNs: t.PeerCNs, SkipClientSANVerify: true}
+	}
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "10m"
 	lvl := mc.LogLevel
@@ -155,6 +194,9 @@ func Start(ctx context.Context, mc MemberConfig, log *slog.Logger) (*Member, err
 	return &Member{etcd: e, cfg: mc}, nil
 }
 
+// PeerURL returns the member's peer URL.
+func (m *Member) PeerURL() string { return m.cfg.PeerURL }
+
 // Endpoints returns the member's client URL as a one-element list.
 func (m *Member) Endpoints() []string { return []string{m.cfg.ClientURL} }
 
@@ -163,11 +205,22 @@ func (m *Member) Err() <-chan error { return m.etcd.Err() }
 
 // Close stops the member gracefully. It is safe to call more than once,
 // and after Crash.
+//
+// Over TLS etcd serves gRPC inside its HTTP/2 server, and its Close stops
+// gRPC but leaves the HTTP/2 connections that outlived the shutdown's
+// grace open: they go on answering pings, and every request on them with
+// an empty "200 OK" (a client sees "malformed header: missing HTTP
+// content-type"), so a client in the same process would never turn to
+// another member. Close therefore shuts those connections down, as the
+// end of a member's process would.
 func (m *Member) Close() {
 	if m == nil || m.etcd == nil {
 		return
 	}
-	m.stopOnce.Do(m.etcd.Close)
+	m.stopOnce.Do(func() {
+		m.etcd.Close()
+		sever(m.cfg.ClientURL, m.cfg.PeerURL)
+	})
 }
 
 // zapLogger builds a logger for etcd's internals writing to stderr at lvl.

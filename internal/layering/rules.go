@@ -32,16 +32,16 @@ func Weft() Table {
 	return Table{
 		Rules: []Rule{
 			// Processes and their wiring.
-			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster",
+			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster", "internal/pki",
 				"internal/drive", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount",
 				"internal/server"}},
 			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
 				"internal/kv/kvcache", "internal/meta"}},
-			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/server"}},
-			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client",
+			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
+			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client", "internal/pki",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
 				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
-			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster",
+			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/topology",
 				"internal/vfs"}},
 
@@ -50,7 +50,7 @@ func Weft() Table {
 				Libraries: []string{"github.com/hanwen/go-fuse/v2"}},
 
 			// The file system.
-			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive",
+			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
 				"internal/impact", "internal/job", "internal/meta"}},
 			{Pkg: "internal/bench", Kind: Part},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
@@ -62,9 +62,9 @@ func Weft() Table {
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement"}},
-			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
-			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/rpc/pb"}},
+			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/rpc/pb"}},
 
 			{Pkg: "internal/impact", Kind: Part, Imports: []string{"internal/job"}},
 			{Pkg: "internal/events", Kind: Part, Imports: []string{"internal/cluster", "internal/job"}},
@@ -93,11 +93,11 @@ func Weft() Table {
 			{Pkg: "internal/datadriven", Kind: Test},
 			{Pkg: "internal/client/clienttest", Kind: Test, Imports: []string{"internal/block", "internal/client",
 				"internal/drive", "internal/erasure", "internal/kv", "internal/kv/memkv", "internal/meta"}},
-			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx"}},
+			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx", "internal/pki"}},
 			{Pkg: "internal/kv/kvtest", Kind: Test, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/layering", Kind: Test},
 			{Pkg: "tests", Kind: Test},
-			{Pkg: "tests/harness", Kind: Test, Imports: []string{"internal/admin", "internal/cluster", "internal/etcdx",
+			{Pkg: "tests/harness", Kind: Test, Imports: []string{"internal/admin", "internal/block", "internal/cluster", "internal/etcdx", "internal/pki",
 				"internal/job", "internal/local", "internal/meta", "internal/namespace"}},
 		},
 		Forbidden: []Forbid{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,20 +18,27 @@ import (
 	"github.com/weftfs/weft/internal/admin"
 )
 
-// Control talks to a running supervisor through DIR/local.addr.
+// Control talks to a running supervisor through the unix socket
+// DIR/local.addr names (see control_socket.go).
 type Control struct {
 	dir  string
-	addr string
+	addr string // the socket's path
 	http *http.Client
 }
 
-// Dial finds the supervisor of the cluster in dir.
+// Dial finds the supervisor of the cluster in dir. Only the user who runs
+// it (and root) may connect.
 func Dial(dir string) (*Control, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ControlFile))
 	if err != nil {
 		return nil, fmt.Errorf("local: no running `weft local up` for %s (%v); start one first", dir, err)
 	}
-	return &Control{dir: dir, addr: strings.TrimSpace(string(b)), http: &http.Client{Timeout: 60 * time.Second}}, nil
+	path := strings.TrimSpace(string(b))
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Control{dir: dir, addr: path, http: &http.Client{Timeout: 60 * time.Second, Transport: tr}}, nil
 }
 
 func (c *Control) call(ctx context.Context, method, path string, out any) error {
@@ -46,13 +54,13 @@ func (c *Control) callBody(ctx context.Context, method, path string, in, out any
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.addr+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, "http://local"+path, body)
 	if err != nil {
 		return err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("local: the supervisor of %s does not answer: %w", c.dir, err)
+		return fmt.Errorf("local: the supervisor of %s does not answer at %s: %w (only the user who ran weft local up, or root, may use it)", c.dir, c.addr, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)

@@ -99,7 +99,7 @@ func (InProcess) Mount(ctx context.Context, m MountSpec) (Proc, error) {
 	go func() {
 		defer close(p.done)
 		defer lf.Close()
-		err := mount.Run(mctx, mount.Options{Admin: m.Admin, Dir: m.Dir, AllowOther: true, Metrics: m.Metrics, Log: log})
+		err := mount.Run(mctx, mount.Options{Admin: m.Admin, Dir: m.Dir, AllowOther: true, Metrics: m.Metrics, Log: log, PKI: m.PKI, Identity: identityIn(m.PKI)})
 		if err != nil {
 			log.Error("mount ended", "err", err)
 		}
@@ -164,4 +164,13 @@ func (p *inProc) end(err error) {
 	default:
 		p.exit = "exited"
 	}
+}
+
+// identityIn is the client identity a local mount presents: the
+// supervisor's own mount identity when there is a PKI directory.
+func identityIn(pkiDir string) string {
+	if pkiDir == "" {
+		return ""
+	}
+	return MountIdentity.Name
 }

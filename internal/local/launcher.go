@@ -73,6 +73,9 @@ type MountSpec struct {
 	// Metrics, if set, is where the mount serves its metrics and workers
 	// (weft mount --metrics).
 	Metrics string
+	// PKI is the directory of the cluster's CAs and of the mount's client
+	// certificate (weft mount --pki); "" for a cluster without TLS.
+	PKI string
 	// Env adds environment variables (WEFT_FAILPOINTS=…) to the mount's
 	// process. Only Exec can: InProcess refuses a MountSpec with Env, as
 	// its mount shares the calling process's environment.
@@ -112,6 +115,13 @@ func (e Exec) Mount(ctx context.Context, m MountSpec) (Proc, error) {
 	args := []string{"--admin", m.Admin, "mount", "--log-level", "warn"}
 	if m.Metrics != "" {
 		args = append(args, "--metrics", m.Metrics)
+	}
+	if m.PKI != "" {
+		// The mount's own identity, even if more client certificates
+		// were issued into the directory since.
+		args = append(args, "--pki", m.PKI, "--as", MountIdentity.Name)
+	} else {
+		args = append(args, "--insecure")
 	}
 	p, err := e.start("mount "+m.Dir, m.Log, m.Env, nil, append(args, m.Dir)...)
 	if err != nil {

@@ -31,6 +31,11 @@ import (
 // loopback address of their own (127.A.B.N for node nN, A.B drawn once per
 // cluster) instead of sharing 127.0.0.1; the members' addresses say so
 // already, so an older weft that ignores the field runs the same cluster.
+// insecure (absent: false) marks a cluster created with --insecure: no
+// certificates, plain http etcd URLs. A layout without it whose etcd URLs
+// are http:// was made by a weft from before TLS, and is as insecure
+// (Layout.IsInsecure); etcd members remember their peers' URLs, so a
+// cluster keeps the scheme it was created with.
 const LayoutVersion = 1
 
 // ErrLayout is wrapped by errors about DIR/local.json.
@@ -45,8 +50,24 @@ type Layout struct {
 	Created       time.Time `json:"created"`
 	// OwnAddresses: every node listens on a loopback address of its own
 	// (see Options.OwnAddresses).
-	OwnAddresses bool         `json:"own_addresses,omitempty"`
-	Members      []NodeLayout `json:"members"`
+	OwnAddresses bool `json:"own_addresses,omitempty"`
+	// Insecure: created with --insecure (see IsInsecure).
+	Insecure bool         `json:"insecure,omitempty"`
+	Members  []NodeLayout `json:"members"`
+}
+
+// IsInsecure reports whether the cluster runs without TLS: created with
+// --insecure, or by a weft from before TLS (plain http etcd URLs).
+func (l Layout) IsInsecure() bool {
+	if l.Insecure {
+		return true
+	}
+	for _, m := range l.Members {
+		if strings.HasPrefix(m.EtcdClient, "http://") {
+			return true
+		}
+	}
+	return false
 }
 
 // NodeLayout is one node of a local cluster.
@@ -71,7 +92,7 @@ func layoutPath(dir string) string { return filepath.Join(dir, "local.json") }
 // directory created with another shape is refused unless the caller did not
 // ask for a shape (nodes, drives == 0); so is one created on a shared
 // address when ownAddrs is asked for.
-func loadOrCreateLayout(dir string, nodes, drives int, ownAddrs bool) (Layout, bool, error) {
+func loadOrCreateLayout(dir string, nodes, drives int, ownAddrs, insecure bool) (Layout, bool, error) {
 	var l Layout
 	b, err := os.ReadFile(layoutPath(dir))
 	if err == nil {
@@ -89,6 +110,13 @@ func loadOrCreateLayout(dir string, nodes, drives int, ownAddrs bool) (Layout, b
 			return l, false, fmt.Errorf("%w: %s holds a cluster whose nodes share 127.0.0.1; run without --own-addresses, or use another --dir for a new cluster",
 				ErrLayout, dir)
 		}
+		switch {
+		case insecure && !l.IsInsecure():
+			return l, false, fmt.Errorf("%w: %s holds a cluster created with TLS; run it without --insecure, or use another --dir for an insecure one", ErrLayout, dir)
+		case !insecure && l.IsInsecure():
+			return l, false, fmt.Errorf("%w: %s holds a cluster created without TLS (--insecure, or by a weft from before TLS): it stays so; "+
+				"run it with --insecure, or create a new cluster (with TLS) in another --dir", ErrLayout, dir)
+		}
 		return l, false, nil
 	}
 	if !os.IsNotExist(err) {
@@ -104,7 +132,11 @@ func loadOrCreateLayout(dir string, nodes, drives int, ownAddrs bool) (Layout, b
 		return l, false, fmt.Errorf("%w: --nodes %d and --drives-per-node %d must each be 1..64", ErrLayout, nodes, drives)
 	}
 	l = Layout{V: LayoutVersion, Nodes: nodes, DrivesPerNode: drives, Token: fmt.Sprintf("weft-local-%d", time.Now().UnixNano()), Created: time.Now().UTC(),
-		OwnAddresses: ownAddrs}
+		OwnAddresses: ownAddrs, Insecure: insecure}
+	scheme := "https://"
+	if insecure {
+		scheme = "http://"
+	}
 	hosts := make([]string, nodes)
 	prefix := loopbackPrefix()
 	for i := range hosts {
@@ -130,8 +162,8 @@ func loadOrCreateLayout(dir string, nodes, drives int, ownAddrs bool) (Layout, b
 			Embed:     i < MaxEtcdMembers,
 		}
 		if n.Embed {
-			n.EtcdClient = "http://" + addr(2)
-			n.EtcdPeer = "http://" + addr(3)
+			n.EtcdClient = scheme + addr(2)
+			n.EtcdPeer = scheme + addr(3)
 		}
 		for d := 0; d < drives; d++ {
 			n.Drives = append(n.Drives, filepath.Join("nodes", n.Name, fmt.Sprintf("disk%d", d)))

@@ -62,6 +62,11 @@ type Options struct {
 	// NodeState.Cgroup), so that a firewall rule can match the packets a
 	// node sends. Needs root and a cgroup v2 hierarchy (ErrNoCgroup2).
 	Cgroups bool
+	// Insecure runs a new cluster without TLS (weft local up --insecure):
+	// no certificates, plain text everywhere, nobody authenticated; every
+	// node logs it loudly. For experiments and benchmarks only. A
+	// cluster keeps what it was created with (see Layout.IsInsecure).
+	Insecure bool
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -92,7 +97,7 @@ type NodeState struct {
 const (
 	AdminAddrFile  = "admin.addr"  // the first node's admin address
 	AdminAddrsFile = "admin.addrs" // every node's admin address, one a line
-	ControlFile    = "local.addr"  // the supervisor's control API address
+	ControlFile    = "local.addr"  // the path of the supervisor's control API's unix socket
 	PIDFile        = "local.pid"   // the supervisor's pid
 )
 
@@ -108,6 +113,9 @@ type supervisor struct {
 	dir    string
 
 	cgroups *cgroups // nil without Options.Cgroups
+	// adminOpts are the options of the supervisor's admin API client:
+	// the cluster's admin identity (none if insecure).
+	adminOpts []admin.ClientOption
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -151,11 +159,21 @@ func Up(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer lock.Close()
-	layout, created, err := loadOrCreateLayout(dir, opts.Nodes, opts.DrivesPerNode, opts.OwnAddresses)
+	layout, created, err := loadOrCreateLayout(dir, opts.Nodes, opts.DrivesPerNode, opts.OwnAddresses, opts.Insecure)
 	if err != nil {
 		return err
 	}
 	s := &supervisor{opts: opts, layout: layout, dir: dir, procs: map[string]*proc{}}
+	if !layout.IsInsecure() {
+		if err := ensurePKI(dir, layout, time.Now()); err != nil {
+			return err
+		}
+		cfg, err := adminTLS(dir)
+		if err != nil {
+			return err
+		}
+		s.adminOpts = append(s.adminOpts, admin.WithTLS(cfg))
+	}
 	if opts.Cgroups {
 		if s.cgroups, err = newCgroups(layout.Token); err != nil {
 			return err
@@ -206,9 +224,17 @@ func Up(ctx context.Context, opts Options) error {
 		}
 		mounted = " mount=" + mounted
 	}
-	fmt.Fprintf(opts.Out, "ready: admin=http://%s nodes=%d drives=%d dir=%s%s\n",
-		first, layout.Nodes, layout.Nodes*layout.DrivesPerNode, dir, mounted)
-	fmt.Fprintf(opts.Out, "try: weft --admin %s status   (Ctrl-C stops the cluster)\n", first)
+	scheme, insecure := "https", ""
+	if layout.IsInsecure() {
+		scheme, insecure = "http", " INSECURE (no TLS, nobody authenticated)"
+	}
+	fmt.Fprintf(opts.Out, "ready: admin=%s://%s nodes=%d drives=%d dir=%s%s%s\n",
+		scheme, first, layout.Nodes, layout.Nodes*layout.DrivesPerNode, dir, mounted, insecure)
+	creds := ""
+	if !layout.IsInsecure() {
+		creds = " --pki " + filepath.Join(dir, PKIDir)
+	}
+	fmt.Fprintf(opts.Out, "try: weft --admin %s%s status   (Ctrl-C stops the cluster)\n", first, creds)
 
 	<-ctx.Done()
 	fmt.Fprintln(opts.Out, "stopping the cluster…")
@@ -250,6 +276,11 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 		Pprof:       s.opts.Pprof,
 		RepairGrace: s.opts.RepairGrace,
 		Etcd:        server.EtcdConfig{Endpoints: s.layout.etcdEndpoints()},
+	}
+	if s.layout.IsInsecure() {
+		cfg.Insecure = true
+	} else {
+		cfg.PKIDir = filepath.Join(s.dir, PKIDir)
 	}
 	if n.Embed {
 		cfg.Etcd.Embed = true
@@ -423,7 +454,7 @@ func (s *supervisor) waitReady(ctx context.Context) error {
 		s.mu.Unlock()
 		for _, n := range s.layout.Members {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := admin.NewClient(n.AdminAddr).Status(cctx)
+			st, err := admin.NewClient(n.AdminAddr, s.adminOpts...).Status(cctx)
 			cancel()
 			if err != nil {
 				last = err.Error()
@@ -480,8 +511,9 @@ func (s *supervisor) states() []NodeState {
 	return out
 }
 
-// serveControl serves the supervisor's control API on a loopback port and
-// writes its address to DIR/local.addr:
+// serveControl serves the supervisor's control API on a unix socket of
+// mode 0600 (controlSocket: only this user — and root — may connect; it
+// kills and starts nodes) and writes its path to DIR/local.addr:
 //
 //	GET  /nodes               []NodeState
 //	POST /nodes/{name}/start  start a stopped node; an optional JSON body
@@ -491,9 +523,9 @@ func (s *supervisor) states() []NodeState {
 //
 // stop and kill answer once the node has ended.
 func (s *supervisor) serveControl() (io.Closer, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, path, err := listenControl(s.dir)
 	if err != nil {
-		return nil, fmt.Errorf("local: control API: %w", err)
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, v any, err error) {
@@ -532,11 +564,11 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
-	if err := writeFileAtomic(filepath.Join(s.dir, ControlFile), []byte(l.Addr().String()+"\n")); err != nil {
+	if err := writeFileAtomic(filepath.Join(s.dir, ControlFile), []byte(path+"\n")); err != nil {
 		srv.Close()
 		return nil, err
 	}
-	return srv, nil
+	return closers{srv, removeOnClose(path)}, nil
 }
 
 // mount starts the supervised mount at dir and waits until the file
@@ -556,7 +588,11 @@ func (s *supervisor) mount(ctx context.Context, dir, admins string) (string, err
 		return "", err
 	}
 	logPath := filepath.Join(s.dir, "mount.log")
-	p, err := s.opts.Launcher.Mount(ctx, MountSpec{Admin: admins, Dir: abs, Log: logPath})
+	spec := MountSpec{Admin: admins, Dir: abs, Log: logPath}
+	if !s.layout.IsInsecure() {
+		spec.PKI = filepath.Join(s.dir, PKIDir)
+	}
+	p, err := s.opts.Launcher.Mount(ctx, spec)
 	if err != nil {
 		return "", err
 	}

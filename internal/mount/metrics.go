@@ -136,6 +136,21 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 // collectors above, run's workers, Go and process metrics) and /workers
 // (run's workers, as admin.Workers of mount point dir), from run's
 // "metrics" worker.
+// loopback refuses a --metrics address that is not on a loopback
+// interface: the metrics and workers are served without authentication,
+// for a collector on the mount's machine.
+func loopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("mount: --metrics %q: want HOST:PORT on loopback, e.g. 127.0.0.1:9101: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("mount: --metrics %s: the mount's metrics are served without authentication, on a loopback address only (127.0.0.1:PORT or [::1]:PORT); "+
+			"scrape them from this machine", addr)
+	}
+	return nil
+}
+
 func serveMetrics(addr string, m *meta.Meta, c *client.Client, run *runner.Runner, dir string) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	if c, ok := m.Store().(*kvcache.Store); ok {
@@ -143,6 +158,9 @@ func serveMetrics(addr string, m *meta.Meta, c *client.Client, run *runner.Runne
 	}
 	reg.MustRegister(newDataCollector(c), runner.NewCollector(run))
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := loopback(addr); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("mount: --metrics %s: %w", addr, err)

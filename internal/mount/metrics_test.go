@@ -3,6 +3,7 @@ package mount
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +78,22 @@ func TestMetaCollector(t *testing.T) {
 	}
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The mount's metrics, served without authentication, listen on loopback
+// only.
+func TestMetricsLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"127.0.0.1:9101": true, "[::1]:9101": true, "localhost:9101": true, "127.4.5.6:0": true,
+		"0.0.0.0:9101": false, ":9101": false, "10.0.0.1:9101": false, "[::]:9101": false, "metrics.example:9101": false, "9101": false,
+	} {
+		err := loopback(addr)
+		if ok != (err == nil) {
+			t.Errorf("--metrics %s: %v", addr, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), addr) {
+			t.Errorf("--metrics %s: the error does not name it: %v", addr, err)
+		}
 	}
 }

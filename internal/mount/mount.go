@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/weftfs/weft/internal/gateway/fuse"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/namespace"
+	"github.com/weftfs/weft/internal/pki"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 	"github.com/weftfs/weft/internal/vfs"
@@ -52,6 +54,15 @@ type Options struct {
 	Metrics string
 	Debug   bool
 	Log     *slog.Logger
+	// PKI is the directory of the cluster's CAs (ca.crt) and of the
+	// mount's client certificate (client-NAME.crt, .key): every
+	// connection — to the admin API, to etcd, to the block services — is
+	// then mutual TLS as that identity. "" connects in plain text, to a
+	// cluster run with --insecure.
+	PKI string
+	// Identity is the client identity's name in PKI; "" uses the only
+	// client certificate there.
+	Identity string
 }
 
 // Run mounts the cluster at o.Dir and serves it until ctx is done or the
@@ -76,14 +87,32 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	if err := o.loopbackMetrics(); err != nil {
+		return err
+	}
 	clearStale(dir, o.Log)
-	info, err := admin.NewClient(o.Admin).Node(ctx)
+	tlsCfg, err := o.clientTLS()
+	if err != nil {
+		return err
+	}
+	var adminOpts []admin.ClientOption
+	var etcdOpts []etcdx.ClientOption
+	if tlsCfg != nil {
+		adminOpts = append(adminOpts, admin.WithTLS(tlsCfg))
+		etcdOpts = append(etcdOpts, etcdx.WithTLS(tlsCfg))
+	} else {
+		o.Log.Warn("mounting without TLS (no --pki): only a cluster run with --insecure answers")
+	}
+	info, err := admin.NewClient(o.Admin, adminOpts...).Node(ctx)
 	if err != nil {
 		return fmt.Errorf("mount: ask the cluster how to reach its control plane: %w", err)
 	}
-	cli, err := etcdx.NewClient(ctx, info.EtcdEndpoints)
+	cli, err := etcdx.NewClient(ctx, info.EtcdEndpoints, etcdOpts...)
+	if errors.Is(err, etcdx.ErrDenied) {
+		return fmt.Errorf("mount: the control plane does not admit this mount's identity: register it where an administrator's credentials are (weft cert register --client NAME): %w", err)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("mount: %w", pki.Explain(err))
 	}
 	defer cli.Close()
 	run := runner.New(runner.Config{Log: o.Log})
@@ -121,7 +150,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	topo := topology.New(store, time.Second)
-	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID()})
+	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID(), BlockTLS: tlsCfg})
 	if err != nil {
 		return err
 	}
@@ -165,6 +194,31 @@ func Run(ctx context.Context, o Options) error {
 		o.Log.Warn("closing the session", "err", err)
 	}
 	return nil
+}
+
+// clientTLS returns the TLS configuration of the mount's connections, as
+// the client identity in o.PKI, or nil without o.PKI.
+func (o Options) clientTLS() (*tls.Config, error) {
+	if o.PKI == "" {
+		return nil, nil
+	}
+	id, err := pki.FindIdentity(o.PKI, pki.KindClient, o.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	src, err := pki.NewSource(o.PKI, id)
+	if err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
+	return src.ClientTLS(""), nil
+}
+
+// loopbackMetrics checks the --metrics address before anything starts.
+func (o Options) loopbackMetrics() error {
+	if o.Metrics == "" {
+		return nil
+	}
+	return loopback(o.Metrics)
 }
 
 // fuseWorker is the mount's "fuse" worker: one blocking step waits until

@@ -111,10 +111,19 @@ func (ca *CA) Issue(id Identity, hosts []string, validity time.Duration, now tim
 	}
 	if id.Kind == KindNode {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		seen := map[string]bool{}
 		for _, h := range hosts {
-			if ip := net.ParseIP(h); ip != nil {
+			ip := net.ParseIP(h)
+			if ip != nil {
+				h = ip.String()
+			}
+			if h == "" || seen[h] {
+				continue
+			}
+			seen[h] = true
+			if ip != nil {
 				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-			} else if h != "" {
+			} else {
 				tmpl.DNSNames = append(tmpl.DNSNames, h)
 			}
 		}

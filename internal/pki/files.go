@@ -25,9 +25,17 @@ import (
 //	                 issued
 //	KIND-NAME.crt    an identity's certificate (node-n1.crt, admin-root.crt)
 //	KIND-NAME.key    its key
+//	issued/KIND-NAME.crt
+//	                 in the CA's directory: a copy of each certificate
+//	                 issued into another directory (IssueTo with --out), so
+//	                 that the CA's directory lists every identity it
+//	                 issued (List, weft cert list) and a new cluster's
+//	                 first node registers them all (see docs/admin-guide.md,
+//	                 "Certificates")
 const (
 	BundleFile = "ca.crt"
 	CAKeyFile  = "ca.key"
+	IssuedDir  = "issued"
 )
 
 // Paths returns the certificate and key files of id in dir.
@@ -167,7 +175,11 @@ func WriteIdentity(dir string, id Identity, certPEM, keyPEM []byte) error {
 }
 
 // IssueTo issues a certificate for id with the CA in caDir and writes it
-// with its key to dir: what weft cert issue and weft local up do.
+// with its key to dir: what weft cert issue and weft local up do. When dir
+// is another directory, it also writes caDir's trust bundle there (so that
+// dir is all a machine needs) and keeps a copy of the certificate in
+// caDir's issued/ (see IssuedDir). Issuing an identity again replaces its
+// certificate and key (renewal).
 func IssueTo(caDir, dir string, id Identity, hosts []string, validity time.Duration, now time.Time) (*x509.Certificate, error) {
 	ca, err := LoadCA(caDir)
 	if err != nil {
@@ -180,11 +192,37 @@ func IssueTo(caDir, dir string, id Identity, hosts []string, validity time.Durat
 	if err := WriteIdentity(dir, id, certPEM, keyPEM); err != nil {
 		return nil, err
 	}
+	if !sameDir(caDir, dir) {
+		bundle, err := os.ReadFile(BundlePath(caDir))
+		if err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+		if err := durable.WriteFile(BundlePath(dir), bundle, 0o644); err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Join(caDir, IssuedDir), 0o700); err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+		cert, _ := Paths(filepath.Join(caDir, IssuedDir), id)
+		if err := durable.WriteFile(cert, certPEM, 0o644); err != nil {
+			return nil, fmt.Errorf("pki: %w", err)
+		}
+	}
 	certs, err := parseCerts(certPEM)
 	if err != nil {
 		return nil, err
 	}
 	return certs[0], nil
+}
+
+// sameDir reports whether a and b name one directory.
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
 func parseCerts(b []byte) ([]*x509.Certificate, error) {

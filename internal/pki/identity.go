@@ -40,6 +40,17 @@ type Identity struct {
 // String returns "KIND:NAME".
 func (id Identity) String() string { return string(id.Kind) + ":" + id.Name }
 
+// ParseIdentity parses "KIND:NAME" (an Identity's String, a certificate's
+// CommonName).
+func ParseIdentity(s string) (Identity, error) {
+	kind, name, ok := strings.Cut(s, ":")
+	k, err := ParseKind(kind)
+	if !ok || err != nil || !ValidName(name) {
+		return Identity{}, fmt.Errorf("%w: identity %q: want KIND:NAME, KIND node, client or admin", ErrInvalid, s)
+	}
+	return Identity{Kind: k, Name: name}, nil
+}
+
 // ValidName reports whether s may name a node, client or admin: 1-63 of
 // a-z, A-Z, 0-9, '-', '_', '.', '@'.
 func ValidName(s string) bool {

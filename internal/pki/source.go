@@ -24,13 +24,13 @@ const reloadCheck = 2 * time.Second
 // Locking: a Source is safe for concurrent use.
 type Source struct {
 	dir string
-	id  Identity
+	id  Identity // zero for a trust-only Source (NewTrust)
 	now func() time.Time
 
 	mu      sync.Mutex
 	checked time.Time // last look at the files' times
-	stamp   [3]time.Time
-	cert    *tls.Certificate
+	stamp   []time.Time
+	cert    *tls.Certificate // nil for a trust-only Source
 	leaf    *x509.Certificate
 	pool    *x509.CertPool
 }
@@ -47,38 +47,86 @@ func NewSource(dir string, id Identity) (*Source, error) {
 	return s, nil
 }
 
-// Identity returns the identity the Source presents.
+// NewTrust reads only the trust bundle of dir: a Source that presents no
+// certificate, for a client that authenticates otherwise (an
+// administrator's bearer token) but must still verify the servers it
+// talks to. Its ServerTLS is not to be used.
+func NewTrust(dir string) (*Source, error) {
+	s := &Source{dir: dir, now: time.Now}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Identity returns the identity the Source presents (zero for NewTrust's).
 func (s *Source) Identity() Identity { return s.id }
+
+// Files returns the certificate, key and trust bundle files the Source
+// reads, for a consumer that takes file names (embedded etcd, which reads
+// its certificate again at each handshake). cert and key are "" for a
+// trust-only Source.
+func (s *Source) Files() (cert, key, bundle string) {
+	if s.id == (Identity{}) {
+		return "", "", BundlePath(s.dir)
+	}
+	cert, key = Paths(s.dir, s.id)
+	return cert, key, BundlePath(s.dir)
+}
 
 // Dir returns the PKI directory.
 func (s *Source) Dir() string { return s.dir }
 
-// NotAfter returns when the current certificate expires.
+// NotAfter returns when the current certificate expires (zero for a
+// trust-only Source).
 func (s *Source) NotAfter() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.leaf == nil {
+		return time.Time{}
+	}
 	return s.leaf.NotAfter
 }
 
-func (s *Source) files() [3]string {
-	cert, key := Paths(s.dir, s.id)
-	return [3]string{cert, key, BundlePath(s.dir)}
+func (s *Source) files() []string {
+	cert, key, bundle := s.Files()
+	if cert == "" {
+		return []string{bundle}
+	}
+	return []string{cert, key, bundle}
 }
 
 // load reads the files and checks them; it keeps the previous state on
 // error.
 func (s *Source) load() error {
 	paths := s.files()
-	var stamp [3]time.Time
+	stamp := make([]time.Time, len(paths))
 	for i, p := range paths {
 		st, err := os.Stat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) && s.id != (Identity{}) {
 			return fmt.Errorf("%w: %s: issue it with weft cert issue --%s %s (weft local up does it by itself)", ErrNotFound, p, s.id.Kind, s.id.Name)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: no CA bundle %s: copy the cluster's ca.crt there (from the machine that ran weft cluster init)", ErrNotFound, p)
 		}
 		if err != nil {
 			return fmt.Errorf("pki: %w", err)
 		}
 		stamp[i] = st.ModTime()
+	}
+	cas, err := LoadBundle(s.dir)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	for _, c := range cas {
+		pool.AddCert(c)
+	}
+	if s.id == (Identity{}) {
+		s.mu.Lock()
+		s.pool, s.stamp, s.checked = pool, stamp, s.now()
+		s.mu.Unlock()
+		return nil
 	}
 	pair, err := tls.LoadX509KeyPair(paths[0], paths[1])
 	if err != nil {
@@ -89,14 +137,6 @@ func (s *Source) load() error {
 		if leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
 			return err
 		}
-	}
-	cas, err := LoadBundle(s.dir)
-	if err != nil {
-		return err
-	}
-	pool := x509.NewCertPool()
-	for _, c := range cas {
-		pool.AddCert(c)
 	}
 	if err := CheckValid(leaf, paths[0], s.now()); err != nil {
 		return err
@@ -146,7 +186,7 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 	s.mu.Unlock()
 	changed := false
 	for i, p := range s.files() {
-		if st, err := os.Stat(p); err == nil && !st.ModTime().Equal(stamp[i]) {
+		if st, err := os.Stat(p); err == nil && i < len(stamp) && !st.ModTime().Equal(stamp[i]) {
 			changed = true
 		}
 	}
@@ -162,15 +202,29 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 // Source's certificate and requires a client certificate signed by a CA of
 // the bundle (mutual TLS). TLS 1.3 only. Which identities may do what is
 // the service's decision (PeerIdentity).
-func (s *Source) ServerTLS() *tls.Config {
+func (s *Source) ServerTLS() *tls.Config { return s.serverTLS(tls.RequireAndVerifyClientCert) }
+
+// ServerTLSOptionalClient is ServerTLS for a server that also admits
+// clients without a certificate, which then authenticate otherwise (the
+// admin API: a bearer token). A certificate a client does present is
+// verified against the bundle as with ServerTLS: a bad one fails the
+// handshake.
+func (s *Source) ServerTLSOptionalClient() *tls.Config {
+	return s.serverTLS(tls.VerifyClientCertIfGiven)
+}
+
+func (s *Source) serverTLS(auth tls.ClientAuthType) *tls.Config {
 	base := &tls.Config{MinVersion: tls.VersionTLS13}
 	base.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		cert, pool := s.current()
+		if cert == nil {
+			return nil, fmt.Errorf("%w: a trust-only source has no certificate to serve", ErrInvalid)
+		}
 		return &tls.Config{
 			MinVersion:   tls.VersionTLS13,
 			Certificates: []tls.Certificate{*cert},
 			ClientCAs:    pool,
-			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientAuth:   auth,
 			NextProtos:   base.NextProtos,
 		}, nil
 	}
@@ -189,8 +243,10 @@ func (s *Source) ClientTLS(serverName string) *tls.Config {
 		MinVersion: tls.VersionTLS13,
 		ServerName: serverName,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			cert, _ := s.current()
-			return cert, nil
+			if cert, _ := s.current(); cert != nil {
+				return cert, nil
+			}
+			return &tls.Certificate{}, nil // trust-only: no certificate
 		},
 		// Verified in VerifyConnection, against the current bundle.
 		InsecureSkipVerify: true,

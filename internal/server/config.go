@@ -3,8 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -46,6 +49,18 @@ type Config struct {
 	// RepairGrace is how long a drive may be down before a repair job
 	// starts by itself (events.DefaultRepairGrace).
 	RepairGrace time.Duration `yaml:"repair_grace"`
+	// PKIDir holds the cluster's trust bundle (ca.crt) and this node's
+	// certificate and key (node-NAME.crt, node-NAME.key): weft cluster
+	// init or weft cert issue --node NAME make them, weft local up makes
+	// them by itself. Every connection of the node is then mutual TLS
+	// and every request authenticated (docs/admin-guide.md,
+	// "Certificates").
+	PKIDir string `yaml:"pki_dir,omitempty"`
+	// Insecure serves everything in plain text and authenticates nobody:
+	// anyone who reaches the node's ports, a local user included, can
+	// read and change everything. Only for experiments and benchmarks;
+	// it is logged loudly at every start.
+	Insecure bool `yaml:"insecure,omitempty"`
 }
 
 // DriveSpec is one drive: a directory, its class, its pool and optionally
@@ -92,8 +107,8 @@ type EtcdConfig struct {
 const (
 	DefaultGRPCAddr   = "127.0.0.1:7070"
 	DefaultAdminAddr  = "127.0.0.1:7080"
-	DefaultClientURL  = "http://127.0.0.1:2379"
-	DefaultPeerURL    = "http://127.0.0.1:2380"
+	DefaultClientURL  = "https://127.0.0.1:2379"
+	DefaultPeerURL    = "https://127.0.0.1:2380"
 	DefaultLeaseTTL   = 5 * time.Second
 	DefaultProtection = "ec:4+2"
 	DefaultPool       = "default"
@@ -197,15 +212,104 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: an embedded etcd member needs --data-dir", ErrConfig)
 		}
 		if c.Etcd.ClientURL == "" {
-			c.Etcd.ClientURL = DefaultClientURL
+			c.Etcd.ClientURL = c.scheme() + strings.TrimPrefix(DefaultClientURL, "https://")
 		}
 		if c.Etcd.PeerURL == "" {
-			c.Etcd.PeerURL = DefaultPeerURL
+			c.Etcd.PeerURL = c.scheme() + strings.TrimPrefix(DefaultPeerURL, "https://")
 		}
 	} else if len(c.Etcd.Endpoints) == 0 {
 		return fmt.Errorf("%w: no control plane: pass --etcd-endpoints URL,... for an external etcd, or --etcd-embed to run a member here", ErrConfig)
 	}
+	return c.validateSecurity()
+}
+
+// scheme is the scheme of the etcd URLs: https with TLS, http without.
+func (c *Config) scheme() string {
+	if c.Insecure {
+		return "http://"
+	}
+	return "https://"
+}
+
+// validateSecurity refuses a node without TLS material unless it is
+// explicitly insecure, and URLs whose scheme does not match. Without
+// --insecure a node never serves in plain text: not on a loopback
+// address either, where every local user could reach it.
+func (c *Config) validateSecurity() error {
+	if c.Insecure && c.PKIDir != "" {
+		return fmt.Errorf("%w: --insecure and --pki %s: choose one (--pki serves with TLS)", ErrConfig, c.PKIDir)
+	}
+	if !c.Insecure && c.PKIDir == "" {
+		where := "local users of this machine could read and change everything"
+		if open := c.NonLoopback(); len(open) > 0 {
+			where = fmt.Sprintf("%s would be open to the network", strings.Join(open, ", "))
+		}
+		return fmt.Errorf("%w: node %s has no TLS material, and without it %s: "+
+			"give it a certificate: weft cluster init --pki DIR --name %s --host HOST (a new cluster) or, where the cluster's CA is, weft cert issue --node %s --host HOST --out DIR; "+
+			"then --pki DIR (pki_dir: in the config file). For an experiment on a machine you trust, --insecure",
+			ErrConfig, c.Name, where, c.Name, c.Name)
+	}
+	urls := map[string]string{"--etcd-client-url": c.Etcd.ClientURL, "--etcd-peer-url": c.Etcd.PeerURL}
+	for i, e := range c.Etcd.Endpoints {
+		urls[fmt.Sprintf("--etcd-endpoints (#%d)", i+1)] = e
+	}
+	for flag, u := range urls {
+		if u != "" && !strings.HasPrefix(u, c.scheme()) {
+			how := "the control plane speaks https:// with TLS (or run everything --insecure)"
+			if c.Insecure {
+				how = "an --insecure node speaks plain http:// to the control plane"
+			}
+			return fmt.Errorf("%w: %s %s: want %sHOST:PORT: %s", ErrConfig, flag, u, c.scheme(), how)
+		}
+	}
 	return nil
+}
+
+// NonLoopback returns the node's listen addresses that are not on a
+// loopback interface, as "flag address".
+func (c *Config) NonLoopback() []string {
+	var out []string
+	check := func(flag, hostport string) {
+		if hostport == "" {
+			return
+		}
+		host, _, err := net.SplitHostPort(hostport)
+		if err != nil {
+			host = hostport
+		}
+		if host == "localhost" {
+			return
+		}
+		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+			out = append(out, flag+" "+hostport)
+		}
+	}
+	check("--grpc-addr", c.GRPCAddr)
+	check("--admin-addr", c.AdminAddr)
+	if c.Etcd.Embed {
+		for flag, u := range map[string]string{"--etcd-client-url": c.Etcd.ClientURL, "--etcd-peer-url": c.Etcd.PeerURL} {
+			if pu, err := url.Parse(u); err == nil {
+				check(flag, pu.Host)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// foundingMembers returns the names of the embedded etcd cluster's
+// founding members (Etcd.InitialCluster, or this node alone).
+func (c *Config) foundingMembers() []string {
+	if c.Etcd.InitialCluster == "" {
+		return []string{c.Name}
+	}
+	var names []string
+	for _, m := range strings.Split(c.Etcd.InitialCluster, ",") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(m), "="); ok && name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // normalize makes the path absolute and clean, fills the default class and

@@ -84,3 +84,52 @@ func TestConfigCapacityYAML(t *testing.T) {
 		t.Fatalf("LoadConfig with a bad capacity = %v; want ErrConfig naming the value and the form", err)
 	}
 }
+
+// A node serves with TLS or, said explicitly, without; never by default
+// in plain text, and never with URLs of the other kind.
+func TestConfigSecurity(t *testing.T) {
+	base := func() Config {
+		return Config{Name: "n1", DataDir: "/var/lib/weft", Etcd: EtcdConfig{Embed: true}}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		bad    []string // substrings of the error; none: valid
+	}{
+		{"no TLS material", func(c *Config) {}, []string{"no TLS material", "local users", "weft cluster init", "weft cert issue --node n1", "--pki", "--insecure"}},
+		{"no TLS material, open address", func(c *Config) { c.AdminAddr = "0.0.0.0:7080"; c.Etcd.PeerURL = "https://10.0.0.1:2380" },
+			[]string{"--admin-addr 0.0.0.0:7080", "--etcd-peer-url 10.0.0.1:2380", "open to the network"}},
+		{"TLS", func(c *Config) { c.PKIDir = "/etc/weft/pki" }, nil},
+		{"TLS on the network", func(c *Config) { c.PKIDir = "/etc/weft/pki"; c.GRPCAddr = "10.0.0.1:7070" }, nil},
+		{"insecure", func(c *Config) { c.Insecure = true }, nil},
+		{"insecure on the network", func(c *Config) { c.Insecure = true; c.GRPCAddr = "10.0.0.1:7070" }, nil},
+		{"both", func(c *Config) { c.Insecure = true; c.PKIDir = "/p" }, []string{"--insecure and --pki /p"}},
+		{"TLS with http", func(c *Config) { c.PKIDir = "/p"; c.Etcd.ClientURL = "http://127.0.0.1:2379" }, []string{"--etcd-client-url http://127.0.0.1:2379", "https://"}},
+		{"insecure with https", func(c *Config) { c.Insecure = true; c.Etcd.Endpoints = []string{"https://10.0.0.2:2379"} }, []string{"--etcd-endpoints (#1) https://10.0.0.2:2379", "http://"}},
+	} {
+		c := base()
+		tc.change(&c)
+		err := c.Validate()
+		if tc.bad == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		for _, want := range tc.bad {
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v; want ErrConfig mentioning %q", tc.name, err, want)
+			}
+		}
+	}
+	c := base()
+	c.PKIDir = "/p"
+	if err := c.Validate(); err != nil || c.Etcd.ClientURL != "https://127.0.0.1:2379" || c.Etcd.PeerURL != "https://127.0.0.1:2380" {
+		t.Fatalf("TLS defaults: %v, %+v", err, c.Etcd)
+	}
+	c = base()
+	c.Insecure = true
+	if err := c.Validate(); err != nil || c.Etcd.ClientURL != "http://127.0.0.1:2379" {
+		t.Fatalf("insecure defaults: %v, %+v", err, c.Etcd)
+	}
+}

@@ -16,12 +16,12 @@ import (
 // its registration over without waiting for that lease.
 func TestCrash(t *testing.T) {
 	ctx := context.Background()
-	etcd := etcdtest.NewCluster(t, 1)
+	etcd := etcdtest.NewTLSCluster(t, 1)
 	root := t.TempDir()
-	cfg := nodeConfig(t, "n1", etcd.Endpoints, root)
-	cfg.LeaseTTL = time.Minute // never expires by itself during the test
+	cfg, cfg2 := nodeConfig(t, "n1", etcd, root), nodeConfig(t, "n2", etcd, root) // both known when n1 enables etcd's authentication
+	cfg.LeaseTTL = time.Minute                                                    // never expires by itself during the test
 	n1 := startTestNode(t, cfg)
-	n2 := startTestNode(t, nodeConfig(t, "n2", etcd.Endpoints, root))
+	n2 := startTestNode(t, cfg2)
 	adminAddr, grpcAddr := n1.s.AdminAddr(), n1.s.GRPCAddr()
 
 	s := n1.s

@@ -16,6 +16,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
+	"github.com/weftfs/weft/internal/pki"
 )
 
 func TestAddedDrivesFile(t *testing.T) {
@@ -86,7 +87,7 @@ func (n *testNode) start() {
 		n.t.Fatalf("start node %s: %v", n.cfg.Name, err)
 	}
 	n.s = s
-	n.api = admin.NewClient(s.AdminAddr())
+	n.api = adminClient(n.t, n.cfg.PKIDir, s.AdminAddr())
 	n.t.Cleanup(n.stop)
 }
 
@@ -100,13 +101,42 @@ func (n *testNode) stop() {
 	n.s = nil
 }
 
-func nodeConfig(t *testing.T, name string, endpoints []string, root string) Config {
+// nodeConfig configures node name of a test etcd cluster of
+// etcdtest.NewTLSCluster, with a node certificate from its CA.
+func nodeConfig(t *testing.T, name string, etcd *etcdtest.Cluster, root string) Config {
+	t.Helper()
+	if _, err := pki.IssueTo(etcd.PKI, etcd.PKI, pki.Identity{Kind: pki.KindNode, Name: name}, pki.DefaultHosts(""), 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	return Config{
 		Name: name, DataDir: filepath.Join(root, name), GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-		Etcd:          EtcdConfig{Endpoints: endpoints},
+		Etcd:          EtcdConfig{Endpoints: etcd.Endpoints},
 		Drives:        []DriveSpec{{Path: filepath.Join(root, name, "disk0")}},
 		UsageInterval: time.Hour, // published at add and at start; no ticks needed
+		PKIDir:        etcd.PKI,
 	}
+}
+
+// adminClient returns a client of addr's admin API as an administrator
+// of the CA in dir.
+func adminClient(t *testing.T, dir, addr string) *admin.Client {
+	t.Helper()
+	id := pki.Identity{Kind: pki.KindAdmin, Name: "test"}
+	if cert, _ := pki.Paths(dir, id); !exists(cert) {
+		if _, err := pki.IssueTo(dir, dir, id, nil, 0, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := pki.NewSource(dir, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admin.NewClient(addr, admin.WithTLS(src.ClientTLS("")))
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func findDrive(t *testing.T, api *admin.Client, id cluster.DriveID) cluster.Drive {
@@ -126,10 +156,11 @@ func findDrive(t *testing.T, api *admin.Client, id cluster.DriveID) cluster.Driv
 
 func TestAddDriveRuntime(t *testing.T) {
 	ctx := context.Background()
-	etcd := etcdtest.NewCluster(t, 1)
+	etcd := etcdtest.NewTLSCluster(t, 1)
 	root := t.TempDir()
-	n1 := startTestNode(t, nodeConfig(t, "n1", etcd.Endpoints, root))
-	n2 := startTestNode(t, nodeConfig(t, "n2", etcd.Endpoints, root))
+	cfg1, cfg2 := nodeConfig(t, "n1", etcd, root), nodeConfig(t, "n2", etcd, root) // both known when n1 enables etcd's authentication
+	n1 := startTestNode(t, cfg1)
+	n2 := startTestNode(t, cfg2)
 
 	// Added through n1's API, routed to n2.
 	path := filepath.Join(root, "n2", "disk9")
@@ -259,9 +290,9 @@ func canceled() context.Context {
 }
 
 func TestAddDriveNeedsDataDir(t *testing.T) {
-	etcd := etcdtest.NewCluster(t, 1)
+	etcd := etcdtest.NewTLSCluster(t, 1)
 	root := t.TempDir()
-	cfg := nodeConfig(t, "n1", etcd.Endpoints, root)
+	cfg := nodeConfig(t, "n1", etcd, root)
 	cfg.DataDir = ""
 	n := startTestNode(t, cfg)
 	_, err := n.api.AddDrive(context.Background(), admin.AddDriveRequest{Node: "n1", Path: filepath.Join(root, "d")})

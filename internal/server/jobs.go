@@ -28,6 +28,9 @@ type jobEnv struct {
 	cluster   *cluster.Store
 	jobs      *job.Engine // set once the engine exists
 
+	// dial connects to a node's block service as this node.
+	dial func(addr string) (*block.Client, error)
+
 	mu    sync.Mutex
 	conns map[string]*block.Client // by gRPC address
 }
@@ -68,7 +71,7 @@ func (e *jobEnv) Blocks(ctx context.Context, node string) (*block.Client, error)
 	if c := e.conns[addr]; c != nil {
 		return c, nil
 	}
-	c, err := block.Dial(addr)
+	c, err := e.dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +141,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, restriper: rs, cluster: s.store}
+	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, restriper: rs, cluster: s.store, dial: s.dialBlocks}
 	s.jobEnv = env
 	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, Lease: s.session}); err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/namespace"
+	"github.com/weftfs/weft/internal/pki"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 )
@@ -43,6 +44,9 @@ type Server struct {
 	// run runs the node's background workers (workers.go).
 	run *runner.Runner
 
+	// tls is the node's identity and the cluster's CAs; nil with
+	// --insecure.
+	tls     *pki.Source
 	member  *etcdx.Member
 	etcd    *clientv3.Client
 	store   *cluster.Store
@@ -85,6 +89,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 			s.shutdown(context.Background())
 		}
 	}()
+	if err = s.loadTLS(); err != nil {
+		return s, err
+	}
 	// Listen first, so that a port in use fails fast and before etcd state
 	// is touched.
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
@@ -101,12 +108,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 			PeerURL:        cfg.Etcd.PeerURL,
 			InitialCluster: cfg.Etcd.InitialCluster,
 			ClusterToken:   cfg.Etcd.Token,
+			TLS:            s.memberTLS(),
 		}, s.log)
 		if err != nil {
 			return s, err
 		}
 	}
-	if s.etcd, err = etcdx.NewClient(ctx, cfg.endpoints()); err != nil {
+	if err = s.connectEtcd(ctx); err != nil {
 		return s, err
 	}
 	if s.store, err = cluster.Open(ctx, s.etcd); err != nil {
@@ -137,7 +145,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	if s.blocks, err = block.NewService(s.log, s.drives...); err != nil {
 		return s, err
 	}
-	s.grpc = grpc.NewServer(block.ServerOptions()...)
+	if s.tls != nil {
+		s.blocks.RequireIdentity()
+		s.grpc = grpc.NewServer(block.SecureServerOptions(s.tls)...)
+	} else {
+		s.grpc = grpc.NewServer(block.ServerOptions()...)
+	}
 	s.blocks.Register(s.grpc)
 
 	// The control plane runs in weft's embedded members if this node or any
@@ -162,7 +175,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID()}); err != nil {
+	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
+		BlockTLS: s.clientTLS()}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {
@@ -174,8 +188,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},
+		Peer: s.adminPeer(), Insecure: cfg.Insecure,
 	}))
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	guard := admin.Guard{Tokens: s.store, Insecure: cfg.Insecure, Log: s.log}
+	s.admin = &http.Server{Handler: guard.Wrap(mux), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.With("role", "admin-api").Handler(), slog.LevelWarn)} // failed TLS handshakes, say
 
 	if err = s.startWorkers(); err != nil {
 		return s, err

@@ -49,7 +49,7 @@ func (s *Server) startWorkers() error {
 	every := s.cfg.UsageInterval
 	starts := []start{
 		{"block-service", serveWorker{s: s, what: "block service", serve: func() error { return s.grpc.Serve(s.grpcLis) }, stop: s.grpc.Stop}, runner.Options{}},
-		{"admin-api", serveWorker{s: s, what: "admin API", serve: func() error { return s.admin.Serve(s.adminLis) }, stop: func() { s.admin.Close() }}, runner.Options{}},
+		{"admin-api", serveWorker{s: s, what: "admin API", serve: func() error { return s.admin.Serve(s.adminListener()) }, stop: func() { s.admin.Close() }}, runner.Options{}},
 		// A failed publication is tried again at the next interval, as
 		// before the runner; the drive keys would otherwise go stale.
 		{"publish", publishWorker{s}, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}},

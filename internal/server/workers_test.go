@@ -20,10 +20,11 @@ import (
 // when it stops.
 func TestNodeWorkers(t *testing.T) {
 	ctx := context.Background()
-	etcd := etcdtest.NewCluster(t, 1)
+	etcd := etcdtest.NewTLSCluster(t, 1)
 	root := t.TempDir()
-	n1 := startTestNode(t, nodeConfig(t, "n1", etcd.Endpoints, root))
-	n2 := startTestNode(t, nodeConfig(t, "n2", etcd.Endpoints, root))
+	cfg1, cfg2 := nodeConfig(t, "n1", etcd, root), nodeConfig(t, "n2", etcd, root) // both known when n1 enables etcd's authentication
+	n1 := startTestNode(t, cfg1)
+	n2 := startTestNode(t, cfg2)
 
 	// What each worker may be doing right after the start (no timing is
 	// assumed: a worker without a delay may be in its first step).
@@ -77,7 +78,7 @@ func TestNodeWorkers(t *testing.T) {
 	}
 
 	// The metrics carry the workers.
-	resp, err := http.Get("http://" + n1.s.AdminAddr() + "/metrics")
+	resp, err := n1.api.HTTP().Get(n1.api.Base() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/cluster"
-	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/local"
 	"github.com/weftfs/weft/internal/meta"
@@ -87,6 +86,10 @@ type Options struct {
 	// (--own-addresses --cgroups), so that Cluster.Partition can cut one
 	// off. Call NeedPartitions first: it needs root and iptables.
 	Partitionable bool
+	// Insecure runs the cluster without TLS (weft local up --insecure).
+	// The default, with TLS, is what every test runs unless it is about
+	// the insecure mode.
+	Insecure bool
 }
 
 // Cluster is a running local cluster (`weft local up`), in either mode.
@@ -103,6 +106,8 @@ type Cluster struct {
 	// stop asks the supervisor to stop the cluster as Ctrl-C would;
 	// kill ends it at once (Process only; nil in-process).
 	stop, kill func()
+	// PKI is the cluster's certificates (DIR/pki), "" if Insecure.
+	PKI string
 }
 
 type lockedBuf struct {
@@ -131,6 +136,9 @@ func Start(tb testing.TB, o Options) *Cluster {
 		o.Dir = filepath.Join(tb.TempDir(), "weft-data")
 	}
 	c := &Cluster{tb: tb, Mode: o.Mode, Dir: o.Dir, out: &lockedBuf{}, done: make(chan struct{})}
+	if !o.Insecure {
+		c.PKI = filepath.Join(o.Dir, local.PKIDir)
+	}
 	if o.Mount {
 		c.Mount = filepath.Join(filepath.Dir(o.Dir), "mnt")
 	}
@@ -164,7 +172,7 @@ func Start(tb testing.TB, o Options) *Cluster {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c.Admin = admin.NewClient(strings.Join(strings.Fields(string(addrs)), ","))
+	c.Admin = admin.NewClient(strings.Join(strings.Fields(string(addrs)), ","), c.AdminOptions()...)
 	if c.Ctl, err = local.Dial(o.Dir); err != nil {
 		tb.Fatal(err)
 	}
@@ -192,6 +200,9 @@ func (c *Cluster) startProcess(bin string, o Options, out io.Writer) {
 	if o.Partitionable {
 		args = append(args, "--own-addresses", "--cgroups")
 	}
+	if o.Insecure {
+		args = append(args, "--insecure")
+	}
 	args = append(args, "--mount", c.Mount)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -215,7 +226,7 @@ func (c *Cluster) startInProcess(o Options, out io.Writer) {
 		defer close(c.done)
 		err := local.Up(ctx, local.Options{
 			Dir: o.Dir, Nodes: o.Nodes, DrivesPerNode: o.DrivesPerNode, LeaseTTL: o.LeaseTTL, Mount: c.Mount,
-			RepairGrace: o.RepairGrace, DriveSize: o.DriveSize, Launcher: local.InProcess{},
+			RepairGrace: o.RepairGrace, DriveSize: o.DriveSize, Launcher: local.InProcess{}, Insecure: o.Insecure,
 			Out: out, Log: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {
@@ -313,7 +324,7 @@ func (c *Cluster) NodeAdmin(name string) *admin.Client {
 	}
 	for _, s := range states {
 		if s.Name == name {
-			return admin.NewClient(s.AdminAddr)
+			return admin.NewClient(s.AdminAddr, c.AdminOptions()...)
 		}
 	}
 	c.tb.Fatalf("harness: no node %s", name)
@@ -368,8 +379,21 @@ func (c *Cluster) WaitStatus(timeout time.Duration, ok func(cluster.Status) bool
 // output and exit code.
 func (c *Cluster) Weft(args ...string) (string, int) {
 	c.tb.Helper()
+	return c.WeftEnv(nil, args...)
+}
+
+// WeftEnv is Weft with env ("KEY=VALUE") added to the command's
+// environment, after (and so over) the cluster's own.
+func (c *Cluster) WeftEnv(env []string, args ...string) (string, int) {
+	c.tb.Helper()
 	cmd := exec.Command(Binary(c.tb), args...)
-	cmd.Env = append(os.Environ(), "WEFT_ADMIN="+strings.Join(adminAddrs(c.Dir), ","))
+	cmd.Env = append(os.Environ(), "WEFT_ADMIN="+strings.Join(adminAddrs(c.Dir), ","), "WEFT_TOKEN=")
+	if c.PKI != "" {
+		cmd.Env = append(cmd.Env, "WEFT_PKI="+c.PKI)
+	} else {
+		cmd.Env = append(cmd.Env, "WEFT_PKI=")
+	}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -425,7 +449,7 @@ func (c *Cluster) MountWith(dir string, o MountOptions) {
 		l = local.InProcess{}
 	}
 	spec := local.MountSpec{Admin: strings.Join(adminAddrs(c.Dir), ","), Dir: abs, Metrics: o.Metrics, Env: o.Env,
-		Log: filepath.Join(c.Dir, "mount-"+filepath.Base(abs)+".log")}
+		Log: filepath.Join(c.Dir, "mount-"+filepath.Base(abs)+".log"), PKI: c.PKI}
 	p, err := l.Mount(context.Background(), spec)
 	if err != nil {
 		c.tb.Fatalf("harness: mount at %s (%s): %v", abs, c.Mode, err)
@@ -470,11 +494,7 @@ func (c *Cluster) Namespace() *meta.Meta {
 	if err != nil {
 		c.tb.Fatal(err)
 	}
-	cli, err := etcdx.NewClient(ctx, info.EtcdEndpoints)
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	c.tb.Cleanup(func() { cli.Close() })
+	cli := c.etcdAs(local.MountIdentity)              // what a mount may do
 	if _, err := cluster.Open(ctx, cli); err != nil { // checks the cluster's schema
 		c.tb.Fatal(err)
 	}

@@ -29,7 +29,11 @@ func (c *Cluster) StartMount(dir string, flags []string, env ...string) *MountPr
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.tb.Fatal(err)
 	}
-	args := append([]string{"--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn"}, flags...)
+	args := []string{"--admin", strings.Join(adminAddrs(c.Dir), ","), "mount", "--log-level", "warn"}
+	if c.PKI != "" {
+		args = append(args, "--pki", c.PKI)
+	}
+	args = append(args, flags...)
 	cmd := exec.Command(Binary(c.tb), append(args, dir)...)
 	cmd.Env = append(os.Environ(), env...)
 	m := &MountProc{Dir: dir, cmd: cmd, out: &lockedBuf{}, done: make(chan struct{})}
