@@ -302,3 +302,40 @@ func unitsText(p erasure.Protection) string {
 	}
 	return fmt.Sprintf("%d data + %d parity units on distinct drives", p.Data, p.Parity)
 }
+
+// CheckFilesFit refuses putting files with protection spec (mirror:N or
+// ec:K+M) in pool name: ErrNotFound for an unknown pool; ErrInvalid for a
+// bad spec, a pool without drives in service (ready, not moving out), or
+// a stripe of spec wider than those drives, each naming the pool and
+// what to do. It returns the pool's record.
+func (s *Store) CheckFilesFit(ctx context.Context, name, spec string) (PoolRecord, error) {
+	rec, err := s.GetPool(ctx, name)
+	if err != nil {
+		return rec, err
+	}
+	if spec == "" {
+		spec = rec.Protection
+	}
+	p, err := erasure.ParseProtection(spec)
+	if err != nil {
+		return rec, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	drives, err := s.ListDrives(ctx)
+	if err != nil {
+		return rec, err
+	}
+	n := 0
+	for _, d := range drives {
+		if d.Pool == name && d.Status == StatusReady && d.MoveTo == "" {
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return rec, fmt.Errorf("%w: pool %s has no drives in service: move drives into it first (weft drive move DRIVE --pool %s)", ErrInvalid, name, name)
+	case p.Width() > n:
+		return rec, fmt.Errorf("%w: protection %s needs %d drives for each stripe (%s), but pool %s has %d in service: choose a narrower protection, or move drives into the pool (weft drive move)",
+			ErrInvalid, p, p.Width(), unitsText(p), name, n)
+	}
+	return rec, nil
+}

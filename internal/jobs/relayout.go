@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
-	"github.com/weftfs/weft/internal/restripe"
 )
 
 // Relayout returns the relayout job type: it rewrites the files named by
@@ -109,7 +109,7 @@ func (relayoutPhase) Process(ctx context.Context, env job.Env, _ *job.Job, _ str
 		}
 		spec = p.Protection
 	}
-	g, err := restripe.FileGeometry(attr, spec)
+	g, err := client.FileGeometry(attr, spec, 0)
 	if err != nil {
 		return job.ItemResult{Items: 1, Errors: 1, Note: fmt.Sprintf("%s: %v", pathOf(ctx, e.Meta(), lin), err)}, nil
 	}

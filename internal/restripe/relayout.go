@@ -36,37 +36,9 @@ type RelayoutResult struct {
 	UnderProtected int `json:"under_protected"`
 }
 
-// FileGeometry returns the geometry stripes of a file with attributes a
-// get under protection spec (mirror:N or ec:K+M): its protection with
-// the unit size that keeps the file's stripe size (a file's stripes all
-// hold StripeSize bytes of it, whatever their protection), or the default
-// unit size for a file without stripes yet. Errors wrap client.ErrInvalid
-// for a bad spec, or when no unit size of it keeps the stripe size (units
-// must be a multiple of erasure.UnitAlign); it is pure.
-func FileGeometry(a meta.Attr, spec string) (erasure.Geometry, error) {
-	p, err := erasure.ParseProtection(spec)
-	if err != nil {
-		return erasure.Geometry{}, fmt.Errorf("%w: LIN %d: %w", client.ErrInvalid, a.LIN, err)
-	}
-	ss := int64(a.StripeSize)
-	if ss == 0 {
-		return erasure.NewGeometry(p, erasure.DefaultUnitSize)
-	}
-	k := int64(max(p.Data, 1))
-	if p.Mirrors > 0 {
-		k = 1
-	}
-	if ss%k == 0 {
-		if g, err := erasure.NewGeometry(p, int(ss/k)); err == nil {
-			return g, nil
-		}
-	}
-	return erasure.Geometry{}, fmt.Errorf("%w: LIN %d has stripes of %d bytes, which %v cannot hold (units of %d bytes must be a multiple of %d, at most %d): choose a protection whose data units divide the stripe, or copy the file",
-		client.ErrInvalid, a.LIN, ss, p, ss/k, erasure.UnitAlign, erasure.MaxUnitSize)
-}
-
 // RelayoutFile rewrites every stripe of lin that is not stored with the
-// layout geometry g gives its data, or that has a unit on a drive outside
+// layout geometry g gives its data (client.FileGeometry of the file's
+// protection), or that has a unit on a drive outside
 // the file's pool (its attributes' Pool, read once at the start), as
 // described above. It is idempotent: a file already in place is read
 // (its stripe maps) and left alone. Stripes are done one at a time; a
