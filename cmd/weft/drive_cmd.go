@@ -99,8 +99,8 @@ drive's record and its capacity in bytes).`,
 	add.Flags().StringVar(&addPool, "pool", "", `pool to join, created if missing (default "default")`)
 	add.Flags().StringVar(&addCapacity, "capacity", "", "most bytes the drive holds, e.g. 64MiB, 10G (default: the whole file system)")
 	list := &cobra.Command{
-		Use:     "list",
-		Short:   "List drives with availability, status, pool and usage",
+		Use:   "list",
+		Short: "List drives with availability, status, pool and usage",
 		Long: `List every drive with its availability (up, down), status (ready,
 suspended, draining, removed), class, pool and usage. A drive moving to
 another pool (weft drive move) shows "draining→POOL" while a drain job
