@@ -99,8 +99,12 @@ drive's record and its capacity in bytes).`,
 	add.Flags().StringVar(&addPool, "pool", "", `pool to join, created if missing (default "default")`)
 	add.Flags().StringVar(&addCapacity, "capacity", "", "most bytes the drive holds, e.g. 64MiB, 10G (default: the whole file system)")
 	list := &cobra.Command{
-		Use:     "list",
-		Short:   "List drives with availability, status, pool and usage",
+		Use:   "list",
+		Short: "List drives with availability, status, pool and usage",
+		Long: `List every drive with its availability (up, down), status (ready,
+suspended, draining, removed), class, pool and usage. A drive moving to
+another pool (weft drive move) shows "draining→POOL" while a drain job
+empties it; its BLOCKS count down to 0, then it shows "ready" in POOL.`,
 		Example: "  weft drive list\n  weft drive list --json",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -112,7 +116,11 @@ drive's record and its capacity in bytes).`,
 						used, size = humanBytes(d.Live.UsedBytes), humanBytes(d.Live.TotalBytes)
 						pct, blocks = percent(d.Live.TotalBytes-d.Live.FreeBytes, d.Live.TotalBytes), strconv.FormatInt(d.Live.Blocks, 10)
 					}
-					t.row(d.ID.String(), d.Node, string(d.State), string(d.Status), d.Class, d.Pool, used, size, pct, blocks, d.Path)
+					status := string(d.Status)
+					if d.MoveTo != "" {
+						status += "→" + d.MoveTo // moving: its blocks count down to 0
+					}
+					t.row(d.ID.String(), d.Node, string(d.State), status, d.Class, d.Pool, used, size, pct, blocks, d.Path)
 				}
 				return t.flush()
 			})
@@ -175,7 +183,7 @@ removed. Reads and writes go on meanwhile. Watch it with weft job view.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(list, add, remove,
+	cmd.AddCommand(list, add, remove, newDriveMoveCmd(g),
 		setStatus("suspend", cluster.StatusSuspended, "Stop placing new blocks on a drive (it keeps serving reads)"),
 		setStatus("resume", cluster.StatusReady, "Return a suspended drive to service"))
 	return cmd

@@ -33,22 +33,15 @@ more protection than was placed.`,
 		Args: exactArgs(1, "one path on a weft mount"),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
-			var st syscall.Stat_t
-			if err := syscall.Stat(path, &st); err != nil {
-				return fmt.Errorf("file info: %s: %w", path, err)
-			}
-			var fs syscall.Statfs_t
-			if err := syscall.Statfs(path, &fs); err != nil || fs.Type != fuseMagic {
-				return fmt.Errorf("file info: %s is not on a weft mount", path)
-			}
-			if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-				return fmt.Errorf("file info: %s is not a regular file", path)
+			lin, err := weftFile("file info", path)
+			if err != nil {
+				return err
 			}
 			cl, err := g.client()
 			if err != nil {
 				return err
 			}
-			l, err := cl.FileLayout(c.Context(), meta.LIN(st.Ino))
+			l, err := cl.FileLayout(c.Context(), lin)
 			if err != nil {
 				return err
 			}
@@ -95,6 +88,23 @@ more protection than was placed.`,
 		},
 	}
 	info.Flags().BoolVar(&units, "units", false, "list every unit's node, drive and block")
-	cmd.AddCommand(info, newFileListCmd(g), newFileLostCmd(g))
+	cmd.AddCommand(info, newFileListCmd(g), newFileLostCmd(g), newFileSetPoolCmd(g), newFileSetProtectionCmd(g))
 	return cmd
+}
+
+// weftFile returns the LIN of the regular file at path on a weft mount,
+// or an error for cmd naming path and what is wrong.
+func weftFile(cmd, path string) (meta.LIN, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("%s: %s: %w", cmd, path, err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(path, &fs); err != nil || fs.Type != fuseMagic {
+		return 0, fmt.Errorf("%s: %s is not on a weft mount", cmd, path)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0, fmt.Errorf("%s: %s is not a regular file", cmd, path)
+	}
+	return meta.LIN(st.Ino), nil
 }

@@ -224,7 +224,7 @@ func (c *Client) Pools(ctx context.Context) ([]cluster.Pool, error) {
 // CreatePool creates a pool.
 func (c *Client) CreatePool(ctx context.Context, name, protection string) (cluster.PoolRecord, error) {
 	var p cluster.PoolRecord
-	return p, c.do(ctx, http.MethodPost, APIVersion+"/pools", CreatePoolRequest{Name: name, Protection: protection}, &p)
+	return p, c.do(ctx, http.MethodPost, APIVersion+"/pools", CreatePoolRequest{Name: name, PoolSpec: cluster.PoolSpec{Protection: protection}}, &p)
 }
 
 // FileLayout returns the layout of file lin (weft file info).

@@ -23,6 +23,12 @@ type Namespace interface {
 	ListUnderProtectedFiles(ctx context.Context, after meta.LIN, limit int) ([]meta.UnderProtectedFile, error)
 	ListLost(ctx context.Context, after meta.LIN, limit int) ([]meta.LostFile, error)
 	Path(ctx context.Context, lin meta.LIN) (string, error)
+	// StatFS gives the per-pool usage of the pool list and of pool
+	// delete; GetAttr and SetAttr, the file commands' (set-pool,
+	// set-protection).
+	StatFS(ctx context.Context) (meta.FSStats, error)
+	GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error)
+	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
 }
 
 var _ Namespace = (*meta.Meta)(nil)

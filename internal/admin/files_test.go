@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,37 @@ type fakeNS struct {
 	st    meta.ProtectionStats
 	under []meta.UnderProtectedFile
 	lost  []meta.LostFile
+	// usage is StatFS's per-pool usage; attrs, the files GetAttr and
+	// SetAttr know.
+	usage map[string]meta.Usage
+	attrs map[meta.LIN]meta.Attr
+}
+
+func (f *fakeNS) StatFS(context.Context) (meta.FSStats, error) {
+	return meta.FSStats{Pools: f.usage}, nil
+}
+
+func (f *fakeNS) GetAttr(_ context.Context, lin meta.LIN) (meta.Attr, error) {
+	a, ok := f.attrs[lin]
+	if !ok {
+		return a, fmt.Errorf("%w: LIN %d", meta.ErrNotFound, lin)
+	}
+	return a, nil
+}
+
+func (f *fakeNS) SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error) {
+	cur, err := f.GetAttr(ctx, lin)
+	if err != nil {
+		return cur, err
+	}
+	if mask&meta.SetPool != 0 {
+		cur.Pool = a.Pool
+	}
+	if mask&meta.SetProtection != 0 {
+		cur.Protection = a.Protection
+	}
+	f.attrs[lin] = cur
+	return cur, nil
 }
 
 func (f *fakeNS) ProtectionStats(context.Context, int) (meta.ProtectionStats, error) {

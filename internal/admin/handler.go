@@ -59,12 +59,6 @@ func (h *handler) status(ctx context.Context) (any, error) {
 	return h.withData(ctx, Status{Status: st, JobEngine: &m}, err)
 }
 
-// CreatePoolRequest is the body of POST /v1/pools.
-type CreatePoolRequest struct {
-	Name       string `json:"name"`
-	Protection string `json:"protection"`
-}
-
 // Layouts reports file layouts (package client implements it).
 type Layouts interface {
 	Layout(ctx context.Context, lin meta.LIN) (client.FileLayout, error)
@@ -125,14 +119,12 @@ type handler struct {
 //	POST /v1/node/drives             AddDriveRequest → AddDriveReply (this node only)
 //	POST /v1/drives/{id}/suspend     cluster.DriveRecord (idempotent)
 //	POST /v1/drives/{id}/resume      cluster.DriveRecord (idempotent)
-//	GET  /v1/pools                   []cluster.Pool
-//	POST /v1/pools                   CreatePoolRequest → cluster.PoolRecord
 //	GET  /v1/files/{lin}             client.FileLayout (weft file info)
 //	GET  /v1/files/under-protected   UnderProtectedList (?after=LIN&limit=N)
 //	GET  /v1/files/lost              LostList, the lost-data list (?after=LIN&limit=N)
 //
-// and the routes of jobs, files, tokens and identities (jobs.go, files.go,
-// access.go). Who may call them is Guard's business (auth.go): the server
+// and the routes of jobs, files, pools, tokens and identities (jobs.go,
+// files.go, pools.go, access.go). Who may call them is Guard's business (auth.go): the server
 // puts it in front of the handler.
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
@@ -149,10 +141,8 @@ func NewHandler(d Deps) http.Handler {
 	mux.HandleFunc("GET "+APIVersion+"/status", h.get(h.status))
 	mux.HandleFunc("GET "+APIVersion+"/nodes", h.get(func(ctx context.Context) (any, error) { return store.ListNodes(ctx) }))
 	mux.HandleFunc("GET "+APIVersion+"/drives", h.get(func(ctx context.Context) (any, error) { return store.ListDrives(ctx) }))
-	mux.HandleFunc("GET "+APIVersion+"/pools", h.get(func(ctx context.Context) (any, error) { return store.ListPools(ctx) }))
 	mux.HandleFunc("POST "+APIVersion+"/drives/{id}/suspend", h.driveStatus(cluster.StatusSuspended))
 	mux.HandleFunc("POST "+APIVersion+"/drives/{id}/resume", h.driveStatus(cluster.StatusReady))
-	mux.HandleFunc("POST "+APIVersion+"/pools", h.createPool)
 	mux.HandleFunc("POST "+APIVersion+"/drives", h.addDrive)
 	mux.HandleFunc("POST "+APIVersion+"/node/drives", h.addNodeDrive)
 	mux.HandleFunc("GET "+APIVersion+"/node/workers", h.nodeWorkers)
@@ -167,6 +157,8 @@ func NewHandler(d Deps) http.Handler {
 	})
 	h.jobRoutes(mux)
 	h.fileRoutes(mux)
+	h.poolRoutes(mux)
+	h.fileLayoutRoutes(mux)
 	h.accessRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
@@ -202,25 +194,6 @@ func (h *handler) driveStatus(to cluster.DriveStatus) http.HandlerFunc {
 	}
 }
 
-func (h *handler) createPool(w http.ResponseWriter, r *http.Request) {
-	var req CreatePoolRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad_request", "request body: "+err.Error())
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
-	defer cancel()
-	p, err := h.store.CreatePool(ctx, req.Name, req.Protection, false)
-	if err == nil {
-		h.log.Info("pool created", "pool", p.Name, "protection", p.Protection)
-		writeJSON(w, http.StatusCreated, p)
-		return
-	}
-	h.reply(w, r, nil, err)
-}
-
 // reply writes v, or maps err to an HTTP status. This is the one place where
 // control-plane errors become HTTP codes.
 func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
@@ -248,6 +221,10 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, cluster.ErrExists):
 		writeError(w, http.StatusConflict, "exists", err.Error())
+	case errors.Is(err, cluster.ErrInUse), errors.Is(err, ErrPoolInUse):
+		writeError(w, http.StatusConflict, "in_use", err.Error())
+	case errors.Is(err, errUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 	case errors.Is(err, cluster.ErrBadTransition), errors.Is(err, job.ErrBadTransition), errors.Is(err, impact.ErrPolicyExists),
 		errors.Is(err, impact.ErrPolicyBuiltin):
 		writeError(w, http.StatusConflict, "bad_transition", err.Error())

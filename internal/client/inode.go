@@ -79,13 +79,38 @@ func (c *Client) geometry(ctx context.Context, a meta.Attr) (erasure.Geometry, e
 			return erasure.Geometry{}, p, true, fmt.Errorf("client: LIN %d: protection of pool %q: %w", a.LIN, a.Pool, err)
 		}
 	}
-	g, err := erasure.NewGeometry(p, c.unitSize)
+	g, err := stripeGeometry(a, p, c.unitSize)
+	return g, p, fromPool, err
+}
+
+// FileGeometry returns the geometry new stripes of a file with
+// attributes a get under protection spec (mirror:N or ec:K+M), as a
+// client writing it computes it: the protection with unitSize (0: the
+// default), or, once the file has a stripe size, the unit size that keeps
+// it (a file's stripes all hold StripeSize bytes of it, whatever their
+// protection). Errors wrap ErrInvalid for a bad spec, or for a protection
+// that cannot keep the file's stripe size (its units would not be a
+// multiple of erasure.UnitAlign). It is pure.
+func FileGeometry(a meta.Attr, spec string, unitSize int) (erasure.Geometry, error) {
+	p, err := erasure.ParseProtection(spec)
 	if err != nil {
-		return g, p, fromPool, fmt.Errorf("%w: LIN %d: %w", ErrInvalid, a.LIN, err)
+		return erasure.Geometry{}, fmt.Errorf("%w: LIN %d: %w", ErrInvalid, a.LIN, err)
+	}
+	if unitSize == 0 {
+		unitSize = erasure.DefaultUnitSize
+	}
+	return stripeGeometry(a, p, unitSize)
+}
+
+// stripeGeometry is FileGeometry with a parsed protection.
+func stripeGeometry(a meta.Attr, p erasure.Protection, unitSize int) (erasure.Geometry, error) {
+	g, err := erasure.NewGeometry(p, unitSize)
+	if err != nil {
+		return g, fmt.Errorf("%w: LIN %d: %w", ErrInvalid, a.LIN, err)
 	}
 	ss := int64(a.StripeSize)
 	if ss == 0 || ss == g.StripeDataSize() {
-		return g, p, fromPool, nil
+		return g, nil
 	}
 	// The file was first written with another geometry: keep its stripe
 	// size, with units of stripe size / K.
@@ -95,11 +120,11 @@ func (c *Client) geometry(ctx context.Context, a meta.Attr) (erasure.Geometry, e
 	}
 	if ss%k == 0 {
 		if g2, err := erasure.NewGeometry(p, int(ss/k)); err == nil {
-			return g2, p, fromPool, nil
+			return g2, nil
 		}
 	}
-	return g, p, fromPool, fmt.Errorf("%w: LIN %d has a stripe size of %d bytes, which %v cannot keep (units of %d bytes are not a multiple of %d): restripe it",
-		ErrInvalid, a.LIN, ss, p, ss/k, erasure.UnitAlign)
+	return g, fmt.Errorf("%w: LIN %d has a stripe size of %d bytes, which %v cannot keep (units of %d bytes are not a multiple of %d, or above %d): choose a protection whose data units divide the stripe",
+		ErrInvalid, a.LIN, ss, p, ss/k, erasure.UnitAlign, erasure.MaxUnitSize)
 }
 
 // signalLocked wakes everyone waiting for a state change.

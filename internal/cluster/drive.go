@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/weftfs/weft/internal/erasure"
 )
 
 // Drive is a drive as listed: its record with availability and usage.
@@ -43,7 +45,7 @@ func (s *Store) RegisterDrive(ctx context.Context, rec DriveRecord) (DriveRecord
 	default:
 		return rec, err
 	}
-	rec.V = RecordVersion
+	rec.stamp()
 	t, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(driveKey(rec.ID)), "=", rev)).
 		Then(clientv3.OpPut(driveKey(rec.ID), encode(rec))).Commit()
@@ -84,7 +86,11 @@ func (s *Store) SetDriveStatus(ctx context.Context, id DriveID, to DriveStatus) 
 		if !CanTransition(d.Status, to) {
 			return d, fmt.Errorf("%w: drive %s is %s and cannot become %s", ErrBadTransition, id, d.Status, to)
 		}
-		d.Status, d.Changed, d.V = to, time.Now().UTC(), RecordVersion
+		d.Status, d.Changed = to, time.Now().UTC()
+		if to != StatusDraining {
+			d.MoveTo = "" // a move ends with the drain it rides on
+		}
+		d.stamp()
 		t, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(driveKey(id)), "=", rev)).
 			Then(clientv3.OpPut(driveKey(id), encode(d))).Commit()
@@ -129,4 +135,125 @@ func (s *Store) ListDrives(ctx context.Context) ([]Drive, error) {
 		return nil
 	})
 	return out, err
+}
+
+// MoveDrive starts moving drive id to pool: the drive becomes draining
+// with MoveTo set, so that a drain job empties it of its current pool's
+// data and then puts it in pool, ready (FinishDriveMove), instead of
+// retiring it. The drive's record, not a node's configuration, says which
+// pool it is in: a node restarted meanwhile with the old pool in its
+// flags re-registers the drive without changing its pool or the move
+// (RegisterDrive keeps both).
+//
+// It is refused (ErrInvalid) when the pool does not exist, the drive is
+// already in it, the pool has a class and the drive is of another, or
+// the drive's pool would keep fewer drives in service than its
+// protection's stripe width while some remain; ErrBadTransition when the
+// drive is removed; ErrNotFound for an unknown drive. Moving a drive that
+// is already moving to pool is a no-op; to another pool, it retargets
+// the move. Resuming the drive (SetDriveStatus ready) cancels the move.
+func (s *Store) MoveDrive(ctx context.Context, id DriveID, pool string) (DriveRecord, error) {
+	target, err := s.GetPool(ctx, pool)
+	if err != nil {
+		return DriveRecord{}, err
+	}
+	for {
+		var d DriveRecord
+		rev, err := s.getRecord(ctx, driveKey(id), &d)
+		if err == ErrNotFound {
+			return d, fmt.Errorf("%w: drive %s (see weft drive list)", ErrNotFound, id)
+		}
+		if err != nil {
+			return d, err
+		}
+		switch {
+		case d.Status == StatusRemoved:
+			return d, fmt.Errorf("%w: drive %s is removed and cannot join pool %s: add its directory again as a new drive (weft drive add)", ErrBadTransition, id, pool)
+		case d.Pool == pool && d.MoveTo == "":
+			return d, fmt.Errorf("%w: drive %s is already in pool %s", ErrInvalid, id, pool)
+		case d.MoveTo == pool:
+			return d, nil
+		case target.Class != "" && d.Class != target.Class:
+			return d, fmt.Errorf("%w: drive %s is %s, pool %s is for %s drives: choose a pool of class %s, or change the pool's class (weft pool modify %s --class %s)",
+				ErrInvalid, id, d.Class, pool, target.Class, d.Class, pool, d.Class)
+		}
+		if d.Pool != pool {
+			if err := s.checkLeaving(ctx, d); err != nil {
+				return d, err
+			}
+		}
+		d.Status, d.MoveTo, d.Changed = StatusDraining, pool, time.Now().UTC()
+		if d.Pool == pool { // moving back where it is: cancel the move
+			d.Status, d.MoveTo = StatusReady, ""
+		}
+		d.stamp()
+		t, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(driveKey(id)), "=", rev)).
+			Then(clientv3.OpPut(driveKey(id), encode(d))).Commit()
+		if err != nil {
+			return d, fmt.Errorf("cluster: move drive %s to pool %s: %w", id, pool, err)
+		}
+		if t.Succeeded {
+			return d, nil
+		}
+	}
+}
+
+// checkLeaving refuses (ErrInvalid) taking drive d out of its pool when
+// the pool would keep some drives in service, but fewer than a stripe of
+// its protection needs: its files could no longer be fully protected. A
+// pool left with no drives is allowed (the drain then needs its files
+// to have moved elsewhere first, and says so).
+func (s *Store) checkLeaving(ctx context.Context, d DriveRecord) error {
+	p, err := s.GetPool(ctx, d.Pool)
+	if err != nil {
+		return nil // a pool only a drive names: nothing to keep protected
+	}
+	prot, err := erasure.ParseProtection(p.Protection)
+	if err != nil {
+		return nil
+	}
+	drives, err := s.ListDrives(ctx)
+	if err != nil {
+		return err
+	}
+	left := 0
+	for _, o := range drives {
+		if o.ID != d.ID && o.Pool == d.Pool && o.Status != StatusRemoved && o.MoveTo == "" {
+			left++
+		}
+	}
+	if left > 0 && left < prot.Width() {
+		return fmt.Errorf("%w: moving drive %s out of pool %s would leave it %d drives, fewer than its protection %s needs (%d): move all of its drives, or lower its protection first (weft pool modify %s --protection ...)",
+			ErrInvalid, d.ID, d.Pool, left, prot, prot.Width(), d.Pool)
+	}
+	return nil
+}
+
+// FinishDriveMove ends the move of drive id once a drain has emptied it:
+// a draining drive with MoveTo set joins that pool, ready. It reports
+// whether it did; a drive that is not moving is left alone (false). It is
+// idempotent.
+func (s *Store) FinishDriveMove(ctx context.Context, id DriveID) (DriveRecord, bool, error) {
+	for {
+		var d DriveRecord
+		rev, err := s.getRecord(ctx, driveKey(id), &d)
+		if err == ErrNotFound {
+			return d, false, fmt.Errorf("%w: drive %s (see weft drive list)", ErrNotFound, id)
+		}
+		if err != nil || d.Status != StatusDraining || d.MoveTo == "" {
+			return d, false, err
+		}
+		d.Pool, d.MoveTo, d.Status, d.Changed = d.MoveTo, "", StatusReady, time.Now().UTC()
+		d.stamp()
+		t, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(driveKey(id)), "=", rev)).
+			Then(clientv3.OpPut(driveKey(id), encode(d))).Commit()
+		if err != nil {
+			return d, false, fmt.Errorf("cluster: finish moving drive %s: %w", id, err)
+		}
+		if t.Succeeded {
+			return d, true, nil
+		}
+	}
 }

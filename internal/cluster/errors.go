@@ -12,6 +12,9 @@ var (
 	ErrBadTransition = errors.New("cluster: bad drive status transition")
 	ErrNodeInUse     = errors.New("cluster: node name in use")
 	ErrInvalid       = errors.New("cluster: invalid argument")
+	// ErrInUse: something still uses what was to be deleted (a pool's
+	// drives); the message names it and what to do.
+	ErrInUse = errors.New("cluster: in use")
 	// ErrConflict: a compare-and-swap write lost to another writer; read
 	// again and retry.
 	ErrConflict = errors.New("cluster: concurrent update")

@@ -24,7 +24,9 @@ import (
 //	                              that a prefix scan lists drives in id order)
 //	/weft/live/drives/<d%010d>    DriveLive (usage, health), bound to the
 //	                              owning node's lease
-//	/weft/pools/<pool>            PoolRecord, persistent
+//	/weft/pools/<pool>            PoolRecord, persistent (record version
+//	                              2: class and thresholds; version 1
+//	                              records read with the defaults)
 //	/weft/watch                   WatchRecord: the coordinator's event
 //	                              watcher's memory (drive ids and node
 //	                              names seen, down-since times), written
@@ -50,8 +52,21 @@ import (
 const (
 	// SchemaVersion is the control-plane layout this binary reads and writes.
 	SchemaVersion = 1
-	// RecordVersion is the "v" of every JSON record this binary writes.
+	// RecordVersion is the "v" of every JSON record this binary writes,
+	// unless its type says otherwise (PoolRecordVersion,
+	// DriveRecordVersion).
 	RecordVersion = 1
+	// PoolRecordVersion is the "v" of the pool records this binary
+	// writes and the newest it reads: 2 added Class, High and Low. A
+	// version 1 record reads with no class and the default thresholds.
+	PoolRecordVersion = 2
+	// DriveRecordVersion is the newest drive record this binary reads.
+	// A drive record is written as version 2 only while it carries
+	// MoveTo (a move between pools in progress): a binary that knows
+	// only version 1 would drain such a drive and retire it, so it must
+	// refuse the record rather than misread it. Other drive records stay
+	// version 1.
+	DriveRecordVersion = 2
 
 	Prefix         = "/weft/"
 	keySchema      = Prefix + "schema"
@@ -112,6 +127,22 @@ type DriveRecord struct {
 	Status  DriveStatus `json:"status"`
 	Added   time.Time   `json:"added"`
 	Changed time.Time   `json:"changed"`
+	// MoveTo is the pool the drive moves to (weft drive move): while it
+	// is set the drive is draining out of Pool, and the drain job that
+	// empties it puts it in MoveTo, ready, instead of retiring it.
+	// Absent otherwise (record version 2 while present).
+	MoveTo string `json:"move_to,omitempty"`
+}
+
+func (DriveRecord) maxRecordVersion() int { return DriveRecordVersion }
+
+// stamp sets d's record version: 2 while it carries MoveTo, else 1, so
+// that only records an older binary would misread are refused by it.
+func (d *DriveRecord) stamp() {
+	d.V = RecordVersion
+	if d.MoveTo != "" {
+		d.V = DriveRecordVersion
+	}
 }
 
 // DriveLive is a drive's usage and health as last published by its node.
@@ -131,14 +162,40 @@ type DriveLive struct {
 
 // PoolRecord is a pool's persistent definition. A pool's drives are the
 // drives whose DriveRecord.Pool names it.
+//
+// Version 2 added Class (the drive class the pool is meant for: nvme,
+// ssd or hdd; "" for a pool made by an older weft or by a node naming it
+// in its drive flags, which says nothing about class) and the space
+// thresholds High and Low (percent of the pool's capacity; 0 < Low <
+// High <= 100): the pool counts as full past High, and a move out of it
+// (a migration rule's) stops once it is below Low. A version 1 record
+// reads with the defaults DefaultHigh and DefaultLow.
 type PoolRecord struct {
 	V          int       `json:"v"`
 	Name       string    `json:"name"`
 	Protection string    `json:"protection"`
+	Class      string    `json:"class,omitempty"`
+	High       int       `json:"high"`
+	Low        int       `json:"low"`
 	Created    time.Time `json:"created"`
+	Changed    time.Time `json:"changed,omitzero"`
 }
 
-// decode unmarshals a record and refuses one newer than RecordVersion.
+func (PoolRecord) maxRecordVersion() int { return PoolRecordVersion }
+
+// upgrade fills what a version 1 record lacks with the defaults.
+func (p *PoolRecord) upgrade() {
+	if p.V < 2 && p.High == 0 && p.Low == 0 {
+		p.High, p.Low = DefaultHigh, DefaultLow
+	}
+}
+
+// versioned is a record type with its own newest version (default
+// RecordVersion).
+type versioned interface{ maxRecordVersion() int }
+
+// decode unmarshals a record and refuses one newer than its type's
+// newest version (RecordVersion unless the type says otherwise).
 func decode(key string, b []byte, into any) error {
 	var hdr struct {
 		V int `json:"v"`
@@ -146,11 +203,18 @@ func decode(key string, b []byte, into any) error {
 	if err := json.Unmarshal(b, &hdr); err != nil {
 		return fmt.Errorf("%w: key %s: %v", ErrCorruptRecord, key, err)
 	}
-	if hdr.V > RecordVersion {
-		return fmt.Errorf("%w: key %s has record version %d, this weft reads up to %d: upgrade weft", ErrNewerSchema, key, hdr.V, RecordVersion)
+	newest := RecordVersion
+	if v, ok := into.(versioned); ok {
+		newest = v.maxRecordVersion()
+	}
+	if hdr.V > newest {
+		return fmt.Errorf("%w: key %s has record version %d, this weft reads up to %d: upgrade weft", ErrNewerSchema, key, hdr.V, newest)
 	}
 	if err := json.Unmarshal(b, into); err != nil {
 		return fmt.Errorf("%w: key %s: %v", ErrCorruptRecord, key, err)
+	}
+	if p, ok := into.(*PoolRecord); ok {
+		p.upgrade()
 	}
 	return nil
 }

@@ -39,7 +39,8 @@ func Repair() job.Type {
 
 // Drain returns the drain job type: it moves every unit off the drives in
 // its "drives" parameter (d3,d7), which `weft drive remove` has set to
-// draining, then marks them removed. Reads and writes go on meanwhile.
+// draining, then marks them removed — or, for a drive `weft drive move`
+// set draining, puts it in its new pool, ready. Reads and writes go on meanwhile.
 // Phases: drain → verify → remove.
 func Drain() job.Type {
 	return &restripeJob{name: "drain", bad: func(_ context.Context, _ Env, drives string) (map[meta.DriveID]bool, error) {
@@ -294,6 +295,17 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 		if used[d] > 0 {
 			res.Errors++
 			notes = append(notes, fmt.Sprintf("%s still holds units of %d files", cluster.DriveID(d), used[d]))
+			continue
+		}
+		// A drive moving to another pool (weft drive move) joins it
+		// instead of being retired.
+		rec, moved, err := e.Cluster().FinishDriveMove(ctx, cluster.DriveID(d))
+		if err != nil {
+			return res, err
+		}
+		if moved {
+			e.Log().Info("drive moved", "drive", cluster.DriveID(d), "pool", rec.Pool)
+			notes = append(notes, fmt.Sprintf("%s moved to pool %s", cluster.DriveID(d), rec.Pool))
 			continue
 		}
 		if _, err := e.Cluster().SetDriveStatus(ctx, cluster.DriveID(d), cluster.StatusRemoved); err != nil {
