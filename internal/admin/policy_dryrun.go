@@ -191,7 +191,7 @@ scan:
 			rep.Complete, rep.NextLIN = false, from
 			break
 		}
-		page, next, err := ns.ScanInodes(ctx, from, 0, min(dryRunPage, maxFiles-rep.Scanned+1))
+		page, next, err := ns.ScanInodes(ctx, from, 0, min(dryRunPage, maxFiles-rep.Scanned))
 		if err != nil {
 			if ctx.Err() != nil {
 				rep.Complete, rep.NextLIN = false, from
@@ -201,6 +201,10 @@ scan:
 		}
 		for i := range page {
 			in := &page[i]
+			if rep.Scanned >= maxFiles {
+				rep.Complete, rep.NextLIN = false, in.LIN
+				break scan
+			}
 			rep.Scanned++
 			if in.Type == meta.TypeDir || len(in.Links) == 0 {
 				continue
