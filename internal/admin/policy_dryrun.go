@@ -137,10 +137,10 @@ type PolicyTestReport struct {
 	Bytes   int64 `json:"bytes"`
 	// Complete is false when the scan stopped early (MaxFiles or the
 	// time budget): counts then cover the inodes below NextLIN.
-	Complete bool           `json:"complete"`
-	NextLIN  meta.LIN       `json:"next_lin,omitempty"`
-	Seconds  float64        `json:"seconds"`
-	Rules    []RuleResult   `json:"rules"`
+	Complete bool            `json:"complete"`
+	NextLIN  meta.LIN        `json:"next_lin,omitempty"`
+	Seconds  float64         `json:"seconds"`
+	Rules    []RuleResult    `json:"rules"`
 	Pools    []PoolSpaceView `json:"pools"`
 	// Unplaced counts files no SET POOL rule would place (they keep
 	// their parent directory's pool).

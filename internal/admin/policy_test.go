@@ -72,7 +72,9 @@ func (t *treeNS) Lookup(_ context.Context, parent meta.LIN, name string) (meta.A
 	return meta.Attr{}, fmt.Errorf("%w: %q", meta.ErrNotFound, name)
 }
 
-func (t *treeNS) GetXattr(context.Context, meta.LIN, string) ([]byte, error) { return nil, meta.ErrNotFound }
+func (t *treeNS) GetXattr(context.Context, meta.LIN, string) ([]byte, error) {
+	return nil, meta.ErrNotFound
+}
 
 // The namespace the handler is given must also be a Namespace.
 type treeAPI struct {
@@ -80,7 +82,9 @@ type treeAPI struct {
 	*fakeNS
 }
 
-func (t treeAPI) Path(ctx context.Context, lin meta.LIN) (string, error) { return t.treeNS.Path(ctx, lin) }
+func (t treeAPI) Path(ctx context.Context, lin meta.LIN) (string, error) {
+	return t.treeNS.Path(ctx, lin)
+}
 
 func newPolicyAPI(t *testing.T, ns Namespace) *Client {
 	t.Helper()
