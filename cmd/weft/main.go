@@ -89,6 +89,7 @@ $WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
 		newClusterCmd(g),
 		newCertCmd(g),
 		newTokenCmd(g),
+		newPolicyCmd(g),
 		newVersionCmd(),
 	)
 	refuseUnknownSubcommands(root)

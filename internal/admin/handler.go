@@ -123,9 +123,10 @@ type handler struct {
 //	GET  /v1/files/under-protected   UnderProtectedList (?after=LIN&limit=N)
 //	GET  /v1/files/lost              LostList, the lost-data list (?after=LIN&limit=N)
 //
-// and the routes of jobs, files, pools, tokens and identities (jobs.go,
-// files.go, pools.go, access.go). Who may call them is Guard's business (auth.go): the server
-// puts it in front of the handler.
+// and the routes of jobs, files, pools, file layouts, tokens and
+// identities, and the pool policy (jobs.go, files.go, pools.go,
+// file_layout.go, access.go, policy.go). Who may call them is Guard's
+// business (auth.go): the server puts it in front of the handler.
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
 // transition not allowed, or a drive add refused), 502 (a node to route to
@@ -160,6 +161,7 @@ func NewHandler(d Deps) http.Handler {
 	h.poolRoutes(mux)
 	h.fileLayoutRoutes(mux)
 	h.accessRoutes(mux)
+	h.policyRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})
@@ -198,6 +200,10 @@ func (h *handler) driveStatus(to cluster.DriveStatus) http.HandlerFunc {
 // control-plane errors become HTTP codes.
 func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error) {
 	c, isCreated := v.(created)
+	if status, code, ok := policyError(err); ok {
+		writeError(w, status, code, err.Error())
+		return
+	}
 	switch {
 	case err == nil && isCreated:
 		writeJSON(w, http.StatusCreated, c.v)

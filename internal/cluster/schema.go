@@ -35,6 +35,9 @@ import (
 //	/weft/tokens/<id>             TokenRecord: an admin API bearer token,
 //	                              its secret hashed (token.go)
 //	/weft/token-names/<name>      the id of the token called name
+//	/weft/policy/current          the installed pool policy, a
+//	                              policy.Record (policy.go)
+//	/weft/policy/versions/<%020d> every installed version of it
 //	/weft/ping                    never written: what every client reads
 //	                              to prove a quorum answers (etcdx.PingKey)
 //

@@ -42,8 +42,8 @@ func Weft() Table {
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
 				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
-				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/topology",
-				"internal/vfs"}},
+				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/policy",
+				"internal/topology", "internal/vfs"}},
 
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
@@ -51,7 +51,7 @@ func Weft() Table {
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
-				"internal/impact", "internal/job", "internal/meta"}},
+				"internal/impact", "internal/job", "internal/meta", "internal/policy"}},
 			{Pkg: "internal/bench", Kind: Part},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
 				"internal/drive", "internal/job", "internal/meta", "internal/restripe"}},
@@ -62,7 +62,7 @@ func Weft() Table {
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement"}},
-			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/rpc/pb"}},
 

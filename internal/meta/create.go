@@ -19,6 +19,11 @@ type NewInode struct {
 	// Pool and Protection default to the parent directory's.
 	Pool       string
 	Protection Protection
+	// PoolDefault, with a zero Protection, gives the file its pool's
+	// default protection (zero, resolved when data is written) instead
+	// of the parent's: what a placement into another pool that names no
+	// protection means.
+	PoolDefault bool
 }
 
 // Create makes a new inode of any type named name in directory parent, owned
@@ -70,7 +75,7 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		if n.pool == "" {
 			n.pool = p.pool
 		}
-		if n.prot.IsZero() {
+		if n.prot.IsZero() && !ni.PoolDefault {
 			n.prot = p.prot
 		}
 		if p.mode&0o2000 != 0 {

@@ -73,7 +73,9 @@ type Options struct {
 // runner), listed by weft mount workers: cache-follow, cache-progress and
 // cache-flush (the metadata cache, kvcache), delegations (the write-back,
 // meta), opens (open files, vfs), metrics (the --metrics server, one
-// blocking step) and fuse (waits for the FUSE server to end). Each
+// blocking step), policy-follow (the installed pool policy by which new
+// files are placed, cluster.PolicyFollower) and fuse (waits for the FUSE
+// server to end). Each
 // component stops its own workers when it closes; the runner stops last,
 // before the etcd client closes, and names any worker that did not stop.
 func Run(ctx context.Context, o Options) error {
@@ -162,7 +164,16 @@ func Run(ctx context.Context, o Options) error {
 		}
 		defer stop()
 	}
-	fs := vfs.New(vfs.Config{Meta: m, Client: c, Session: meta.SessionID(sess.Lease()), Capacity: capacity(store), Log: o.Log, Runner: run})
+	follow := cluster.NewPolicyFollower(cli, o.Log)
+	if err := follow.Load(ctx); err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
+	if _, err := run.Go("policy-follow", follow, runner.Options{}); err != nil {
+		return err
+	}
+	placer := &policyPlacer{follow: follow, drives: topo.Drives, log: o.Log}
+	fs := vfs.New(vfs.Config{Meta: m, Client: c, Session: meta.SessionID(sess.Lease()), Capacity: capacity(store), Log: o.Log, Runner: run,
+		Placer: placer})
 	mnt, err := fuse.New(fs, dir, fuse.Options{FsName: "weft:" + store.ClusterID()[:8], AllowOther: o.AllowOther, Debug: o.Debug, Log: o.Log})
 	if err != nil {
 		return err

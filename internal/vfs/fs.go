@@ -31,6 +31,10 @@ type Config struct {
 	// Runner runs the FS's worker ("opens", see RegisterDelay); nil: a
 	// runner of its own, stopped by Close.
 	Runner *runner.Runner
+	// Placer places new regular files (the pool policy's SET POOL
+	// rules); nil: a new file takes its parent directory's pool and
+	// protection.
+	Placer Placer
 }
 
 // FS is a mounted namespace: what a gateway serves. It is safe for
@@ -197,7 +201,17 @@ func (fs *FS) create(ctx context.Context, parent meta.LIN, name string, ca Creat
 	if err := fs.checkLIN(ctx, parent, MayWrite|MayExec); err != nil {
 		return Attr{}, nil, err
 	}
-	a, err := fs.m.Create(ctx, parent, name, createToMeta(ca))
+	ni := createToMeta(ca)
+	var a meta.Attr
+	err := fs.placeNew(ctx, parent, name, &ni)
+	if err == nil {
+		a, err = fs.m.Create(ctx, parent, name, ni)
+	} else if _, lerr := fs.m.Lookup(ctx, parent, name); lerr == nil {
+		// A placement that fails (a pool without drives) concerns new
+		// files only: open(O_CREAT) of an existing one opens it, and
+		// O_EXCL says it exists.
+		err = fmt.Errorf("%w: %q in directory LIN %d", meta.ErrExists, name, parent)
+	}
 	if errors.Is(err, meta.ErrExists) && open && flags&OExcl == 0 {
 		if a, err = fs.m.Lookup(ctx, parent, name); err != nil {
 			return Attr{}, nil, err
