@@ -11,6 +11,9 @@
 # every run and the means with ratios (B ÷ A). Needs root (FUSE mounts,
 # drop_caches) and fio.
 #   usage: scripts/bench-ab.sh BIN_A BIN_B
+#   MOUNT_ARGS  flags of both variants' mounts (say --no-local-io: every
+#              unit through the block service, as from another machine);
+#              the mount is then a `weft mount` the script starts itself
 #   ARGS_A, ARGS_B  extra `weft local up` flags of each variant
 #                   (ARGS_A=--insecure scripts/bench-ab.sh ./weft ./weft:
 #                   the cost of TLS is the B ÷ A column)
@@ -58,10 +61,23 @@ runs() {
   rm -rf "$dir"
   mkdir -p "$dir"
   # shellcheck disable=SC2086 # ARGS_* are flags, split on purpose
-  "$bin" local up --dir "$dir/cluster" --mount "$dir/mnt" $args >"$dir/up.log" 2>&1 &
+  local mountflag=(--mount "$dir/mnt") mnt=
+  [ -n "${MOUNT_ARGS:-}" ] && mountflag=()
+  "$bin" local up --dir "$dir/cluster" "${mountflag[@]}" $args >"$dir/up.log" 2>&1 &
   up=$!
   for _ in $(seq 1 120); do grep -q '^ready:' "$dir/up.log" && break; sleep 1; done
   grep -q '^ready:' "$dir/up.log" || { cat "$dir/up.log"; kill $up; exit 1; }
+  if [ -n "${MOUNT_ARGS:-}" ]; then
+    local admin creds=(--insecure)
+    admin=$(sed -n 's/^ready: admin=https\{0,1\}:\/\/\([^ ]*\).*/\1/p' "$dir/up.log")
+    [ -d "$dir/cluster/pki" ] && creds=(--pki "$dir/cluster/pki" --as mount)
+    mkdir -p "$dir/mnt"
+    # shellcheck disable=SC2086 # MOUNT_ARGS are flags, split on purpose
+    "$bin" --admin "$admin" mount "${creds[@]}" $MOUNT_ARGS "$dir/mnt" >"$dir/mount.log" 2>&1 &
+    mnt=$!
+    for _ in $(seq 1 60); do mountpoint -q "$dir/mnt" && break; sleep 1; done
+    mountpoint -q "$dir/mnt" || { cat "$dir/mount.log"; kill $up $mnt; exit 1; }
+  fi
   sleep 5 # let the new cluster's own start-up work finish
   if [[ $tests == *" meta "* ]]; then
     for _ in $(seq 1 "$reps"); do
@@ -77,6 +93,10 @@ for k in ("creates_per_s", "stats_per_s", "removes_per_s"):
     sync; echo 3 >/proc/sys/vm/drop_caches
     echo "$name read-MB/s $(fiorun "$dir/mnt" seq --rw=read --bs=1m --size="$size")" >>"$work/runs"
   fi
+  if [ -n "$mnt" ]; then
+    kill -TERM "$mnt"
+    wait "$mnt" 2>/dev/null || true
+  fi
   kill -TERM $up
   wait $up 2>/dev/null || true
 }
@@ -88,6 +108,7 @@ for _ in $(seq 1 "$rounds"); do
 done
 echo "A: $1 ${ARGS_A:-}"
 echo "B: $2 ${ARGS_B:-}"
+[ -n "${MOUNT_ARGS:-}" ] && echo "mounts: weft mount $MOUNT_ARGS"
 echo
 python3 - "$work/runs" <<'PY'
 import sys

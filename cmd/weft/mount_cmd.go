@@ -22,6 +22,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		pprof    string
 		noCache  bool
 		syncOps  bool
+		noLocal  bool
 		metrics  string
 	)
 	cmd := &cobra.Command{
@@ -88,7 +89,7 @@ TLS. --metrics serves on a loopback address only.`,
 				}
 			}
 			return mount.Run(c.Context(), mount.Options{
-				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, Metrics: metrics,
+				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, NoLocalIO: noLocal, Metrics: metrics,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 				PKI:   pkiDir, Identity: g.as,
 			})
@@ -99,6 +100,7 @@ TLS. --metrics serves on a loopback address only.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().BoolVar(&noCache, "no-meta-cache", false, "ask etcd for every lookup and getattr instead of the watch-coherent metadata cache")
 	cmd.Flags().BoolVar(&syncOps, "sync-dirops", false, "commit every create and unlink to etcd before replying (no write-back)")
+	cmd.Flags().BoolVar(&noLocal, "no-local-io", false, "read and write every unit through its node, even of drives on this machine (to measure or diagnose the network path)")
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount at http://ADDR/metrics and its workers at http://ADDR/workers (weft mount workers ADDR)")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
 	cmd.AddCommand(&cobra.Command{

@@ -89,9 +89,6 @@ type Drive struct {
 	bufs     sync.Pool   // *[]byte of ioBufferSize, directAlign-aligned
 	direct   atomic.Bool // Put writes with O_DIRECT (see direct_io.go)
 	readOnly bool        // OpenReadOnly: no lock, no writes
-	// stageProbe checks once, at the first Stage of a read-only handle,
-	// whether direct writes work (see staged.go).
-	stageProbe sync.Once
 }
 
 // Open opens the drive in directory path, creating the directory and the

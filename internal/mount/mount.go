@@ -47,6 +47,11 @@ type Options struct {
 	// mount holds the delegation of and committed within milliseconds
 	// (fsync of the file or directory waits for that).
 	SyncDirOps bool
+	// NoLocalIO reads and writes every unit through its node's block
+	// service, even of drives on this machine (which a mount otherwise
+	// reads from and stages into directly): to measure or diagnose the
+	// network path.
+	NoLocalIO bool
 	// Metrics, if set, is an address (host:port) where the mount serves
 	// Prometheus metrics of its metadata cache, write-back, file I/O and
 	// workers at /metrics, and its workers' status at /workers (JSON,
@@ -152,7 +157,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	topo := topology.New(store, time.Second)
-	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: store.ClusterID(), BlockTLS: tlsCfg})
+	localIO := store.ClusterID() // what client.Config.ClusterID turns local I/O on with
+	if o.NoLocalIO {
+		localIO = ""
+	}
+	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: localIO, BlockTLS: tlsCfg})
 	if err != nil {
 		return err
 	}
