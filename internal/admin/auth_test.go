@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/pki/pkitest"
 )
 
 var (
@@ -27,17 +27,7 @@ var (
 
 // newPKI makes a CA for cluster in a new directory and issues ids there.
 func newPKI(t *testing.T, cluster string, ids ...pki.Identity) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "pki")
-	if _, err := pki.InitCA(dir, cluster, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if _, err := pki.IssueTo(dir, dir, id, pki.DefaultHosts(""), 0, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return pkitest.New(t, cluster, ids...)
 }
 
 func tlsOf(t *testing.T, dir string, id pki.Identity) *tls.Config {

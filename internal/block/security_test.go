@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,21 +14,12 @@ import (
 
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/pki/pkitest"
 )
 
 // newPKI makes a CA for cluster in a new directory and issues ids there.
 func newPKI(t *testing.T, cluster string, ids ...pki.Identity) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "pki")
-	if _, err := pki.InitCA(dir, cluster, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if _, err := pki.IssueTo(dir, dir, id, pki.DefaultHosts(""), 0, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return pkitest.New(t, cluster, ids...)
 }
 
 // serveSecure serves a block service with one drive over mutual TLS as

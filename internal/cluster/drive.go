@@ -71,34 +71,50 @@ func (s *Store) GetDrive(ctx context.Context, id DriveID) (DriveRecord, error) {
 // SetDriveStatus changes a drive's status if the transition is allowed
 // (ErrBadTransition otherwise). It is idempotent. It returns the new record.
 func (s *Store) SetDriveStatus(ctx context.Context, id DriveID, to DriveStatus) (DriveRecord, error) {
-	for {
-		var d DriveRecord
-		rev, err := s.getRecord(ctx, driveKey(id), &d)
-		if err == ErrNotFound {
-			return d, fmt.Errorf("%w: drive %s (see weft drive list)", ErrNotFound, id)
-		}
-		if err != nil {
-			return d, err
-		}
+	d, _, err := s.updateDrive(ctx, id, fmt.Sprintf("set drive %s %s", id, to), func(d *DriveRecord) (bool, error) {
 		if d.Status == to {
-			return d, nil
+			return false, nil
 		}
 		if !CanTransition(d.Status, to) {
-			return d, fmt.Errorf("%w: drive %s is %s and cannot become %s", ErrBadTransition, id, d.Status, to)
+			return false, fmt.Errorf("%w: drive %s is %s and cannot become %s", ErrBadTransition, id, d.Status, to)
 		}
 		d.Status, d.Changed = to, time.Now().UTC()
 		if to != StatusDraining {
 			d.MoveTo = "" // a move ends with the drain it rides on
+		}
+		return true, nil
+	})
+	return d, err
+}
+
+// updateDrive applies change to drive id's record and stores it if change
+// says to write, compare-and-swapped on the record's revision (again from
+// a fresh read if another writer came between). what names the update in
+// errors. It returns the record as stored, or as read when nothing was
+// written, and whether it wrote.
+func (s *Store) updateDrive(ctx context.Context, id DriveID, what string, change func(*DriveRecord) (bool, error)) (DriveRecord, bool, error) {
+	for {
+		var d DriveRecord
+		rev, err := s.getRecord(ctx, driveKey(id), &d)
+		if err == ErrNotFound {
+			return d, false, fmt.Errorf("%w: drive %s (see weft drive list)", ErrNotFound, id)
+		}
+		if err != nil {
+			return d, false, err
+		}
+		write, err := change(&d)
+		if err != nil || !write {
+			return d, false, err
 		}
 		d.stamp()
 		t, err := s.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(driveKey(id)), "=", rev)).
 			Then(clientv3.OpPut(driveKey(id), encode(d))).Commit()
 		if err != nil {
-			return d, fmt.Errorf("cluster: set drive %s %s: %w", id, to, err)
+			return d, false, fmt.Errorf("cluster: %s: %w", what, err)
 		}
 		if t.Succeeded {
-			return d, nil
+			return d, true, nil
 		}
 	}
 }
@@ -157,46 +173,30 @@ func (s *Store) MoveDrive(ctx context.Context, id DriveID, pool string) (DriveRe
 	if err != nil {
 		return DriveRecord{}, err
 	}
-	for {
-		var d DriveRecord
-		rev, err := s.getRecord(ctx, driveKey(id), &d)
-		if err == ErrNotFound {
-			return d, fmt.Errorf("%w: drive %s (see weft drive list)", ErrNotFound, id)
-		}
-		if err != nil {
-			return d, err
-		}
+	d, _, err := s.updateDrive(ctx, id, fmt.Sprintf("move drive %s to pool %s", id, pool), func(d *DriveRecord) (bool, error) {
 		switch {
 		case d.Status == StatusRemoved:
-			return d, fmt.Errorf("%w: drive %s is removed and cannot join pool %s: add its directory again as a new drive (weft drive add)", ErrBadTransition, id, pool)
+			return false, fmt.Errorf("%w: drive %s is removed and cannot join pool %s: add its directory again as a new drive (weft drive add)", ErrBadTransition, id, pool)
 		case d.Pool == pool && d.MoveTo == "":
-			return d, fmt.Errorf("%w: drive %s is already in pool %s", ErrInvalid, id, pool)
+			return false, fmt.Errorf("%w: drive %s is already in pool %s", ErrInvalid, id, pool)
 		case d.MoveTo == pool:
-			return d, nil
+			return false, nil
 		case target.Class != "" && d.Class != target.Class:
-			return d, fmt.Errorf("%w: drive %s is %s, pool %s is for %s drives: choose a pool of class %s, or change the pool's class (weft pool modify %s --class %s)",
+			return false, fmt.Errorf("%w: drive %s is %s, pool %s is for %s drives: choose a pool of class %s, or change the pool's class (weft pool modify %s --class %s)",
 				ErrInvalid, id, d.Class, pool, target.Class, d.Class, pool, d.Class)
 		}
 		if d.Pool != pool {
-			if err := s.checkLeaving(ctx, d); err != nil {
-				return d, err
+			if err := s.checkLeaving(ctx, *d); err != nil {
+				return false, err
 			}
 		}
 		d.Status, d.MoveTo, d.Changed = StatusDraining, pool, time.Now().UTC()
 		if d.Pool == pool { // moving back where it is: cancel the move
 			d.Status, d.MoveTo = StatusReady, ""
 		}
-		d.stamp()
-		t, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(driveKey(id)), "=", rev)).
-			Then(clientv3.OpPut(driveKey(id), encode(d))).Commit()
-		if err != nil {
-			return d, fmt.Errorf("cluster: move drive %s to pool %s: %w", id, pool, err)
-		}
-		if t.Succeeded {
-			return d, nil
-		}
-	}
+		return true, nil
+	})
+	return d, err
 }
 
 // checkLeaving refuses (ErrInvalid) taking drive d out of its pool when
@@ -235,25 +235,11 @@ func (s *Store) checkLeaving(ctx context.Context, d DriveRecord) error {
 // whether it did; a drive that is not moving is left alone (false). It is
 // idempotent.
 func (s *Store) FinishDriveMove(ctx context.Context, id DriveID) (DriveRecord, bool, error) {
-	for {
-		var d DriveRecord
-		rev, err := s.getRecord(ctx, driveKey(id), &d)
-		if err == ErrNotFound {
-			return d, false, fmt.Errorf("%w: drive %s (see weft drive list)", ErrNotFound, id)
-		}
-		if err != nil || d.Status != StatusDraining || d.MoveTo == "" {
-			return d, false, err
+	return s.updateDrive(ctx, id, fmt.Sprintf("finish moving drive %s", id), func(d *DriveRecord) (bool, error) {
+		if d.Status != StatusDraining || d.MoveTo == "" {
+			return false, nil
 		}
 		d.Pool, d.MoveTo, d.Status, d.Changed = d.MoveTo, "", StatusReady, time.Now().UTC()
-		d.stamp()
-		t, err := s.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.ModRevision(driveKey(id)), "=", rev)).
-			Then(clientv3.OpPut(driveKey(id), encode(d))).Commit()
-		if err != nil {
-			return d, false, fmt.Errorf("cluster: finish moving drive %s: %w", id, err)
-		}
-		if t.Succeeded {
-			return d, true, nil
-		}
-	}
+		return true, nil
+	})
 }

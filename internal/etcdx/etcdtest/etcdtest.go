@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/pki/pkitest"
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
@@ -61,11 +61,7 @@ func NewCluster(tb testing.TB, n int) *Cluster {
 // authentication is off until a test enables it.
 func NewTLSCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "pki")
-	if _, err := pki.InitCA(dir, "etcdtest", time.Now()); err != nil {
-		tb.Fatalf("etcdtest: %v", err)
-	}
-	return newCluster(tb, n, dir)
+	return newCluster(tb, n, pkitest.New(tb, "etcdtest"))
 }
 
 func newCluster(tb testing.TB, n int, pkiDir string) *Cluster {
