@@ -171,7 +171,7 @@ func TestCLI(t *testing.T) {
 			}
 		}
 		out, code = c.Weft("pool", "create", "cold", "--protection", "mirror:3")
-		if code != 0 || !strings.Contains(out, "pool cold created with protection mirror:3") {
+		if code != 0 || !strings.Contains(out, "pool cold created: protection mirror:3") {
 			t.Fatalf("pool create (%d):\n%s", code, out)
 		}
 		for _, tc := range []struct {
