@@ -32,9 +32,11 @@ move DRIVE --pool POOL); a file moves with weft file set-pool.`,
 		Short: "List pools with drives, class, protection, thresholds and usage",
 		Long: `List every pool: its drives (up/total, not counting removed ones; "+N in"
 when N drives are moving into it), class, default protection, thresholds,
-space used/total over its drives that are up (and percent), and the
-files (inodes: files, directories, links) and bytes the namespace keeps
-in it. --json prints the full records.`,
+weft's data on its drives that are up (USED) and their size (SIZE), how
+full those drives' file systems are (USE%: what is not free, weft's data
+and anything else on them — what the thresholds compare against, as in
+weft drive list), and the files (inodes: files, directories, links) and
+bytes the namespace keeps in it. --json prints the full records.`,
 		Example: "  weft pool list\n  weft pool list --json | jq '.[] | {name, inodes}'",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -52,9 +54,8 @@ in it. --json prints the full records.`,
 					if p.UsageKnown {
 						files, bytes = strconv.FormatInt(p.Inodes, 10), humanBytes(p.Bytes)
 					}
-					used := p.TotalBytes - p.FreeBytes
-					t.row(p.Name, drives, class, p.Protection, fmt.Sprintf("%d,%d", p.High, p.Low), humanBytes(used),
-						humanBytes(p.TotalBytes), percent(used, p.TotalBytes), files, bytes)
+					t.row(p.Name, drives, class, p.Protection, fmt.Sprintf("%d,%d", p.High, p.Low), humanBytes(p.UsedBytes),
+						humanBytes(p.TotalBytes), percent(p.TotalBytes-p.FreeBytes, p.TotalBytes), files, bytes)
 				}
 				return t.flush()
 			})

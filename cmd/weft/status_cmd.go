@@ -46,8 +46,10 @@ threshold plus one point; see weft job settings and weft job events list).`,
 					fmt.Fprintf(w, " (%d removed)", n)
 				}
 				fmt.Fprintln(w)
-				fmt.Fprintf(w, "capacity  %s used of %s (%s), %s free\n", humanBytes(st.UsedBytes), humanBytes(st.TotalBytes),
-					percent(st.UsedBytes, st.TotalBytes), humanBytes(st.FreeBytes))
+				// Full counts what is not free: weft's data and anything
+				// else on the drives' file systems (as weft drive list).
+				fmt.Fprintf(w, "capacity  %s of weft data, %s free of %s (%s full)\n", humanBytes(st.UsedBytes), humanBytes(st.FreeBytes),
+					humanBytes(st.TotalBytes), percent(st.TotalBytes-st.FreeBytes, st.TotalBytes))
 				if st.Data != nil {
 					fmt.Fprintf(w, "data      %s\n", dataLine(st.Data))
 				}
@@ -69,7 +71,7 @@ threshold plus one point; see weft job settings and weft job events list).`,
 				fmt.Fprintln(w)
 				t := newTable(w, "POOL", "PROTECTION", "DRIVES", "USED", "SIZE", "USE%")
 				for _, p := range st.Pools {
-					t.row(p.Name, p.Protection, fmt.Sprintf("%d/%d", p.DrivesUp, p.Drives), humanBytes(p.UsedBytes), humanBytes(p.TotalBytes), percent(p.UsedBytes, p.TotalBytes))
+					t.row(p.Name, p.Protection, fmt.Sprintf("%d/%d", p.DrivesUp, p.Drives), humanBytes(p.UsedBytes), humanBytes(p.TotalBytes), percent(p.TotalBytes-p.FreeBytes, p.TotalBytes))
 				}
 				if err := t.flush(); err != nil {
 					return err
