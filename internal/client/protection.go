@@ -11,9 +11,9 @@ import (
 // 1+(N-1)) and the codec (erasure.Protection: Mirrors or Data+Parity ints)
 // spell protection differently; these two functions are the only bridge.
 
-// toMeta converts a codec protection to the namespace's form. It returns
-// an error wrapping ErrInvalid for the zero value or values over 255.
-func toMeta(p erasure.Protection) (meta.Protection, error) {
+// MetaProtection converts a codec protection to the namespace's form
+// (the client's writes and restripe's relayout). It returns an error wrapping ErrInvalid for the zero value or values over 255.
+func MetaProtection(p erasure.Protection) (meta.Protection, error) {
 	switch {
 	case p.Mirrors > 0 && p.Mirrors <= 255:
 		return meta.Mirror(uint8(p.Mirrors)), nil

@@ -131,7 +131,7 @@ func (ino *inode) freeStripeBuf(b []byte) {
 func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []byte) (meta.Stripe, meta.StripeTolerance, error) {
 	c := ino.c
 	l := ino.geo.Layout(len(data))
-	prot, err := toMeta(l.StripeProtection())
+	prot, err := MetaProtection(l.StripeProtection())
 	if err != nil {
 		return meta.Stripe{}, meta.StripeTolerance{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/drive"
@@ -95,7 +94,7 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			return fmt.Errorf("restripe: relayout of LIN %d stripe %d: %w", lin, idx, err)
 		}
 		nl := g.Layout(int(s.DataLen))
-		want, err := meta.ParseProtection(nl.StripeProtection().String())
+		want, err := client.MetaProtection(nl.StripeProtection())
 		if err != nil {
 			return fmt.Errorf("%w: relayout of LIN %d stripe %d: %w", client.ErrInvalid, lin, idx, err)
 		}
@@ -170,27 +169,15 @@ func (r *Restriper) readStripeData(ctx context.Context, view *client.Snapshot, l
 	}
 	shards := make([][]byte, len(s.Units))
 	fails := map[int]error{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var placed []int
 	for i, u := range s.Units {
 		if !u.Placed() {
 			fails[i] = errors.New("not placed")
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b, err := r.data.ReadUnit(ctx, view, client.UnitRef{LIN: lin, Stripe: s.Index, Index: i, Unit: u})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				fails[i] = err
-				return
-			}
-			shards[i] = b
-		}()
+		placed = append(placed, i)
 	}
-	wg.Wait()
+	r.readUnits(ctx, view, lin, s, placed, shards, fails)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -255,19 +242,13 @@ func (r *Restriper) storeLayout(ctx context.Context, view *client.Snapshot, lin 
 			r.enqueueOrphans(ctx, lin, s.Index, placedUnits(ns))
 			return meta.Stripe{}, 0, false, fmt.Errorf("%w: relayout of LIN %d stripe %d into pool %s: %w", client.ErrUnavailable, lin, s.Index, pool, err)
 		}
-		errs := make([]error, len(pr.Drives))
-		var wg sync.WaitGroup
+		puts := make([]unitPut, len(pr.Drives))
 		for j, d := range pr.Drives {
 			i := pending[j]
 			ns.Units[i] = meta.Unit{Drive: meta.DriveID(d), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(nl.UnitLen), CRC: crcs[i]}
-			ref := client.UnitRef{LIN: lin, Stripe: s.Index, Index: i, Unit: ns.Units[i]}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[j] = r.data.PutUnit(ctx, view, ref, s.Gen+1, shards[i], segs[i])
-			}()
+			puts[j] = unitPut{ref: client.UnitRef{LIN: lin, Stripe: s.Index, Index: i, Unit: ns.Units[i]}, data: shards[i], segs: segs[i]}
 		}
-		wg.Wait()
+		errs := r.putUnits(ctx, view, s.Gen+1, puts)
 		var retry []int
 		for j, d := range pr.Drives {
 			i := pending[j]

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/drive"
@@ -310,7 +309,7 @@ func (r *Restriper) gather(ctx context.Context, a *attempt) error {
 			direct = append(direct, t.unit)
 		}
 	}
-	res.BytesRead += r.readUnits(ctx, a, direct)
+	res.BytesRead += r.readUnits(ctx, a.view, a.rq.lin, a.s, direct, a.shards, a.failed)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -341,7 +340,7 @@ func (r *Restriper) gather(ctx context.Context, a *attempt) error {
 	for present < l.Needed() && len(order) > 0 {
 		take := order[:min(l.Needed()-present, len(order))]
 		order = order[len(take):]
-		res.BytesRead += r.readUnits(ctx, a, take)
+		res.BytesRead += r.readUnits(ctx, a.view, a.rq.lin, a.s, take, a.shards, a.failed)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -398,37 +397,6 @@ func (a *attempt) unusable() (why, gone map[int]string) {
 		}
 	}
 	return why, gone
-}
-
-// readUnits reads the given units of a.s whole, in parallel, into
-// a.shards (nil for a unit that failed, with its error in a.failed), and
-// returns the bytes read. The reads check block identity and the map's
-// CRC (client.Client.ReadUnit): a rebuild must not start from a unit that
-// is not the one committed.
-func (r *Restriper) readUnits(ctx context.Context, a *attempt, units []int) int64 {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		total int64
-	)
-	for _, i := range units {
-		ref := client.UnitRef{LIN: a.rq.lin, Stripe: a.s.Index, Index: i, Unit: a.s.Units[i]}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			data, err := r.data.ReadUnit(ctx, a.view, ref)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				a.failed[i] = err
-				return
-			}
-			a.shards[i] = data
-			total += int64(len(data))
-		}()
-	}
-	wg.Wait()
-	return total
 }
 
 // mapMoved reports whether the failures to read a.s may come from a stale

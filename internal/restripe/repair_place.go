@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/drive"
@@ -53,18 +52,12 @@ func (r *Restriper) placeRepair(ctx context.Context, a *attempt, crcs map[int]ui
 		}
 		placed := pending[:len(drives)]
 		units := make([]meta.Unit, len(placed))
-		errs := make([]error, len(placed))
-		var wg sync.WaitGroup
+		puts := make([]unitPut, len(placed))
 		for j, t := range placed {
 			units[j] = meta.Unit{Drive: meta.DriveID(drives[j]), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(a.l.UnitLen), CRC: crcs[t.unit]}
-			ref := client.UnitRef{LIN: a.rq.lin, Stripe: a.s.Index, Index: t.unit, Unit: units[j]}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[j] = r.data.PutUnit(ctx, a.view, ref, a.s.Gen+1, t.data, t.segs)
-			}()
+			puts[j] = unitPut{ref: client.UnitRef{LIN: a.rq.lin, Stripe: a.s.Index, Index: t.unit, Unit: units[j]}, data: t.data, segs: t.segs}
 		}
-		wg.Wait()
+		errs := r.putUnits(ctx, a.view, a.s.Gen+1, puts)
 		var retry []*repairTarget
 		for j, t := range placed {
 			if errs[j] != nil {
