@@ -12,7 +12,8 @@ import (
 // spell protection differently; these two functions are the only bridge.
 
 // MetaProtection converts a codec protection to the namespace's form
-// (the client's writes and restripe's relayout). It returns an error wrapping ErrInvalid for the zero value or values over 255.
+// (the client's writes and restripe's relayout). It returns an error
+// wrapping ErrInvalid for the zero value or values over 255.
 func MetaProtection(p erasure.Protection) (meta.Protection, error) {
 	switch {
 	case p.Mirrors > 0 && p.Mirrors <= 255:
