@@ -519,7 +519,7 @@ func checkParams(typ Type, params map[string]string) error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		v := params[k]
-		if !validParamName(k) {
+		if !validName(k) {
 			return fmt.Errorf("%w: %s: parameter name %q: use 1-32 of a-z, 0-9, '-', '_'", ErrInvalid, typ.Name(), k)
 		}
 		if known != nil && !slices.Contains(known, k) {
@@ -533,16 +533,4 @@ func checkParams(typ Type, params map[string]string) error {
 		}
 	}
 	return nil
-}
-
-func validParamName(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }

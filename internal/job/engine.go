@@ -173,7 +173,7 @@ func New(cfg Config) (*Engine, error) {
 // Every node must register the same types.
 func (e *Engine) Register(t Type) error {
 	name := t.Name()
-	if !validTypeName(name) {
+	if !validName(name) {
 		return fmt.Errorf("%w: job type name %q: use 1-32 of a-z, 0-9, '-', '_'", ErrInvalid, name)
 	}
 	if len(t.Phases()) == 0 {

@@ -308,7 +308,9 @@ func SplitRange(scope string, from, to uint64, n int) []TaskSpec {
 	return out
 }
 
-func validTypeName(s string) bool {
+// validName reports whether s is a valid name of a job type or of a job
+// parameter: 1-32 characters of a-z, 0-9, '-' and '_'.
+func validName(s string) bool {
 	if len(s) == 0 || len(s) > 32 {
 		return false
 	}
