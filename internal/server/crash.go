@@ -56,29 +56,22 @@ func (s *Server) Crash() {
 		}
 		s.member.Crash()
 		// What follows only releases the process's resources: every
-		// write to etcd fails now. The job engine's goroutines end by
-		// themselves; not waited for, as its lease's revoke is retried
-		// on the closed client for seconds (and fails), and it holds
-		// nothing a restart of the node needs.
+		// write to etcd fails now. The job engine is cancelled but not
+		// waited for (Stop with a context already done): its goroutines
+		// end by themselves, its lease's revoke is retried on the closed
+		// client for seconds (and fails), and it holds nothing a restart
+		// of the node needs.
 		if s.jobs != nil {
-			go s.jobs.Stop(context.Background())
+			done, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = s.jobs.Stop(done)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		if err := s.run.Stop(ctx); err != nil {
 			s.log.Warn("stopping the crashed node's workers", "err", err)
 		}
 		cancel()
-		if s.files != nil {
-			_ = s.files.Close()
-		}
-		if s.jobEnv != nil {
-			s.jobEnv.close()
-		}
-		s.drivesMu.Lock()
-		for _, d := range s.drives {
-			_ = d.Close()
-		}
-		s.drivesMu.Unlock()
+		s.closeLocal()
 		s.log.Info("node crashed")
 	})
 }

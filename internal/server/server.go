@@ -288,23 +288,31 @@ func (s *Server) shutdown(ctx context.Context) {
 				s.log.Warn("leaving the cluster", "err", err)
 			}
 		}
-		if s.files != nil {
-			_ = s.files.Close()
-		}
-		if s.jobEnv != nil {
-			s.jobEnv.close()
-		}
-		s.drivesMu.Lock()
-		for _, d := range s.drives {
-			if err := d.Close(); err != nil {
-				s.log.Warn("close drive", "drive", d.Path(), "err", err)
-			}
-		}
-		s.drivesMu.Unlock()
+		s.closeLocal()
 		if s.etcd != nil {
 			s.etcd.Close()
 		}
 		s.member.Close()
 		s.log.Info("node stopped")
 	})
+}
+
+// closeLocal releases what the node holds on this machine, once nothing
+// serves or works on it any more: the open-file handles, the jobs'
+// environment and the drives (their locks). A stop and a crash both end
+// with it.
+func (s *Server) closeLocal() {
+	if s.files != nil {
+		_ = s.files.Close()
+	}
+	if s.jobEnv != nil {
+		s.jobEnv.close()
+	}
+	s.drivesMu.Lock()
+	for _, d := range s.drives {
+		if err := d.Close(); err != nil {
+			s.log.Warn("close drive", "drive", d.Path(), "err", err)
+		}
+	}
+	s.drivesMu.Unlock()
 }
