@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -38,39 +39,24 @@ it better: bring the nodes back, or add drives, nodes or capacity.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if !under {
-				return errors.New("file list: say what to list: --under-protected")
+				return usageError{errors.New("file list: say what to list: --under-protected")}
 			}
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			var files []admin.UnderProtectedFile
-			err = eachPage(c.Context(), func(ctx context.Context, after meta.LIN) (meta.LIN, error) {
+			page := func(cl *admin.Client, ctx context.Context, after meta.LIN) ([]admin.UnderProtectedFile, meta.LIN, error) {
 				p, err := cl.UnderProtectedFiles(ctx, after, listPage)
-				files = append(files, p.Files...)
-				return p.Next, err
-			})
-			if err != nil {
-				return err
+				return p.Files, p.Next, err
 			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), files)
-			}
-			w := c.OutOrStdout()
-			if len(files) == 0 {
-				fmt.Fprintln(w, "every stripe is at its pool's protection")
-				return nil
-			}
-			t := newTable(w, "PATH", "LIN", "STRIPES", "BYTES", "MISSING", "ACHIEVED", "TARGET", "SINCE")
-			for _, f := range files {
-				achieved, target, since := f.Achieved.String(), f.Target.String(), sinceOf(f.Since)
-				if f.Unknown == f.Stripes { // entries of format 1: units not placed
-					achieved, target = "-", "-"
+			return listPaged(c, g, page, "every stripe is at its pool's protection", func(w io.Writer, files []admin.UnderProtectedFile) error {
+				t := newTable(w, "PATH", "LIN", "STRIPES", "BYTES", "MISSING", "ACHIEVED", "TARGET", "SINCE")
+				for _, f := range files {
+					achieved, target, since := f.Achieved.String(), f.Target.String(), sinceOf(f.Since)
+					if f.Unknown == f.Stripes { // entries of format 1: units not placed
+						achieved, target = "-", "-"
+					}
+					t.row(pathOr(f.Path), strconv.FormatUint(uint64(f.LIN), 10), strconv.Itoa(f.Stripes), humanBytes(int64(f.Bytes)),
+						strconv.Itoa(f.Missing), achieved, target, since)
 				}
-				t.row(pathOr(f.Path), strconv.FormatUint(uint64(f.LIN), 10), strconv.Itoa(f.Stripes), humanBytes(int64(f.Bytes)),
-					strconv.Itoa(f.Missing), achieved, target, since)
-			}
-			return t.flush()
+				return t.flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&under, "under-protected", false, "list the files with stripes below their pool's protection")
@@ -95,52 +81,58 @@ too). Restore it from a backup, then delete or rewrite it.`,
   weft file lost list --json | jq '.[] | {path, ranges}'`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			var files []admin.LostFile
-			err = eachPage(c.Context(), func(ctx context.Context, after meta.LIN) (meta.LIN, error) {
+			page := func(cl *admin.Client, ctx context.Context, after meta.LIN) ([]admin.LostFile, meta.LIN, error) {
 				p, err := cl.LostFiles(ctx, after, listPage)
-				files = append(files, p.Files...)
-				return p.Next, err
-			})
-			if err != nil {
-				return err
+				return p.Files, p.Next, err
 			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), files)
-			}
-			w := c.OutOrStdout()
-			if len(files) == 0 {
-				fmt.Fprintln(w, "no file has lost data")
-				return nil
-			}
-			t := newTable(w, "PATH", "LIN", "STRIPES", "LOST", "RANGES", "SINCE")
-			for _, f := range files {
-				rs := make([]string, len(f.Ranges))
-				for i, r := range f.Ranges {
-					rs[i] = r.String()
+			return listPaged(c, g, page, "no file has lost data", func(w io.Writer, files []admin.LostFile) error {
+				t := newTable(w, "PATH", "LIN", "STRIPES", "LOST", "RANGES", "SINCE")
+				for _, f := range files {
+					rs := make([]string, len(f.Ranges))
+					for i, r := range f.Ranges {
+						rs[i] = r.String()
+					}
+					t.row(pathOr(f.Path), strconv.FormatUint(uint64(f.LIN), 10), strconv.Itoa(len(f.Stripes)), humanBytes(int64(f.Bytes)),
+						strings.Join(rs, ","), sinceOf(f.Since))
 				}
-				t.row(pathOr(f.Path), strconv.FormatUint(uint64(f.LIN), 10), strconv.Itoa(len(f.Stripes)), humanBytes(int64(f.Bytes)),
-					strings.Join(rs, ","), sinceOf(f.Since))
-			}
-			return t.flush()
+				return t.flush()
+			})
 		},
 	})
 	return cmd
 }
 
-// eachPage calls fetch with after = 0, then with the LIN each call
-// returns, until it returns 0 or an error.
-func eachPage(ctx context.Context, fetch func(ctx context.Context, after meta.LIN) (meta.LIN, error)) error {
+// listPaged fetches every page of a list kept in LIN order (page returns
+// the items after a LIN and the LIN to ask after next, 0 at the end) and
+// prints them: as JSON with --json, empty if there are none, else with
+// table.
+func listPaged[T any](c *cobra.Command, g *globals, page func(cl *admin.Client, ctx context.Context, after meta.LIN) ([]T, meta.LIN, error),
+	empty string, table func(w io.Writer, items []T) error) error {
+	cl, err := g.client()
+	if err != nil {
+		return err
+	}
+	var items []T
 	for after := meta.LIN(0); ; {
-		next, err := fetch(ctx, after)
-		if err != nil || next == 0 {
+		got, next, err := page(cl, c.Context(), after)
+		if err != nil {
 			return err
+		}
+		items = append(items, got...)
+		if next == 0 {
+			break
 		}
 		after = next
 	}
+	w := c.OutOrStdout()
+	if g.json {
+		return printJSON(w, items)
+	}
+	if len(items) == 0 {
+		fmt.Fprintln(w, empty)
+		return nil
+	}
+	return table(w, items)
 }
 
 func pathOr(p string) string {
