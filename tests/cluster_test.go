@@ -266,26 +266,12 @@ func TestFlippedByteIsCorrupt(t *testing.T) {
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 1})
 		ctx := context.Background()
-		nodes, err := c.Admin.Nodes(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		drives, err := c.Admin.Drives(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		d := drives[0]
-		var grpcAddr string
-		for _, n := range nodes {
-			if n.Name == d.Node {
-				grpcAddr = n.GRPCAddr
-			}
-		}
-		bc, err := c.DialBlocks(grpcAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bc.Close()
+		bc := c.DriveBlocks(d)
 		data := bytes.Repeat([]byte("weft"), 300_000) // 1.2 MB: several 64 KiB segments
 		hdr := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 42, Stripe: 1, Unit: 2, Generation: 3}
 		if err := bc.Put(ctx, d.ID, hdr, data); err != nil {

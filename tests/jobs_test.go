@@ -370,20 +370,12 @@ func TestTreeDeleteAndCollect(t *testing.T) {
 		checkFile(t, filepath.Join(c.Mount, "keep"), keep)
 
 		// An orphan block: stored on a drive, named by no stripe map.
-		nodes, _ := c.Admin.Nodes(ctx)
-		drives, _ := c.Admin.Drives(ctx)
-		d := drives[0]
-		var addr string
-		for _, n := range nodes {
-			if n.Name == d.Node {
-				addr = n.GRPCAddr
-			}
-		}
-		bc, err := c.DialBlocks(addr)
+		drives, err := c.Admin.Drives(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer bc.Close()
+		d := drives[0]
+		bc := c.DriveBlocks(d)
 		orphan := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 999999, Stripe: 0, Unit: 0, Generation: 1}
 		if err := bc.Put(ctx, d.ID, orphan, randBytes(5, 100<<10)); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/local"
 	"github.com/weftfs/weft/internal/pki"
@@ -48,6 +49,29 @@ func (c *Cluster) DialBlocks(addr string) (*block.Client, error) {
 		return block.Dial(addr)
 	}
 	return block.Dial(addr, block.WithTLS(c.TLS(pki.Identity{Kind: pki.KindNode, Name: "n1"})))
+}
+
+// DriveBlocks connects to the block service of the node serving drive d,
+// as DialBlocks does; the connection is closed at cleanup.
+func (c *Cluster) DriveBlocks(d cluster.Drive) *block.Client {
+	c.tb.Helper()
+	nodes, err := c.Admin.Nodes(context.Background())
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n.Name != d.Node {
+			continue
+		}
+		bc, err := c.DialBlocks(n.GRPCAddr)
+		if err != nil {
+			c.tb.Fatal(err)
+		}
+		c.tb.Cleanup(func() { bc.Close() })
+		return bc
+	}
+	c.tb.Fatalf("harness: drive %s: no node %s", d.ID, d.Node)
+	return nil
 }
 
 // Etcd returns a client of the control plane acting as node n1 (every
