@@ -381,14 +381,14 @@ func fileOf(in *meta.Inode, p string, defaults map[string]string) policy.File {
 		Known: known | policy.AttrXattrs, Path: p, Name: in.Links[0].Name,
 		Size: int64(in.Size), Allocated: int64(in.Allocated),
 		Access: in.Atime, Modify: in.Mtime, Change: in.Ctime, Create: in.Btime,
-		UID: in.UID, GID: in.GID, Mode: ModeBits(in.Type) | in.Mode, Nlink: in.Nlink,
+		UID: in.UID, GID: in.GID, Mode: modeBits(in.Type) | in.Mode, Nlink: in.Nlink,
 		Pool: in.Pool, Protection: prot,
 	}
 }
 
-// ModeBits returns the POSIX S_IFMT bits of a file type (0 for an
+// modeBits returns the POSIX S_IFMT bits of a file type (0 for an
 // unknown one), as the policy's MODE shows them.
-func ModeBits(t meta.FileType) uint32 {
+func modeBits(t meta.FileType) uint32 {
 	switch t {
 	case meta.TypeFile:
 		return 0o100000

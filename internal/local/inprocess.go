@@ -60,6 +60,10 @@ func (InProcess) Node(n NodeSpec) (Proc, error) {
 	log := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &inProc{cancel: cancel, done: make(chan struct{})}
+	// The node's "process": not a background loop of a node but the node
+	// itself, whose own work is in its runner and job engine. It ends
+	// when the node does: Stop cancels ctx, Kill crashes it; Done says
+	// when it has.
 	go func() {
 		defer close(p.done)
 		defer lf.Close()
@@ -96,6 +100,8 @@ func (InProcess) Mount(ctx context.Context, m MountSpec) (Proc, error) {
 	log := slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	mctx, cancel := context.WithCancel(context.Background())
 	p := &inProc{cancel: cancel, done: make(chan struct{}), mount: true}
+	// The mount's "process", as for a node: it ends when mount.Run
+	// returns (Stop cancels mctx); Done says when.
 	go func() {
 		defer close(p.done)
 		defer lf.Close()

@@ -157,6 +157,8 @@ func (e Exec) start(what, logPath string, env []string, cgroup *os.File, args ..
 		return nil, fmt.Errorf("local: start %s: %w", what, err)
 	}
 	p := &execProc{cmd: cmd, done: make(chan struct{})}
+	// Reaps the process: it ends when the process exits (Stop and Kill
+	// signal it), and Done says when.
 	go func() {
 		err := cmd.Wait()
 		lf.Close()
