@@ -318,17 +318,7 @@ const fuseMagic = 0x65735546
 // NodeAdmin returns a client for one node's admin API only.
 func (c *Cluster) NodeAdmin(name string) *admin.Client {
 	c.tb.Helper()
-	states, err := c.Ctl.Nodes(context.Background())
-	if err != nil {
-		c.tb.Fatal(err)
-	}
-	for _, s := range states {
-		if s.Name == name {
-			return admin.NewClient(s.AdminAddr, c.AdminOptions()...)
-		}
-	}
-	c.tb.Fatalf("harness: no node %s", name)
-	return nil
+	return admin.NewClient(c.nodeState(name).AdminAddr, c.AdminOptions()...)
 }
 
 // WaitNode polls until the node has the given availability, and returns how
