@@ -44,12 +44,16 @@ const (
 	// EventDataLost: a job found a file with data it cannot rebuild
 	// (recorded once per file, when it enters the lost-data list).
 	EventDataLost = "data-lost"
+	// EventPoolThreshold: a pool's used share went past its high
+	// threshold (its own, or a MIGRATE rule's THRESHOLD out of it); a
+	// tier job is due.
+	EventPoolThreshold = "pool-threshold"
 )
 
 // EventKinds returns the kinds RecordEvent accepts.
 func EventKinds() []string {
 	return []string{EventDriveDown, EventDriveAdded, EventNodeAdded, EventPoolUnbalanced, EventLowSpace, EventSpaceRecovered, EventSchedule,
-		EventUnderProtected, EventDataLost}
+		EventUnderProtected, EventDataLost, EventPoolThreshold}
 }
 
 // DefaultKeepEvents is how many events the log keeps (Config.KeepEvents).
