@@ -188,7 +188,7 @@ func (c *coordinator) drive(ctx context.Context, rec jobRecord) error {
 	}
 	last := i+1 == len(phases)
 	if last {
-		extra = append(extra, clientv3.OpDelete(progressKey(rec.ID)))
+		extra = append(extra, clientv3.OpDelete(progressKey(rec.ID)), deleteDataOp(rec.ID))
 	}
 	_, err = c.e.updateJob(ctx, rec.ID, func(r *jobRecord) error {
 		if r.State != Running || r.Phase != i || !r.PhaseSplit {
@@ -413,7 +413,7 @@ func (c *coordinator) end(ctx context.Context, rec jobRecord, state State, reaso
 	}, c.fence,
 		clientv3.OpDelete(prefixTasks+sfx, clientv3.WithPrefix()),
 		clientv3.OpDelete(prefixOwners+sfx, clientv3.WithPrefix()),
-		clientv3.OpDelete(progressKey(rec.ID)))
+		clientv3.OpDelete(progressKey(rec.ID)), deleteDataOp(rec.ID))
 	if err == nil {
 		c.e.log.Info("job ended", "job", rec.ID, "state", state, "reason", reason)
 	}
@@ -544,7 +544,7 @@ func (c *coordinator) retain(ctx context.Context) error {
 	for _, id := range ended[:max(0, len(ended)-settings.KeepJobs)] {
 		if err := c.commit(ctx, clientv3.OpDelete(jobKey(id)), clientv3.OpDelete(progressKey(id)),
 			clientv3.OpDelete(prefixTasks+jobSuffix(id), clientv3.WithPrefix()),
-			clientv3.OpDelete(prefixOwners+jobSuffix(id), clientv3.WithPrefix())); err != nil {
+			clientv3.OpDelete(prefixOwners+jobSuffix(id), clientv3.WithPrefix()), deleteDataOp(id)); err != nil {
 			return err
 		}
 	}

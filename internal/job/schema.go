@@ -47,6 +47,11 @@ import (
 //	/weft/jobs/node/<node>           nodeRecord: a director's status (its
 //	                                 managers, workers, duty, items/s), bound
 //	                                 to the node's lease
+//	/weft/jobs/data/<id %020d>/<k>  job data (data.go): what a phase leaves
+//	                                 for a later one, opaque to the engine
+//	                                 (the job type versions its values);
+//	                                 deleted when the job ends and when its
+//	                                 record is deleted
 //	/weft/jobs/coordinator/<lease>   election keys (concurrency.Election);
 //	                                 the oldest is the coordinator, value =
 //	                                 its node name
@@ -138,6 +143,7 @@ const (
 	prefixProgress = Prefix + "progress/"
 	prefixTasks    = Prefix + "task/"
 	prefixOwners   = Prefix + "owner/"
+	prefixData     = Prefix + "data/"
 	prefixNodes    = Prefix + "node/"
 	keyEventSeq    = Prefix + "eventseq"
 	prefixEvents   = Prefix + "event/"
