@@ -2,41 +2,36 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/policy"
+	"github.com/weftfs/weft/internal/tier"
 )
 
 // The dry run of weft policy test: what a policy would do to the files
 // under a directory, changing nothing.
 //
 // It scans the inodes in LIN order (meta.ScanInodes, pages of
-// dryRunPage: one snapshot read per page, not one read per file), takes
-// each file's path from its first link (a file with several names is
-// evaluated once, by its first one), and keeps the files under the
-// directory asked. Directories are walked, not evaluated: they hold no
-// data to place, move or delete. Each file is evaluated once for every
-// rule (Policy.Matching) with all its attributes known; extended
-// attributes are read only when the policy reads them.
+// dryRunPage: one snapshot read per page, not one read per file) and
+// evaluates each regular file under the directory asked as the tier job
+// does (package tier: by its first link, the first MIGRATE or DELETE
+// rule that matches acting on it, every matching LIST rule listing it;
+// extended attributes read only when the policy reads them).
 //
 // What each rule would do:
 //   - SET POOL: the files it would place if they were created now (by
 //     what is known at creation: the first SET POOL rule that matches
 //     with AttrsAtCreate), and how many of them are elsewhere now;
-//   - MIGRATE: a file is moved by the first MIGRATE rule that matches it
-//     (as the tier job does); per source pool the rule's Plan decides
-//     from the pools' usage now (THRESHOLD, WEIGHT order, LIMIT); rules
-//     plan in the policy's order, each seeing the usage the earlier
-//     ones would leave;
-//   - DELETE: the first DELETE rule that matches a file deletes it;
-//   - LIST: every LIST rule that matches a file lists it.
+//   - MIGRATE: per source pool, tier.PlanMigrations decides from the
+//     pools' usage now (THRESHOLD, WEIGHT order, LIMIT), rules in the
+//     policy's order, each seeing the usage the earlier ones would leave;
+//   - DELETE: the files it acts on;
+//   - LIST: every file it matches.
 //
 // Bound: the scan stops after MaxFiles files or when ctx ends (the
 // handler gives it dryRunBudget, under the CLI's 30 s request timeout);
@@ -160,30 +155,19 @@ func DryRun(ctx context.Context, ns PolicyNamespace, pol *policy.Policy, pools [
 	if err := checkDir(ctx, ns, dir); err != nil {
 		return PolicyTestReport{}, err
 	}
-	rules := pol.Rules()
-	rep := PolicyTestReport{Path: dir, Complete: true, Rules: make([]RuleResult, len(rules))}
-	index := map[*policy.Rule]int{}
-	for i, r := range rules {
-		index[r] = i
-		rep.Rules[i] = RuleResult{Rule: r.Name(), Kind: r.Kind().String(), Pool: r.Pool(), List: r.List()}
-	}
+	rep := PolicyTestReport{Path: dir, Complete: true}
 	defaults := map[string]string{}
 	for _, p := range pools {
 		defaults[p.Name] = p.Protection
 	}
-	needs, _ := pol.Needs()
-	type cand struct {
-		c    policy.Candidate
-		path string
+	ev := tier.NewEvaluator(pol, ns, defaults, dir, now)
+	rules := ev.Rules()
+	index := map[*policy.Rule]int{}
+	for i, r := range rules {
+		index[r] = i
+		rep.Rules = append(rep.Rules, RuleResult{Rule: r.Name(), Kind: r.Kind().String(), Pool: r.Pool(), List: r.List()})
 	}
-	type srcKey struct {
-		rule int
-		pool string
-	}
-	cands := map[srcKey][]cand{}
-	var srcOrder []srcKey
-	dirs := map[meta.LIN]string{meta.RootLIN: ""}
-	var matched []*policy.Rule
+	var cands []tier.Candidate
 	from := meta.FirstLIN
 scan:
 	for from != 0 {
@@ -206,79 +190,38 @@ scan:
 				break scan
 			}
 			rep.Scanned++
-			if in.Type == meta.TypeDir || len(in.Links) == 0 {
-				continue
+			d, ok, err := ev.Eval(ctx, in)
+			if err != nil {
+				return rep, err
 			}
-			parent, ok := dirs[in.Links[0].Parent]
 			if !ok {
-				p, err := ns.Path(ctx, in.Links[0].Parent)
-				if errors.Is(err, meta.ErrNotFound) {
-					continue // renamed or removed under the scan
-				}
-				if err != nil {
-					return rep, err
-				}
-				if p == "/" {
-					p = ""
-				}
-				parent, dirs[in.Links[0].Parent] = p, p
-			}
-			fpath := parent + "/" + in.Links[0].Name
-			if dir != "/" && !strings.HasPrefix(fpath, dir+"/") {
 				continue
 			}
-			f := fileOf(in, fpath, defaults)
-			if needs&policy.AttrXattrs != 0 && len(in.Xattrs) > 0 {
-				lin, names := in.LIN, in.Xattrs
-				f.Xattr = func(name string) (string, bool) {
-					if !slices.Contains(names, name) {
-						return "", false
-					}
-					v, err := ns.GetXattr(ctx, lin, name)
-					return string(v), err == nil
-				}
-			}
-			alloc := int64(in.Allocated)
 			rep.Files++
-			rep.Bytes += alloc
-			matched = pol.Matching(f, now, matched[:0])
-			firstMigrate, firstDelete := -1, -1
-			for _, r := range matched {
-				i := index[r]
+			rep.Bytes += d.Allocated
+			for _, i := range d.Matched {
 				res := &rep.Rules[i]
 				res.Matched++
-				res.MatchedBytes += alloc
-				switch r.Kind() {
-				case policy.KindMigrate:
-					if firstMigrate < 0 {
-						firstMigrate = i
-					}
+				res.MatchedBytes += d.Allocated
+				if rules[i].Kind() == policy.KindList {
+					select1(res, d.Allocated, d.Path)
+				}
+			}
+			if d.Act >= 0 {
+				switch rules[d.Act].Kind() {
 				case policy.KindDelete:
-					if firstDelete < 0 {
-						firstDelete = i
-					}
-				case policy.KindList:
-					select1(res, alloc, fpath)
+					select1(&rep.Rules[d.Act], d.Allocated, d.Path)
+				case policy.KindMigrate:
+					cands = append(cands, tier.Candidate{LIN: d.LIN, Rule: d.Act, Pool: d.Pool, Weight: d.Weight, Allocated: d.Allocated, Path: d.Path})
 				}
 			}
-			if firstDelete >= 0 {
-				select1(&rep.Rules[firstDelete], alloc, fpath)
-			}
-			if firstMigrate >= 0 {
-				r := rules[firstMigrate]
-				k := srcKey{firstMigrate, f.Pool}
-				if _, ok := cands[k]; !ok {
-					srcOrder = append(srcOrder, k)
-				}
-				cands[k] = append(cands[k], cand{policy.Candidate{Weight: r.Weight(f, now), Allocated: alloc}, fpath})
-			}
-			cf := f
+			cf := d.File
 			cf.Known = policy.AttrsAtCreate
 			if pl, ok := pol.Place(cf, now); ok {
 				r, _ := pol.Rule(pl.Rule)
 				res := &rep.Rules[index[r]]
-				select1(res, alloc, fpath)
-				if f.Pool != pl.Pool {
+				select1(res, d.Allocated, d.Path)
+				if d.Pool != pl.Pool {
 					res.Elsewhere++
 				}
 			} else {
@@ -287,54 +230,38 @@ scan:
 		}
 		from = next
 	}
-	// Plan the migrations in the policy's order, each on the usage the
-	// earlier ones leave.
-	space := map[string]*PoolSpaceView{}
+	groups, space, err := tier.PlanMigrations(rules, tierPools(pools), cands)
+	if err != nil {
+		return rep, err
+	}
+	for _, g := range groups {
+		res := &rep.Rules[g.Rule]
+		res.Migrations = append(res.Migrations, MigrationView{From: g.From, To: g.To, Triggered: g.Triggered,
+			Candidates: g.Candidates, Files: len(g.Moves), Bytes: g.Bytes, Skipped: g.Skipped, Stop: g.Stop.String()})
+		for _, m := range g.Moves {
+			select1(res, m.Allocated, m.Path)
+		}
+	}
+	prot := map[string]string{}
 	for _, p := range pools {
-		space[p.Name] = &PoolSpaceView{Pool: p.Name, Size: p.TotalBytes, Used: p.UsedBytes, UsedAfter: p.UsedBytes, Protection: p.Protection}
+		prot[p.Name] = p.Protection
 	}
-	poolOf := func(name string) *PoolSpaceView {
-		if s, ok := space[name]; ok {
-			return s
-		}
-		s := &PoolSpaceView{Pool: name} // a pool gone since: size 0, takes nothing
-		space[name] = s
-		return s
-	}
-	for i, r := range rules {
-		if r.Kind() != policy.KindMigrate {
-			continue
-		}
-		for _, k := range srcOrder {
-			if k.rule != i {
-				continue
-			}
-			cs := cands[k]
-			src, dst := poolOf(k.pool), poolOf(r.Pool())
-			pc := make([]policy.Candidate, len(cs))
-			for j, c := range cs {
-				pc[j] = c.c
-			}
-			pl, err := r.Plan(policy.PoolSpace{Size: src.Size, Used: src.UsedAfter}, policy.PoolSpace{Size: dst.Size, Used: dst.UsedAfter}, pc)
-			if err != nil {
-				return rep, err
-			}
-			res := &rep.Rules[i]
-			res.Migrations = append(res.Migrations, MigrationView{From: k.pool, To: r.Pool(), Triggered: pl.Triggered,
-				Candidates: len(cs), Files: len(pl.Take), Bytes: pl.Bytes, Skipped: pl.Skipped, Stop: pl.Stop.String()})
-			for _, t := range pl.Take {
-				select1(res, cs[t].c.Allocated, cs[t].path)
-			}
-			if src != dst {
-				src.UsedAfter, dst.UsedAfter = pl.SourceUsed, pl.TargetUsed
-			}
-		}
-	}
-	for _, p := range pools {
-		rep.Pools = append(rep.Pools, *space[p.Name])
+	for _, s := range space[:len(pools)] {
+		rep.Pools = append(rep.Pools, PoolSpaceView{Pool: s.Name, Size: s.Size, Used: s.Used, UsedAfter: s.UsedAfter, Protection: prot[s.Name]})
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
+}
+
+// tierPools is the pools' space as the tier planner sees it: the bytes
+// weft's blocks take on the drives in service (UsedBytes) against their
+// capacity (TotalBytes).
+func tierPools(pools []cluster.Pool) []tier.Pool {
+	out := make([]tier.Pool, len(pools))
+	for i, p := range pools {
+		out[i] = tier.Pool{Name: p.Name, Size: p.TotalBytes, Used: p.UsedBytes}
+	}
+	return out
 }
 
 // select1 counts a file a rule acts on, keeping the first paths.
@@ -363,47 +290,4 @@ func checkDir(ctx context.Context, ns PolicyNamespace, dir string) error {
 		cur = a.LIN
 	}
 	return nil
-}
-
-// fileOf is what the policy knows of an inode read from the namespace:
-// everything but extended attributes (set by the caller when the policy
-// reads them). A protection of zero is its pool's default, named.
-func fileOf(in *meta.Inode, p string, defaults map[string]string) policy.File {
-	prot := defaults[in.Pool]
-	if !in.Protection.IsZero() {
-		prot = in.Protection.String()
-	}
-	known := policy.AttrsAll &^ policy.AttrXattrs
-	if prot == "" {
-		known &^= policy.AttrProtection
-	}
-	return policy.File{
-		Known: known | policy.AttrXattrs, Path: p, Name: in.Links[0].Name,
-		Size: int64(in.Size), Allocated: int64(in.Allocated),
-		Access: in.Atime, Modify: in.Mtime, Change: in.Ctime, Create: in.Btime,
-		UID: in.UID, GID: in.GID, Mode: modeBits(in.Type) | in.Mode, Nlink: in.Nlink,
-		Pool: in.Pool, Protection: prot,
-	}
-}
-
-// modeBits returns the POSIX S_IFMT bits of a file type (0 for an
-// unknown one), as the policy's MODE shows them.
-func modeBits(t meta.FileType) uint32 {
-	switch t {
-	case meta.TypeFile:
-		return 0o100000
-	case meta.TypeDir:
-		return 0o040000
-	case meta.TypeSymlink:
-		return 0o120000
-	case meta.TypeFIFO:
-		return 0o010000
-	case meta.TypeSocket:
-		return 0o140000
-	case meta.TypeCharDev:
-		return 0o020000
-	case meta.TypeBlockDev:
-		return 0o060000
-	}
-	return 0
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
+	"github.com/weftfs/weft/internal/policy"
 	"github.com/weftfs/weft/internal/runner"
 )
 
@@ -128,6 +129,11 @@ type Watcher struct {
 	lastBalance time.Time
 	// jobs is this check's job list, read at most once per check.
 	jobs []job.JobView
+	// fired are the pools above their high mark whose pool-threshold
+	// event fired (tier.go); pol the installed policy, of polVersion.
+	fired      map[string]fired
+	pol        *policy.Policy
+	polVersion uint64
 }
 
 // reset forgets the in-memory state (this node is not, or no longer,
@@ -175,6 +181,7 @@ func (w *Watcher) check(ctx context.Context, now time.Time) error {
 	added, err := w.checkAdded(ctx, drives, nodes)
 	errs = append(errs, err)
 	errs = append(errs, w.checkSpace(ctx, drives, settings.LowSpaceThreshold))
+	errs = append(errs, w.checkThresholds(ctx, now))
 	if added || now.Sub(w.lastBalance) >= balanceInterval {
 		w.lastBalance = now
 		errs = append(errs, w.checkBalance(ctx, drives, settings.RebalanceThreshold, now))

@@ -93,7 +93,16 @@ func (relayoutPhase) Process(ctx context.Context, env job.Env, _ *job.Job, _ str
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	lin := meta.LIN(item)
+	return relayoutFile(ctx, e, meta.LIN(item))
+}
+
+// relayoutFile rewrites file lin into the pool and with the protection
+// its attributes name now (restripe.RelayoutFile), and says what it did.
+// A file deleted meanwhile is done; a file whose protection does not fit
+// its data is counted as an error with its path. Other errors are
+// returned: the namespace's, client.ErrUnavailable (too few drives in
+// the pool), client.ErrConflict (a writer kept changing a stripe).
+func relayoutFile(ctx context.Context, e Env, lin meta.LIN) (job.ItemResult, error) {
 	attr, err := e.Meta().GetAttr(ctx, lin)
 	if errors.Is(err, meta.ErrNotFound) {
 		return job.ItemResult{Items: 1, Note: fmt.Sprintf("LIN %d: deleted before it was rewritten", lin)}, nil

@@ -51,10 +51,13 @@ func Weft() Table {
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
-				"internal/impact", "internal/job", "internal/meta", "internal/policy"}},
+				"internal/impact", "internal/job", "internal/meta", "internal/policy", "internal/tier"}},
 			{Pkg: "internal/bench", Kind: Part},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
-				"internal/drive", "internal/job", "internal/meta", "internal/restripe"}},
+				"internal/drive", "internal/job", "internal/meta", "internal/policy", "internal/restripe", "internal/tier"}},
+			// What a policy's rules do to the namespace's files, for the
+			// tier job and the dry run.
+			{Pkg: "internal/tier", Kind: Part, Imports: []string{"internal/meta", "internal/policy"}},
 			{Pkg: "internal/restripe", Kind: Part, Imports: []string{"internal/client", "internal/drive", "internal/erasure",
 				"internal/meta", "internal/placement"}},
 			{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/erasure",
@@ -67,7 +70,7 @@ func Weft() Table {
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/rpc/pb"}},
 
 			{Pkg: "internal/impact", Kind: Part, Imports: []string{"internal/job"}},
-			{Pkg: "internal/events", Kind: Part, Imports: []string{"internal/cluster", "internal/job"}},
+			{Pkg: "internal/events", Kind: Part, Imports: []string{"internal/cluster", "internal/job", "internal/policy"}},
 
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/weftfs/weft/internal/block"
+	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/events"
@@ -26,6 +27,7 @@ type jobEnv struct {
 	meta      *meta.Meta
 	restriper *restripe.Restriper
 	cluster   *cluster.Store
+	files     *client.Client
 	jobs      *job.Engine // set once the engine exists
 
 	// dial connects to a node's block service as this node.
@@ -37,6 +39,7 @@ type jobEnv struct {
 
 var (
 	_ jobs.Env        = (*jobEnv)(nil)
+	_ jobs.TierEnv    = (*jobEnv)(nil)
 	_ job.LeaseSource = (*cluster.Session)(nil)
 )
 
@@ -45,6 +48,10 @@ func (e *jobEnv) Log() *slog.Logger              { return e.log }
 func (e *jobEnv) Meta() *meta.Meta               { return e.meta }
 func (e *jobEnv) Restriper() *restripe.Restriper { return e.restriper }
 func (e *jobEnv) Cluster() *cluster.Store        { return e.cluster }
+func (e *jobEnv) Files() *client.Client          { return e.files }
+
+// JobData is the job engine's per-job data.
+func (e *jobEnv) JobData() jobs.TierData { return e.jobs }
 
 // RecordEvent records ev in the job engine's event log.
 func (e *jobEnv) RecordEvent(ctx context.Context, ev job.Event) (job.Event, error) {
@@ -141,7 +148,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, restriper: rs, cluster: s.store, dial: s.dialBlocks}
+	env := &jobEnv{node: s.cfg.Name, log: s.log.With("role", "job"), meta: s.meta, restriper: rs, cluster: s.store, files: s.files, dial: s.dialBlocks}
 	s.jobEnv = env
 	if s.jobs, err = job.New(job.Config{Client: s.etcd, Node: s.cfg.Name, Env: env, Throttle: ctl, Log: s.log, Lease: s.session}); err != nil {
 		return err
