@@ -124,6 +124,7 @@ the exit status is then 1 and the installed policy is unchanged.`,
 	}
 	var dir string
 	var maxFiles int
+	var allFiles bool
 	test := &cobra.Command{
 		Use:   "test [FILE] [--path DIR] [--max-files N]",
 		Short: "Show what a policy would do to the files now, changing nothing",
@@ -140,7 +141,8 @@ The scan is bounded: it stops after --max-files inodes or 20 seconds,
 and then says how far it got (the counts cover the files scanned).`,
 		Example: `  weft policy test rules.pol
   weft policy test rules.pol --path /scratch
-  weft policy test --json | jq '.rules[] | {rule, selected}'`,
+  weft policy test --json | jq '.rules[] | {rule, selected}'
+  weft policy test --files --json | jq -r '.rules[] | select(.rule=="cold") | .samples[]'`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usageError{fmt.Errorf("%s takes at most one policy file (got %d arguments; see --help)", c.CommandPath(), len(args))}
@@ -159,7 +161,7 @@ and then says how far it got (the counts cover the files scanned).`,
 			if err != nil {
 				return err
 			}
-			rep, err := cl.TestPolicy(c.Context(), admin.PolicyTestRequest{Text: text, Path: dir, MaxFiles: maxFiles})
+			rep, err := cl.TestPolicy(c.Context(), admin.PolicyTestRequest{Text: text, Path: dir, MaxFiles: maxFiles, Files: allFiles})
 			if err != nil {
 				if len(args) == 1 {
 					return fmt.Errorf("%s: %w", args[0], err)
@@ -173,8 +175,9 @@ and then says how far it got (the counts cover the files scanned).`,
 		},
 	}
 	test.Flags().StringVar(&dir, "path", "/", "the directory whose files are evaluated (a path in the file system)")
+	test.Flags().BoolVar(&allFiles, "files", false, fmt.Sprintf("list every file each rule selects (up to %d per rule), not only the first %d", admin.MaxDryRunSamples, admin.DryRunSamples))
 	test.Flags().IntVar(&maxFiles, "max-files", 0, fmt.Sprintf("scan at most N inodes (default %d)", admin.DefaultDryRunFiles))
-	cmd.AddCommand(install, show, history, test)
+	cmd.AddCommand(install, show, history, test, policyApplyCmd(g))
 	return cmd
 }
 

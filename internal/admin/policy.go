@@ -103,7 +103,7 @@ func (h *handler) dryRun(ctx context.Context, ns PolicyNamespace, req PolicyTest
 	}
 	sctx, cancel2 := context.WithTimeout(ctx, dryRunBudget)
 	defer cancel2()
-	rep, err := DryRun(sctx, ns, pol, pools, req.Path, req.MaxFiles, time.Now())
+	rep, err := DryRun(sctx, ns, pol, pools, req, time.Now())
 	rep.Version = version
 	return rep, err
 }

@@ -42,8 +42,12 @@ import (
 // dryRunPage is how many inodes one scan reads.
 const dryRunPage = 1000
 
-// dryRunSamples is how many paths each rule reports.
-const dryRunSamples = 10
+// DryRunSamples is how many paths each rule reports; MaxDryRunSamples
+// how many with PolicyTestRequest.Files.
+const (
+	DryRunSamples    = 10
+	MaxDryRunSamples = 100_000
+)
 
 // PolicyNamespace is what the dry run reads of the namespace;
 // *meta.Meta implements it.
@@ -64,6 +68,9 @@ type PolicyTestRequest struct {
 	Text     string `json:"text,omitempty"`
 	Path     string `json:"path,omitempty"`
 	MaxFiles int    `json:"max_files,omitempty"`
+	// Files lists every file each rule selects in its Samples (up to
+	// MaxDryRunSamples), not only the first DryRunSamples.
+	Files bool `json:"files,omitempty"`
 }
 
 // DefaultDryRunFiles bounds a dry run's scan when the request does not.
@@ -142,16 +149,29 @@ type PolicyTestReport struct {
 	Unplaced int `json:"unplaced"`
 }
 
-// DryRun evaluates pol over the files under dir in ns against the pools'
-// usage (cluster.ListPools), changing nothing. See the comment above for
-// what it counts. Errors: meta.ErrNotFound / meta.ErrNotDir for dir, and
-// the namespace's read errors; running out of budget is not an error.
-func DryRun(ctx context.Context, ns PolicyNamespace, pol *policy.Policy, pools []cluster.Pool, dir string, maxFiles int, now time.Time) (PolicyTestReport, error) {
+// DryRun evaluates pol over the files under req.Path in ns against the
+// pools' usage (cluster.ListPools), changing nothing; req.Text is not
+// read (pol is it). See the comment above for what it counts. Errors:
+// meta.ErrNotFound / meta.ErrNotDir for the path, and the namespace's
+// read errors; running out of budget is not an error.
+func DryRun(ctx context.Context, ns PolicyNamespace, pol *policy.Policy, pools []cluster.Pool, req PolicyTestRequest, now time.Time) (PolicyTestReport, error) {
 	start := time.Now()
+	maxFiles := req.MaxFiles
 	if maxFiles <= 0 {
 		maxFiles = DefaultDryRunFiles
 	}
-	dir = path.Clean("/" + dir)
+	samples := DryRunSamples
+	if req.Files {
+		samples = MaxDryRunSamples
+	}
+	select1 := func(res *RuleResult, alloc int64, p string) {
+		res.Selected++
+		res.SelectedBytes += alloc
+		if len(res.Samples) < samples {
+			res.Samples = append(res.Samples, p)
+		}
+	}
+	dir := path.Clean("/" + req.Path)
 	if err := checkDir(ctx, ns, dir); err != nil {
 		return PolicyTestReport{}, err
 	}
@@ -262,15 +282,6 @@ func tierPools(pools []cluster.Pool) []tier.Pool {
 		out[i] = tier.Pool{Name: p.Name, Size: p.TotalBytes, Used: p.UsedBytes}
 	}
 	return out
-}
-
-// select1 counts a file a rule acts on, keeping the first paths.
-func select1(res *RuleResult, alloc int64, p string) {
-	res.Selected++
-	res.SelectedBytes += alloc
-	if len(res.Samples) < dryRunSamples {
-		res.Samples = append(res.Samples, p)
-	}
 }
 
 // checkDir resolves dir from the root, refusing what is not a directory.

@@ -217,7 +217,7 @@ RULE 'l' LIST 'tars' WHERE NAME LIKE '%.tar'`, nil)
 		{PoolRecord: cluster.PoolRecord{Name: "capacity", Protection: "ec:4+2"}, TotalBytes: 10 << 40}}
 	b.ResetTimer()
 	for b.Loop() {
-		rep, err := DryRun(context.Background(), ns, pol, pools, "/", 0, time.Now())
+		rep, err := DryRun(context.Background(), ns, pol, pools, PolicyTestRequest{}, time.Now())
 		if err != nil || rep.Files != 100_000 {
 			b.Fatal(rep.Files, err)
 		}
