@@ -158,7 +158,7 @@ RULE 'big' LIST 'big' WHERE FILE_SIZE > 8M
 	}
 	movers := []string{"big24", "big20", "big16"}
 	wg.Add(2)
-	go func() { // reader: whole files, compared
+	go func() { // the reader: whole files, compared
 		defer wg.Done()
 		for i := 0; ; i++ {
 			select {
@@ -178,13 +178,19 @@ RULE 'big' LIST 'big' WHERE FILE_SIZE > 8M
 			reads++
 		}
 	}()
-	go func() { // writer: rewrites 64 KiB pieces with the same bytes
+	// The writer rewrites 64 KiB pieces with the same bytes, four times
+	// a second: each rewrite replaces a whole 1 MiB stripe copy-on-write
+	// (2 MiB of new blocks in mirror:2), and the old blocks are freed by
+	// their nodes' drainers about a second later. Much faster than this
+	// a pool 81 % full (12 MiB free per drive) runs out of space while
+	// the old blocks wait: ENOSPC from churn, not from the tier job.
+	go func() {
 		defer wg.Done()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(250 * time.Millisecond):
 			}
 			name := movers[i%2] // the two that move
 			off := rand.IntN(len(content[name])-65536) &^ 4095
