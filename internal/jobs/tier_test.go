@@ -76,8 +76,8 @@ type tierEnv struct {
 var _ TierEnv = (*tierEnv)(nil)
 
 func (e *tierEnv) Cluster() *cluster.Store { return e.cs }
-func (e *tierEnv) JobData() TierData      { return e.data }
-func (e *tierEnv) Files() *client.Client  { return e.files }
+func (e *tierEnv) JobData() TierData       { return e.data }
+func (e *tierEnv) Files() *client.Client   { return e.files }
 
 // The tier job's phases on one node: the scan keeps the candidates and
 // list entries per page, the plan takes nothing toward a pool without
