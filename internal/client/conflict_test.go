@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
+	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -161,5 +162,41 @@ func TestStripeConflictGivesUp(t *testing.T) {
 	got := f.ReadBack(lin)
 	if string(got[7:10]) != "xyz" {
 		t.Fatalf("bytes 7..10 = %q", got[7:10])
+	}
+}
+
+// A handle opened before its file moved to another pool (set-pool, a
+// tier job) writes the stripes after the move into the new pool: the
+// commit into the old one is refused naming the file's pool, and the
+// stripe is placed there instead.
+func TestWriterFollowsPoolMove(t *testing.T) {
+	f := clienttest.New(t)
+	f.Topo.SetPool("p1", erasure.Protection{Mirrors: 2})
+	p1 := map[meta.DriveID]bool{4: true, 8: true, 12: true}
+	f.Topo.Set(func(d *client.DriveState) bool { return p1[d.ID] }, func(d *client.DriveState) { d.Pool = "p1" })
+	c := f.Client(clienttest.Unit)
+	data := clienttest.RandBytes(3*clienttest.Unit, 9)
+	lin, fh, err := f.WriteFile(c, "moving", "mirror:2", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Meta.SetAttr(bg, lin, meta.SetPool, meta.Attr{Pool: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	patch := clienttest.RandBytes(1000, 10)
+	if _, err := fh.WriteAt(bg, patch, int64(clienttest.Unit)+5); err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	copy(data[clienttest.Unit+5:], patch)
+	clienttest.MustEqual(t, "file", f.ReadBack(lin), data)
+	for _, s := range f.Stripes(lin) {
+		for _, u := range s.Units {
+			if in := p1[u.Drive]; in != (s.Index == 1) {
+				t.Errorf("stripe %d unit on drive %d (in p1: %v): only the stripe written after the move belongs in p1", s.Index, u.Drive, in)
+			}
+		}
 	}
 }

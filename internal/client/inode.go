@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
@@ -23,9 +24,11 @@ import (
 // refs is guarded by Client.mu. Waiters wait for changed to be closed
 // (signalLocked replaces it after every state change).
 type inode struct {
-	c         *Client
-	lin       meta.LIN
-	pool      string
+	c   *Client
+	lin meta.LIN
+	// pool is the pool new stripes go to (currentPool): the file's at
+	// open, then the one a commit refused for names (the file moved).
+	pool      atomic.Pointer[string]
 	requested erasure.Protection // the file's protection, else its pool's
 	fromPool  bool               // requested came from the pool
 	geo       erasure.Geometry
@@ -57,13 +60,24 @@ type dstripe struct {
 
 // newInode returns the state of lin with geometry geo.
 func newInode(c *Client, lin meta.LIN, a meta.Attr, req erasure.Protection, fromPool bool, geo erasure.Geometry) *inode {
-	return &inode{
-		c: c, lin: lin, pool: a.Pool, requested: req, fromPool: fromPool, geo: geo, ss: geo.StripeDataSize(),
+	ino := &inode{
+		c: c, lin: lin, requested: req, fromPool: fromPool, geo: geo, ss: geo.StripeDataSize(),
 		size: int64(a.Size), dirty: map[int64]*dstripe{}, inflight: map[int64]*dstripe{},
 		changed: make(chan struct{}), maps: map[int64]mapEntry{},
 		cache: stripeCache{max: c.readahead + 2, entries: map[int64]*cacheEntry{}, bytes: &c.cached, limit: c.maxCache},
 	}
+	ino.setPool(a.Pool)
+	return ino
 }
+
+// currentPool is the pool new stripes of the file go to.
+func (ino *inode) currentPool() string { return *ino.pool.Load() }
+
+// setPool makes new stripes go to pool p: the file moved there. Its
+// protection stays what the handle read at open (a file on its pool's
+// default keeps the old pool's until it is opened again; the mover's
+// relayout re-encodes what it finds).
+func (ino *inode) setPool(p string) { ino.pool.Store(&p) }
 
 // geometry returns the geometry new stripes of a file get: its requested
 // protection (else its pool's) with the client's unit size, or, once the

@@ -60,7 +60,8 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			}
 			data = merged
 		}
-		s, tol, err := ino.putStripe(ctx, d.idx, gen+1, data)
+		pool := ino.currentPool()
+		s, tol, err := ino.putStripe(ctx, d.idx, gen+1, data, pool)
 		ino.freeStripeBuf(merged)
 		if err != nil {
 			return meta.Stripe{}, err
@@ -71,7 +72,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		if err := failpoint.Eval("client/before-commit"); err != nil {
 			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
-		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol}, uint64(d.idx*ino.ss)+uint64(n))
+		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol, Pool: pool}, uint64(d.idx*ino.ss)+uint64(n))
 		if err == nil {
 			// Failpoint client/after-commit: the map is committed and the
 			// replaced blocks are queued for deletion (same transaction),
@@ -95,6 +96,12 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		}
 		c.st.conflicts.Add(1)
 		c.enqueueOrphans(ctx, ino.lin, s.Index, s.Units)
+		var sc *meta.StripeConflictError
+		if errors.As(err, &sc) && sc.Pool != "" {
+			// The file moved to another pool (set-pool, a tier job)
+			// since this handle read it: its stripes go there now.
+			ino.setPool(sc.Pool)
+		}
 		ino.mu.Lock()
 		ino.forgetMapLocked(d.idx)
 		ino.mu.Unlock()
@@ -128,7 +135,7 @@ func (ino *inode) freeStripeBuf(b []byte) {
 // putStripe encodes data as stripe idx and writes its units to new blocks
 // of generation gen. It returns the stripe map to commit (its units that
 // could not be placed have Drive 0) and its tolerance (see placeAndPut).
-func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []byte) (meta.Stripe, meta.StripeTolerance, error) {
+func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []byte, pool string) (meta.Stripe, meta.StripeTolerance, error) {
 	c := ino.c
 	l := ino.geo.Layout(len(data))
 	prot, err := MetaProtection(l.StripeProtection())
@@ -157,7 +164,7 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 		}
 		segs[i], crcs[i] = drive.AppendSegmentCRCs(nil, sh)
 	}
-	units, tol, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs, segs)
+	units, tol, err := ino.placeAndPut(ctx, idx, gen, l, shards, crcs, segs, pool)
 	if err != nil {
 		return meta.Stripe{}, meta.StripeTolerance{}, err
 	}
@@ -165,7 +172,7 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 }
 
 // placeAndPut chooses drives for the units of a stripe (placement.Place
-// over the up drives of the file's pool, spread over nodes) and puts the
+// over the up drives of pool, the file's, spread over nodes) and puts the
 // units there in parallel, with their CRCs (crcs[i] of shards[i] whole,
 // segs[i] per drive.SegmentSize). A unit whose put fails (drive full, node down)
 // is re-placed on another drive, avoiding the failed ones, up to
@@ -176,18 +183,18 @@ func (ino *inode) putStripe(ctx context.Context, idx int64, gen uint64, data []b
 // placed against its target (all of the pool's drives in service): a
 // stripe written while a node is down lands on fewer nodes, and its
 // commit indexes it for repair.
-func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32, segs [][]uint32) ([]meta.Unit, meta.StripeTolerance, error) {
+func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l erasure.StripeLayout, shards [][]byte, crcs []uint32, segs [][]uint32, pool string) ([]meta.Unit, meta.StripeTolerance, error) {
 	c := ino.c
 	var none meta.StripeTolerance
 	view, err := c.view(ctx)
 	if err != nil {
 		return nil, none, fmt.Errorf("client: LIN %d stripe %d: %w", ino.lin, idx, err)
 	}
-	cands := view.Candidates(ino.pool)
+	cands := view.Candidates(pool)
 	req := placement.Request{
 		Candidates: cands, Width: l.Width(), Min: l.MinPlaced(), Needed: l.Needed(),
 		UnitBytes: int64(l.UnitLen) + drive.HeaderAlign,
-		Label:     fmt.Sprintf("%v in pool %s", l, ino.pool), Rand: c.rng(),
+		Label:     fmt.Sprintf("%v in pool %s", l, pool), Rand: c.rng(),
 	}
 	res, err := placement.Place(req)
 	if err != nil {
@@ -258,7 +265,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 			}
 		}
 		res, err := placement.Place(placement.Request{
-			Candidates: view.Candidates(ino.pool), Width: len(failed), Min: 1, Needed: l.Needed(),
+			Candidates: view.Candidates(pool), Width: len(failed), Min: 1, Needed: l.Needed(),
 			UnitBytes: req.UnitBytes, Exclude: exclude, Existing: existing, Label: req.Label, Rand: req.Rand,
 		})
 		if err != nil {
@@ -297,7 +304,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 	}
 	tol := meta.StripeTolerance{
 		Achieved: metaTolerance(placement.ComputeTolerance(at, l.Needed())),
-		Target:   metaTolerance(view.TargetTolerance(ino.pool, l)),
+		Target:   metaTolerance(view.TargetTolerance(pool, l)),
 	}
 	if placed < l.Width() || tol.Below() {
 		c.st.underProtected.Add(1)

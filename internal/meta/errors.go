@@ -121,10 +121,18 @@ type StripeConflictError struct {
 	// Want is the generation the caller expected, Have the stored one
 	// (0: the stripe does not exist).
 	Want, Have uint64
+	// Pool, when set, is the file's pool, which is not the one the
+	// update's units were placed in (StripeUpdate.Pool): the file moved
+	// to it meanwhile (set-pool, a tier job), and the caller places the
+	// stripe there instead.
+	Pool string
 }
 
 // Error says which stripe moved and what to do.
 func (e *StripeConflictError) Error() string {
+	if e.Pool != "" {
+		return fmt.Sprintf("%v: LIN %d is in pool %s now: place stripe %d there and retry", ErrStripeConflict, e.LIN, e.Pool, e.Index)
+	}
 	return fmt.Sprintf("%v: LIN %d stripe %d is at generation %d, expected %d: re-read the stripe map and retry",
 		ErrStripeConflict, e.LIN, e.Index, e.Have, e.Want)
 }

@@ -490,6 +490,11 @@ func testStripes(t *testing.T, m *Meta) {
 	if !errors.As(err, &sc) || !errors.Is(err, ErrStripeConflict) || sc.Have != 1 || sc.Want != 0 {
 		t.Fatalf("stale commit: %v", err)
 	}
+	// Units placed in a pool the file is not in: refused, naming its pool.
+	_, err = m.CommitStripes(bg, f.LIN, []StripeUpdate{{Stripe: stripe(0, 5, 2), ExpectGen: 1, Pool: "elsewhere"}}, CommitOptions{})
+	if !errors.As(err, &sc) || !errors.Is(err, ErrStripeConflict) || sc.Pool != f.Pool {
+		t.Fatalf("commit into another pool: %v", err)
+	}
 	// A restripe moves the stripe to drives 5,6: old blocks queued.
 	s0 = must(m.CommitStripe(bg, f.LIN, stripe(0, 5, 2), 1, CommitOptions{}))
 	a := must(m.GetAttr(bg, f.LIN))

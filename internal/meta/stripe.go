@@ -73,6 +73,12 @@ type StripeUpdate struct {
 	// with units not placed, is indexed for repair (the protection index);
 	// the zero value indexes only the latter.
 	Tolerance StripeTolerance
+	// Pool, when set, is the pool the new units were placed in: the
+	// commit is refused (a *StripeConflictError naming the file's pool)
+	// if the file is in another pool now, so that a writer or restriper
+	// that read the file's pool before a set-pool or a tier job moved it
+	// never commits a stripe into the old pool.
+	Pool string
 }
 
 // CommitOptions go with a stripe commit.
@@ -103,7 +109,8 @@ type CommitOptions struct {
 // lost-data list. It returns the committed stripes.
 //
 // Errors: a *StripeConflictError (errors.Is ErrStripeConflict) naming the
-// first stripe whose generation moved — nothing is committed, and the
+// first stripe whose generation moved, or whose units are in a pool the
+// file has left (StripeUpdate.Pool) — nothing is committed, and the
 // caller's new blocks are its own to reuse or enqueue for deletion;
 // ErrNotFound; ErrIsDir or ErrInvalid (not a regular file); ErrInvalid for a
 // malformed stripe (protection, unit count, placement, DataLen over
@@ -161,6 +168,9 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 			}
 			if old.Gen != up.ExpectGen {
 				return &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen}
+			}
+			if up.Pool != "" && up.Pool != n.pool {
+				return &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen, Pool: n.pool}
 			}
 			s.Gen = old.Gen + 1
 			keep := map[unitKey]bool{}

@@ -114,7 +114,7 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			r.enqueueOrphans(ctx, lin, idx, ns.Units)
 			return err
 		}
-		_, err = r.data.CommitStripe(ctx, lin, meta.StripeUpdate{Stripe: ns, ExpectGen: s.Gen, Tolerance: tol}, placedUnits(ns), meta.CommitOptions{Restripe: true})
+		_, err = r.data.CommitStripe(ctx, lin, meta.StripeUpdate{Stripe: ns, ExpectGen: s.Gen, Tolerance: tol, Pool: pool}, placedUnits(ns), meta.CommitOptions{Restripe: true})
 		switch {
 		case err == nil:
 			res.Rewritten++
@@ -124,6 +124,11 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			}
 			r.log.Debug("stripe relaid out", "lin", uint64(lin), "stripe", idx, "pool", pool, "layout", nl.String())
 			return nil
+		case movedOn(err):
+			// The file left pool meanwhile (set-pool or a tier job
+			// again): the relayout that change started places it.
+			r.log.Info("relayout: file moved to another pool meanwhile", "lin", uint64(lin), "stripe", idx, "from", pool)
+			return nil
 		case errors.Is(err, meta.ErrStripeConflict) && attempt < maxRelayoutAttempts:
 			continue // CommitStripe queued the new blocks for deletion
 		case errors.Is(err, meta.ErrStripeConflict):
@@ -132,6 +137,13 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			return err
 		}
 	}
+}
+
+// movedOn reports whether a commit was refused because the file is in
+// another pool now.
+func movedOn(err error) bool {
+	var sc *meta.StripeConflictError
+	return errors.As(err, &sc) && sc.Pool != ""
 }
 
 // inPool reports whether every unit of s is placed on a drive of pool.

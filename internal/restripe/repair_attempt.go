@@ -501,7 +501,7 @@ func (r *Restriper) costlyMove(ctx context.Context, a *attempt, ns meta.Stripe, 
 // Errors: errRepairStale wrapping meta.ErrStripeConflict when the stripe
 // changed meanwhile; the commit's other errors, wrapped.
 func (r *Restriper) commit(ctx context.Context, a *attempt, ns meta.Stripe, fresh map[int]meta.Unit) (meta.Stripe, error) {
-	up := meta.StripeUpdate{Stripe: ns, ExpectGen: a.s.Gen, Tolerance: a.placed(ns)}
+	up := meta.StripeUpdate{Stripe: ns, ExpectGen: a.s.Gen, Tolerance: a.placed(ns), Pool: a.pool}
 	committed, err := r.data.CommitStripe(ctx, a.rq.lin, up, unitsOf(fresh), meta.CommitOptions{Restripe: true})
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
