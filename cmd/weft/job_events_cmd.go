@@ -142,12 +142,13 @@ func printEvent(w io.Writer, ev job.Event) error {
 			fmt.Fprintf(w, "  %s\n", r.Error)
 		}
 		out := strings.TrimRight(r.Output, "\n")
-		if out == "" {
+		switch {
+		case out != "":
+			for _, line := range strings.Split(out, "\n") {
+				fmt.Fprintf(w, "  | %s\n", line)
+			}
+		case r.Error == "":
 			fmt.Fprintln(w, "  (no output)")
-			continue
-		}
-		for _, line := range strings.Split(out, "\n") {
-			fmt.Fprintf(w, "  | %s\n", line)
 		}
 	}
 	return nil
