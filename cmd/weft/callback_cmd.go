@@ -35,7 +35,7 @@ without a shell, with the server's environment plus the event's:
   WEFT_EVENT_TIME     when it was recorded (RFC 3339, UTC)
   WEFT_PARAM_<KEY>    each of the event's parameters, KEY in upper case:
                       POOL, USAGE and FREE (percent of the pool's drives
-                      in service), THRESHOLD, DRIVE, NODE, JOB, SPREAD, …
+                      in service), THRESHOLD, HIGH, DRIVE, NODE, JOB, …
                       (weft job events show ID lists an event's)
 
 In its arguments (--arg), %kind, %subject, %detail, %id, %job and %time
@@ -75,7 +75,7 @@ with commas; "all" for every kind). Kinds: ` + strings.Join(job.EventKinds(), ",
 and every process it started in its process group are killed.`,
 		Example: `  weft callback add page-oncall --event low-space,pool-threshold \
       --command /usr/local/bin/page-oncall --arg "%subject: %detail"
-  weft callback add migrate --event low-space --command /opt/site/migrate.sh \
+  weft callback add migrate --event pool-threshold --command /opt/site/migrate.sh \
       --arg --from=%pool --arg --used=%usage --timeout 10m
   weft callback add audit --event all --command /usr/local/bin/log-weft-event`,
 		Args: exactArgs(1, "one callback name"),
