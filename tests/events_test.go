@@ -136,3 +136,98 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 		}
 	})
 }
+
+// A callback on a real cluster: added with the CLI, it runs on the
+// coordinator's node for an event recorded after it (a drive added with
+// weft drive add), with the event's parameters in its environment and
+// arguments; its exit status and output are kept with the event (weft job
+// events list and show); events recorded before it run nothing.
+func TestCallbackOnCluster(t *testing.T) {
+	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
+		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 1, LeaseTTL: 3 * time.Second, DriveSize: 64 << 20})
+		ctx := context.Background()
+		weft := func(args ...string) string {
+			t.Helper()
+			out, code := c.Weft(args...)
+			if code != 0 {
+				t.Fatalf("weft %v: exit %d: %s", args, code, out)
+			}
+			return out
+		}
+		events := func() []job.Event {
+			t.Helper()
+			evs, err := c.Admin.JobEvents(ctx, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return evs
+		}
+		// The cluster's first events (its nodes joining) come before the
+		// callback.
+		waitFor(t, "the nodes' node-added events", 20*time.Second, func() bool {
+			n := 0
+			for _, ev := range events() {
+				if ev.Kind == job.EventNodeAdded {
+					n++
+				}
+			}
+			return n == 3
+		})
+		dir := t.TempDir()
+		log := filepath.Join(dir, "runs.log")
+		script := filepath.Join(dir, "on-event")
+		must(t, os.WriteFile(script, []byte(`#!/bin/sh
+echo "$WEFT_EVENT_KIND $WEFT_EVENT_SUBJECT drive=$WEFT_PARAM_DRIVE node=$WEFT_PARAM_NODE arg=$1" >> `+log+`
+echo "handled event $WEFT_EVENT_ID"
+exit 3
+`), 0o755))
+		weft("callback", "add", "on-event", "--event", "all", "--command", script, "--arg", "%pool")
+		if out := weft("callback", "list"); !strings.Contains(out, "on-event") || !strings.Contains(out, script+" %pool") {
+			t.Fatalf("weft callback list:\n%s", out)
+		}
+		if out, code := c.Weft("callback", "add", "on-event", "--event", "all", "--command", script); code != 1 || !strings.Contains(out, "callback on-event") {
+			t.Fatalf("the same name again: exit %d: %s", code, out)
+		}
+		if out, code := c.Weft("callback", "add", "x", "--event", "all", "--command", "on-event"); code != 2 || !strings.Contains(out, "absolute path") {
+			t.Fatalf("a relative command: exit %d: %s", code, out)
+		}
+
+		path := filepath.Join(c.Dir, "nodes", "n2", "disk-added")
+		weft("drive", "add", "n2", path, "--pool", "default", "--capacity", "32MiB")
+		var added job.Event
+		waitFor(t, "the drive-added event's callback run", 25*time.Second, func() bool {
+			for _, ev := range events() {
+				if ev.Kind == job.EventDriveAdded && ev.Params["node"] == "n2" && len(ev.Callbacks) > 0 {
+					added = ev
+					return true
+				}
+			}
+			return false
+		})
+		run := added.Callbacks[0]
+		if run.Name != "on-event" || run.Exit != 3 || run.Error != "" || !strings.Contains(run.Output, fmt.Sprintf("handled event %d", added.ID)) {
+			t.Fatalf("the run: %+v", run)
+		}
+		b, err := os.ReadFile(log)
+		must(t, err)
+		want := fmt.Sprintf("drive-added %s drive=%s node=n2 arg=default\n", added.Subject, added.Subject)
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("the script's log:\n%s\nwant the line %q", b, want)
+		}
+		for _, ev := range events() {
+			if ev.ID < added.ID && ev.Kind == job.EventNodeAdded && len(ev.Callbacks) > 0 {
+				t.Fatalf("event %d, recorded before the callback, ran it: %+v", ev.ID, ev.Callbacks)
+			}
+		}
+		if out := weft("job", "events", "list"); !strings.Contains(out, "on-event:exit 3") {
+			t.Fatalf("weft job events list:\n%s", out)
+		}
+		if out := weft("job", "events", "show", fmt.Sprint(added.ID)); !strings.Contains(out, "callback on-event on n") || !strings.Contains(out, "| handled event") {
+			t.Fatalf("weft job events show %d:\n%s", added.ID, out)
+		}
+		weft("callback", "delete", "on-event")
+		if out, code := c.Weft("callback", "delete", "on-event"); code != 1 || !strings.Contains(out, "no such callback") {
+			t.Fatalf("delete twice: exit %d: %s", code, out)
+		}
+	})
+}

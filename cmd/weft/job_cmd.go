@@ -33,7 +33,8 @@ run one at a time; "restripe" jobs may run together.
 Events start jobs by themselves: a drive down past the repair grace period
 (repair), a drive or node added (multiscan), a pool out of balance
 (rebalance); a pool short of space turns on low-space mode. weft job events
-list shows each event and what came of it.`,
+list shows each event and what came of it; weft callback runs commands of
+your own for them.`,
 	}
 	cmd.AddCommand(jobStartCmd(g), jobListCmd(g, false), jobViewCmd(g), jobActionCmd(g, "pause", "Pause a job (it keeps its progress)"),
 		jobActionCmd(g, "resume", "Resume a paused job from its checkpoints"), jobActionCmd(g, "cancel", "Cancel a job (its report is kept)"),

@@ -90,6 +90,7 @@ $WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
 		newCertCmd(g),
 		newTokenCmd(g),
 		newPolicyCmd(g),
+		newCallbackCmd(g),
 		newVersionCmd(),
 	)
 	refuseUnknownSubcommands(root)

@@ -34,6 +34,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"local", "up", "--nodes", "0", "--dir", "/nonexistent/x"}, "--nodes 0"},
 		{[]string{"local", "up", "--drives-per-node", "-1", "--dir", "/nonexistent/x"}, "--drives-per-node -1"},
 		{[]string{"status", "--no-such-flag"}, "unknown flag"},
+		{[]string{"callback", "frob"}, `unknown command "frob" for "weft callback"`},
+		{[]string{"callback", "add"}, "takes one callback name"},
+		{[]string{"callback", "add", "page", "--command", "/bin/true"}, "give --event KIND"},
+		{[]string{"callback", "add", "page", "--event", "low-space"}, "give --command /PATH"},
+		{[]string{"callback", "add", "page", "--event", "low-space", "--command", "page.sh"}, `--command "page.sh": give an absolute path`},
+		{[]string{"callback", "add", "page", "--event", "all", "--command", "/bin/true", "--timeout", "soon"}, `invalid argument "soon" for "--timeout"`},
+		{[]string{"callback", "delete"}, "takes one callback name"},
+		{[]string{"job", "events", "show", "latest"}, `event id "latest"`},
 	} {
 		_, err := run(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -146,6 +146,15 @@ func TestGuard(t *testing.T) {
 		{"cross-site fetch", admin, "GET", "/v1/pools", "", "", []string{"Sec-Fetch-Site", "cross-site"}, 403, "cross-site"},
 		{"a bad token", NewClient(addr, WithTLS(trust.ClientTLS("")), WithToken(tok.Token+"x")), "GET", "/v1/status", "", "", nil, 401, "unknown or revoked"},
 		{"not a bearer token", anon, "GET", "/v1/status", "", "", []string{"Authorization", "Basic YTpi"}, 401, "Bearer"},
+		// A callback runs a command on a node: only an admin (or a
+		// token, or a node) may add or delete one. (This handler has no
+		// job engine: past the guard, 503.)
+		{"anonymous adds a callback", anon, "POST", "/v1/callbacks", `{"name":"x","events":["all"],"command":"/bin/true"}`, json, nil, 401, "authentication required"},
+		{"client adds a callback", mount, "POST", "/v1/callbacks", `{"name":"x","events":["all"],"command":"/bin/true"}`, json, nil, 403, "client:mnt may not POST /v1/callbacks"},
+		{"client deletes a callback", mount, "DELETE", "/v1/callbacks/x", "", json, nil, 403, "client:mnt may not DELETE"},
+		{"client lists callbacks", mount, "GET", "/v1/callbacks", "", "", nil, 403, "client:mnt"},
+		{"admin adds a callback", admin, "POST", "/v1/callbacks", `{"name":"x","events":["all"],"command":"/bin/true"}`, json, nil, 503, "runs no job engine"},
+		{"token deletes a callback", bearer, "DELETE", "/v1/callbacks/x", "", json, nil, 503, "runs no job engine"},
 	} {
 		code, body, hdr, err := status(t, tc.c, tc.method, tc.path, tc.ctype, tc.body, tc.hdr...)
 		if err != nil {

@@ -320,6 +320,14 @@ func (c *Client) JobEvents(ctx context.Context, limit int) ([]job.Event, error) 
 	return v, c.do(ctx, http.MethodGet, path, nil, &v)
 }
 
+// JobEvent returns event id of the job engine's event log, with its
+// callbacks' runs; an id no longer in the log is an *Error with status
+// 404.
+func (c *Client) JobEvent(ctx context.Context, id uint64) (job.Event, error) {
+	var v job.Event
+	return v, c.do(ctx, http.MethodGet, fmt.Sprintf("%s/job-events/%d", APIVersion, id), nil, &v)
+}
+
 // SetJobSettings replaces the job engine's cluster-wide settings.
 func (c *Client) SetJobSettings(ctx context.Context, st job.Settings) (job.Settings, error) {
 	var v job.Settings

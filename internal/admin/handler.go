@@ -124,8 +124,8 @@ type handler struct {
 //	GET  /v1/files/lost              LostList, the lost-data list (?after=LIN&limit=N)
 //
 // and the routes of jobs, files, pools, file layouts, tokens and
-// identities, and the pool policy (jobs.go, files.go, pools.go,
-// file_layout.go, access.go, policy.go). Who may call them is Guard's
+// identities, the pool policy and callbacks (jobs.go, files.go, pools.go,
+// file_layout.go, access.go, policy.go, callbacks.go). Who may call them is Guard's
 // business (auth.go): the server puts it in front of the handler.
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
@@ -162,6 +162,7 @@ func NewHandler(d Deps) http.Handler {
 	h.fileLayoutRoutes(mux)
 	h.accessRoutes(mux)
 	h.policyRoutes(mux)
+	h.callbackRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})
@@ -225,7 +226,7 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		writeError(w, http.StatusForbidden, "forbidden", err.Error())
 	case errors.Is(err, cluster.ErrNotFound), errors.Is(err, meta.ErrNotFound), errors.Is(err, job.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
-	case errors.Is(err, cluster.ErrExists):
+	case errors.Is(err, cluster.ErrExists), errors.Is(err, job.ErrExists):
 		writeError(w, http.StatusConflict, "exists", err.Error())
 	case errors.Is(err, cluster.ErrInUse), errors.Is(err, ErrPoolInUse):
 		writeError(w, http.StatusConflict, "in_use", err.Error())

@@ -85,6 +85,9 @@ type RemoveDriveReply struct {
 //	GET  /v1/job-events?limit=N      []job.Event: the newest N (default
 //	                                 DefaultEventLimit, at most 1000),
 //	                                 oldest first
+//	GET  /v1/job-events/{id}         job.Event, with its callbacks' runs
+//	                                 and their output; 404 once it left
+//	                                 the log
 //	POST /v1/drives/{id}/remove      suspend, then drain: RemoveDriveReply
 func (h *handler) jobRoutes(mux *http.ServeMux) {
 	v := APIVersion
@@ -112,6 +115,13 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 			limit = n
 		}
 		return h.jobs.Events(ctx, limit)
+	}))
+	mux.HandleFunc("GET "+v+"/job-events/{id}", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {
+		id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("%w: event id %q: want a positive decimal number (the ID column of weft job events list)", job.ErrInvalid, r.PathValue("id"))
+		}
+		return h.jobs.Event(ctx, id)
 	}))
 	mux.HandleFunc("GET "+v+"/jobs", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) { return h.jobs.List(ctx) }))
 	mux.HandleFunc("POST "+v+"/jobs", h.withJobs(func(ctx context.Context, r *http.Request) (any, error) {

@@ -94,7 +94,8 @@ func (w *Watcher) checkProtection(ctx context.Context, drives []cluster.Drive, r
 	if strings.HasPrefix(outcome, "started") {
 		w.cfg.Log.Warn("repair started for under-protected stripes", "job", id, "why", why, "stripes", p.Stripes, "files", p.Files)
 	}
-	return w.record(ctx, job.Event{Kind: job.EventUnderProtected, Subject: protectionSubject, Detail: detail, Job: id, Outcome: outcome})
+	return w.record(ctx, job.Event{Kind: job.EventUnderProtected, Subject: protectionSubject, Detail: detail, Job: id, Outcome: outcome,
+		Params: map[string]string{"stripes": fmt.Sprint(p.Stripes), "files": fmt.Sprint(p.Files)}})
 }
 
 // allUp reports whether every drive in service (not removed) is up.

@@ -114,7 +114,8 @@ func (w *Watcher) checkThresholds(ctx context.Context, now time.Time) error {
 			}
 		}
 		ev := job.Event{Kind: job.EventPoolThreshold, Subject: "pool " + p.Name,
-			Detail: fmt.Sprintf("pool %s is %.1f%% full, above its high threshold %.0f%% (%s)", p.Name, used, m.high, markSource(m))}
+			Detail: fmt.Sprintf("pool %s is %.1f%% full, above its high threshold %.0f%% (%s)", p.Name, used, m.high, markSource(m)),
+			Params: map[string]string{"pool": p.Name, "usage": fmt.Sprintf("%.1f", used), "high": fmt.Sprintf("%.0f", m.high)}}
 		if !m.movable {
 			ev.Outcome = fmt.Sprintf("no job: no MIGRATE rule of the installed policy moves files out of pool %s", p.Name)
 			if pol == nil {

@@ -300,7 +300,7 @@ func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, n
 		if !ok {
 			w.rec.DownSince[name], w.dirty = now.UTC(), true
 			w.cfg.Log.Warn("drive down; repair starts after the grace period unless it returns", "drive", d.ID, "node", d.Node, "grace", grace)
-			errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: name, Detail: downDetail(d),
+			errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: name, Detail: downDetail(d), Params: driveParams(d),
 				Outcome: fmt.Sprintf("repair due at %s (grace %s) unless it returns", now.Add(grace).UTC().Format(time.RFC3339), grace)}))
 			continue
 		}
@@ -340,7 +340,7 @@ func (w *Watcher) checkDownDrives(ctx context.Context, drives []cluster.Drive, n
 		w.dirty = true
 	}
 	for _, d := range overdue {
-		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: d.ID.String(),
+		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventDriveDown, Subject: d.ID.String(), Params: driveParams(d),
 			Detail: fmt.Sprintf("%s, for more than the %s grace period", downDetail(d), grace), Job: id, Outcome: outcome}))
 	}
 	return returned, errors.Join(errs...)
@@ -371,11 +371,11 @@ func (w *Watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	}
 	var evs []job.Event
 	for _, n := range newNodes {
-		evs = append(evs, job.Event{Kind: job.EventNodeAdded, Subject: "node " + n.Name,
+		evs = append(evs, job.Event{Kind: job.EventNodeAdded, Subject: "node " + n.Name, Params: map[string]string{"node": n.Name},
 			Detail: fmt.Sprintf("node %s joined (block service %s)", n.Name, n.GRPCAddr), Job: id, Outcome: outcome})
 	}
 	for _, d := range newDrives {
-		evs = append(evs, job.Event{Kind: job.EventDriveAdded, Subject: d.ID.String(),
+		evs = append(evs, job.Event{Kind: job.EventDriveAdded, Subject: d.ID.String(), Params: driveParams(d),
 			Detail: fmt.Sprintf("drive %s on %s (pool %s, class %s) at %s", d.ID, d.Node, d.Pool, d.Class, d.Path), Job: id, Outcome: outcome})
 	}
 	var errs []error
@@ -433,7 +433,8 @@ func (w *Watcher) checkSpace(ctx context.Context, drives []cluster.Drive, thresh
 	if err := w.cfg.Jobs.SetLowSpace(ctx, v.On, v.Reason); err != nil {
 		return err
 	}
-	ev := job.Event{Kind: job.EventLowSpace, Subject: v.Subject, Detail: v.Reason, Outcome: "low-space mode on: jobs that do not free space pause"}
+	ev := job.Event{Kind: job.EventLowSpace, Subject: v.Subject, Detail: v.Reason, Outcome: "low-space mode on: jobs that do not free space pause",
+		Params: spaceParams(drives, v.Subject, threshold)}
 	if !v.On {
 		ev.Kind, ev.Outcome = job.EventSpaceRecovered, "low-space mode off: jobs paused for it resume"
 	}
@@ -541,7 +542,8 @@ func (w *Watcher) checkBalance(ctx context.Context, drives []cluster.Drive, thre
 		if strings.HasPrefix(outcome, "started") {
 			w.rebalanced[b.Pool] = id
 		}
-		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventPoolUnbalanced, Subject: subject, Detail: b.detail(threshold), Job: id, Outcome: outcome}))
+		errs = append(errs, w.record(ctx, job.Event{Kind: job.EventPoolUnbalanced, Subject: subject, Detail: b.detail(threshold), Job: id, Outcome: outcome,
+			Params: balanceParams(b)}))
 	}
 	for subject := range w.reported {
 		if strings.HasPrefix(subject, "pool ") && !unbalanced[subject] {

@@ -95,10 +95,12 @@ func (c *coordinator) run(ctx context.Context, lost <-chan struct{}) error {
 }
 
 // relevant reports whether watch events can change a coordinator decision
-// (node status updates cannot).
+// (node status updates, progress and the callbacks' keys cannot).
 func relevant(evs []*clientv3.Event) bool {
 	for _, ev := range evs {
-		if !strings.HasPrefix(string(ev.Kv.Key), prefixNodes) && !strings.HasPrefix(string(ev.Kv.Key), prefixProgress) {
+		k := string(ev.Kv.Key)
+		if !strings.HasPrefix(k, prefixNodes) && !strings.HasPrefix(k, prefixProgress) &&
+			!strings.HasPrefix(k, prefixCallbacks) && k != keyCallbackCursor {
 			return true
 		}
 	}

@@ -174,7 +174,7 @@ func (e *Engine) fireOnce(ctx context.Context, typ Type, now time.Time, fence []
 	if !ts.Enabled {
 		return e.casWrite(ctx, cmps, clientv3.OpPut(schedKey(name), encode(&next)))
 	}
-	ev := Event{Kind: EventSchedule, Subject: "type " + name, Detail: dueDetail(c, due, now)}
+	ev := Event{Kind: EventSchedule, Subject: "type " + name, Detail: dueDetail(c, due, now), Params: map[string]string{"type": name}}
 	next.Fired, next.Job = now, 0
 	jobs, err := e.listJobs(ctx)
 	if err != nil {

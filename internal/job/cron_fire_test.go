@@ -97,6 +97,9 @@ func (f *schedFixture) events(e *Engine) []Event {
 	var out []Event
 	for _, ev := range all {
 		if ev.Kind == EventSchedule {
+			if typ := strings.TrimPrefix(ev.Subject, "type "); ev.Params["type"] != typ {
+				f.t.Fatalf("schedule event %d: params %v, want type=%s", ev.ID, ev.Params, typ)
+			}
 			out = append(out, ev)
 		}
 	}

@@ -143,8 +143,28 @@ type Engine struct {
 	dir     *director // the current session's director, for Status
 
 	coordinator atomic.Bool
-	m           counters
+	// term is this node's current term as coordinator, nil when it is
+	// not coordinator (set and cleared with coordinator).
+	term atomic.Pointer[coordTerm]
+	m    counters
 }
+
+// coordTerm is one term of a node as coordinator: its election key and
+// that key's create revision. A write compared on it (fence) succeeds
+// only while the term lasts: a deposed coordinator can write nothing.
+type coordTerm struct {
+	key string
+	rev int64
+}
+
+// fence is the comparison that holds while the term lasts.
+func (t *coordTerm) fence() []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.rev)}
+}
+
+// currentTerm returns this node's term as coordinator, nil when it is not
+// coordinator.
+func (e *Engine) currentTerm() *coordTerm { return e.term.Load() }
 
 // New returns an Engine for cfg. It does not touch etcd until Start.
 func New(cfg Config) (*Engine, error) {
@@ -337,11 +357,13 @@ func (e *Engine) campaign(ctx context.Context, sess *concurrency.Session) {
 			continue
 		}
 		e.m.coordinatorTerms.Add(1)
+		e.term.Store(&coordTerm{key: el.Key(), rev: el.Rev()})
 		e.coordinator.Store(true)
 		e.log.Info("job coordinator elected")
 		c := newCoordinator(e, el.Key(), el.Rev())
 		err := c.run(ctx, sess.Done())
 		e.coordinator.Store(false)
+		e.term.Store(nil)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.LeaseTTL)
 		el.Resign(rctx) // no-op when the key is gone; lets a successor in at once on Stop
 		cancel()

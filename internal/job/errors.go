@@ -13,7 +13,8 @@ var (
 	ErrBadPriority = errors.New("job: bad priority")
 	// ErrUnknownPolicy: the throttle does not know the impact policy.
 	ErrUnknownPolicy = errors.New("job: unknown impact policy")
-	// ErrNotFound: no job with that id (it may have aged out of retention).
+	// ErrNotFound: no job, event or callback of that id or name (a job or
+	// event may have aged out of retention).
 	ErrNotFound = errors.New("job: not found")
 	// ErrBadTransition: the job's state does not allow the requested change.
 	ErrBadTransition = errors.New("job: bad state transition")
@@ -23,8 +24,9 @@ var (
 	ErrCorrupt = errors.New("job: corrupt record")
 	// ErrInvalid: an argument that is malformed (settings, params, names).
 	ErrInvalid = errors.New("job: invalid argument")
-	// ErrExists: a job type registered twice.
-	ErrExists = errors.New("job: already registered")
+	// ErrExists: a name already taken: a job type registered twice, a
+	// callback added under a name in use.
+	ErrExists = errors.New("job: already exists")
 	// ErrStopped: the engine is not running (Start not called, or stopped).
 	ErrStopped = errors.New("job: engine not running")
 )

@@ -79,12 +79,26 @@ type Event struct {
 	// Outcome says what came of the event: "started multiscan job 12",
 	// "multiscan job 12 already queued", "no job: …".
 	Outcome string `json:"outcome"`
+	// Params are the event's values as a callback receives them (its
+	// WEFT_PARAM_<KEY> variables and %key arguments, see Callback): "pool",
+	// "usage", "drive", "node", "job", … where the recorder knows them. A
+	// key is 1-32 of a-z, 0-9 and '_', starting with a letter; a value at
+	// most 500 bytes. RecordEvent adds "job" when Job is set.
+	Params map[string]string `json:"params,omitempty"`
+	// Callbacks are the runs of the callbacks the event matched, in the
+	// order they ran: empty when RecordEvent stores the event, appended
+	// by the coordinator's callbacks worker (CallbackWorker) as each run
+	// ends.
+	Callbacks []CallbackRun `json:"callbacks,omitempty"`
 }
 
 // RecordEvent appends ev to the event log, stamping its ID and Time, and
 // returns it as stored. In the same transaction it deletes
-// the events beyond the newest Config.KeepEvents. An unknown Kind or an
-// empty Subject is ErrInvalid. Each call records a new event.
+// the events beyond the newest Config.KeepEvents. An unknown Kind, an
+// empty Subject or a malformed Params key is ErrInvalid. Params is copied
+// (with "job" added when Job is set and Params has no "job"); Callbacks
+// are dropped (only the callbacks worker writes them). Each call records
+// a new event.
 func (e *Engine) RecordEvent(ctx context.Context, ev Event) (Event, error) {
 	if !slices.Contains(EventKinds(), ev.Kind) {
 		return ev, fmt.Errorf("%w: event kind %q: use one of %s", ErrInvalid, ev.Kind, strings.Join(EventKinds(), ", "))
@@ -93,6 +107,20 @@ func (e *Engine) RecordEvent(ctx context.Context, ev Event) (Event, error) {
 		return ev, fmt.Errorf("%w: %s event without a subject", ErrInvalid, ev.Kind)
 	}
 	ev.Detail, ev.Outcome = clip(ev.Detail, maxEventText), clip(ev.Outcome, maxEventText)
+	params := make(map[string]string, len(ev.Params)+1)
+	for k, v := range ev.Params {
+		if !validParamKey(k) {
+			return ev, fmt.Errorf("%w: %s event parameter %q: use 1-32 of a-z, 0-9, '_', starting with a letter", ErrInvalid, ev.Kind, k)
+		}
+		params[k] = clip(v, maxEventText)
+	}
+	if _, ok := params["job"]; !ok && ev.Job != 0 {
+		params["job"] = strconv.FormatUint(uint64(ev.Job), 10)
+	}
+	ev.Params, ev.Callbacks = nil, nil
+	if len(params) > 0 {
+		ev.Params = params
+	}
 	for {
 		resp, err := e.cfg.Client.Get(ctx, keyEventSeq)
 		if err != nil {
@@ -128,8 +156,24 @@ func (e *Engine) RecordEvent(ctx context.Context, ev Event) (Event, error) {
 	}
 }
 
-// maxEventText bounds an event's detail and outcome.
+// maxEventText bounds an event's detail, outcome and parameter values.
 const maxEventText = 500
+
+// validParamKey reports whether k may name an event parameter: it becomes
+// part of an environment variable's name (WEFT_PARAM_<KEY>) and a %key in
+// a callback's arguments, so it is a-z, 0-9 and '_', starting with a
+// letter, 1-32 long.
+func validParamKey(k string) bool {
+	if len(k) == 0 || len(k) > 32 || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // Events returns the newest limit events (1 to Config.KeepEvents), oldest
 // first. A limit out of range is ErrInvalid.
@@ -151,4 +195,22 @@ func (e *Engine) Events(ctx context.Context, limit int) ([]Event, error) {
 		out[len(out)-1-i] = r.Event
 	}
 	return out, nil
+}
+
+// Event returns the event with id, with its callbacks' runs. An id that
+// was never given, or whose event fell out of the log (the newest
+// Config.KeepEvents are kept), is ErrNotFound.
+func (e *Engine) Event(ctx context.Context, id uint64) (Event, error) {
+	resp, err := e.cfg.Client.Get(ctx, eventKey(id))
+	if err != nil {
+		return Event{}, fmt.Errorf("job: read event %d: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Event{}, fmt.Errorf("%w: event %d: not in the event log (the newest %d are kept; weft job events list shows them)", ErrNotFound, id, e.cfg.KeepEvents)
+	}
+	var r eventRecord
+	if err := decode(eventKey(id), resp.Kvs[0].Value, &r); err != nil {
+		return Event{}, err
+	}
+	return r.Event, nil
 }

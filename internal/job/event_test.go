@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func TestEventRecordRoundTrip(t *testing.T) {
 		t.Fatalf("time %v, want %v", got[0].Time, out.Time)
 	}
 	got[0].Time = out.Time
-	if got[0] != out {
+	if !reflect.DeepEqual(got[0], out) {
 		t.Fatalf("read %+v, want %+v", got[0], out)
 	}
 	if _, err := cli.Put(ctx, eventKey(2), `{"v":99,"id":2,"kind":"low-space"}`); err != nil {
@@ -204,5 +205,41 @@ func TestLowSpaceModeKeepsSince(t *testing.T) {
 	}
 	if m, err := e.Mode(ctx); err != nil || m.Mode != ModeNormal {
 		t.Fatalf("Mode after off = %+v, %v", m, err)
+	}
+}
+
+// Params are checked and copied, "job" is added from Job, Callbacks
+// given to RecordEvent are dropped; Event reads one event back, and an id
+// not in the log is ErrNotFound.
+func TestEventParams(t *testing.T) {
+	ctx := context.Background()
+	e := newStoreEngine(t, etcdtest.New(t), 0)
+	params := map[string]string{"pool": "fast", "usage": "96.5"}
+	ev, err := e.RecordEvent(ctx, Event{Kind: EventLowSpace, Subject: "pool fast", Job: 4, Outcome: "x", Params: params,
+		Callbacks: []CallbackRun{{Name: "forged"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"pool": "fast", "usage": "96.5", "job": "4"}; !reflect.DeepEqual(ev.Params, want) || len(ev.Callbacks) != 0 || len(params) != 2 {
+		t.Fatalf("recorded params %v, callbacks %v (caller's map now %v)", ev.Params, ev.Callbacks, params)
+	}
+	got, err := e.Event(ctx, ev.ID)
+	if err != nil || !reflect.DeepEqual(got.Params, ev.Params) || got.Subject != "pool fast" {
+		t.Fatalf("Event(%d) = %+v, %v", ev.ID, got, err)
+	}
+	if _, err := e.Event(ctx, 99); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "event 99") {
+		t.Fatalf("Event(99) = %v, want ErrNotFound naming it", err)
+	}
+	for _, k := range []string{"Pool", "1pool", "po-ol", "", strings.Repeat("p", 33)} {
+		if _, err := e.RecordEvent(ctx, Event{Kind: EventLowSpace, Subject: "pool fast", Params: map[string]string{k: "x"}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("%q", k)) {
+			t.Errorf("parameter %q: %v, want ErrInvalid naming it", k, err)
+		}
+	}
+	// An older record (no params) reads as none.
+	if _, err := e.cfg.Client.Put(ctx, eventKey(50), `{"v":1,"id":50,"kind":"drive-down","subject":"d1","outcome":"x","time":"2026-01-01T00:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	if old, err := e.Event(ctx, 50); err != nil || old.Params != nil || old.Callbacks != nil || old.Subject != "d1" {
+		t.Fatalf("older record: %+v, %v", old, err)
 	}
 }

@@ -65,7 +65,19 @@ import (
 //	                                 started or why none). RecordEvent
 //	                                 deletes, in the transaction that adds
 //	                                 event N, every event below
-//	                                 N-KeepEvents+1 (1000 kept)
+//	                                 N-KeepEvents+1 (1000 kept); the
+//	                                 callbacks worker rewrites it, with a
+//	                                 compare-and-swap on its ModRevision
+//	                                 fenced on the coordinator's term, to
+//	                                 append each callback run (Callbacks)
+//	/weft/jobs/callback/<name>       callbackRecord: a callback added by
+//	                                 AddCallback (never changed; deleted by
+//	                                 DeleteCallback)
+//	/weft/jobs/callbackcursor        callbackCursorRecord: the last event
+//	                                 whose callbacks have all run; written
+//	                                 only by the coordinator's callbacks
+//	                                 worker, fenced on its term and with a
+//	                                 compare-and-swap on its ModRevision
 //
 // where T = <id %020d>/<phase %03d>/s<hex scope>/<from %016x>. A task's key
 // is derived from its range, so a steal, which splits [From, To) at mid,
@@ -122,6 +134,17 @@ import (
 // (run it on an upgraded node). Older binaries never read schedule/ keys,
 // and an older coordinator fires nothing: a run due meanwhile fires once
 // when an upgraded node is coordinator.
+//
+// Callbacks add eventRecord's Params and Callbacks fields and the
+// callback/ and callbackcursor keys without a version change, by the same
+// reasoning: both fields are optional and informational (an older binary
+// reads an event that has them correctly, without them), older binaries
+// never rewrite an event record (so they cannot drop the runs), and they
+// never read the new keys. The one difference during a rolling upgrade: an
+// older coordinator runs no callbacks, so events recorded meanwhile have
+// their callbacks run late, once an upgraded node is coordinator (the
+// cursor stays where the last upgraded coordinator left it). Both new
+// records are version 1.
 const (
 	// RecordVersion is the newest "v" this binary reads, and the one it
 	// writes on a task record that uses the version-3 fields.
@@ -148,6 +171,9 @@ const (
 	keyEventSeq    = Prefix + "eventseq"
 	prefixEvents   = Prefix + "event/"
 	electionPrefix = Prefix + "coordinator"
+
+	prefixCallbacks   = Prefix + "callback/"
+	keyCallbackCursor = Prefix + "callbackcursor"
 )
 
 func jobKey(id JobID) string      { return fmt.Sprintf("%s%020d", prefixJobs, uint64(id)) }
@@ -156,6 +182,7 @@ func typeKey(name string) string  { return prefixTypes + name }
 func schedKey(name string) string { return prefixSched + name }
 func nodeKey(node string) string  { return prefixNodes + node }
 func eventKey(id uint64) string   { return fmt.Sprintf("%s%020d", prefixEvents, id) }
+func callbackKey(n string) string { return prefixCallbacks + n }
 
 // phaseSuffix is the part of T shared by a phase's tasks.
 func phaseSuffix(id JobID, phase int) string { return fmt.Sprintf("%020d/%03d/", uint64(id), phase) }
@@ -365,11 +392,28 @@ type nodeRecord struct {
 	NodeStatus
 }
 
-// eventRecord is one entry of the event log; written once by RecordEvent,
-// never changed, deleted when it falls out of retention.
+// eventRecord is one entry of the event log; written by RecordEvent,
+// rewritten only by the callbacks worker (to append a callback's run),
+// deleted when it falls out of retention.
 type eventRecord struct {
 	V int `json:"v"`
 	Event
+}
+
+// callbackRecord is a callback (AddCallback).
+type callbackRecord struct {
+	V int `json:"v"`
+	Callback
+}
+
+// callbackCursorRecord is where the callbacks worker is in the event log:
+// every callback of events 1..Last has run (or was skipped); Node is the
+// coordinator that wrote it, Updated when.
+type callbackCursorRecord struct {
+	V       int       `json:"v"`
+	Last    uint64    `json:"last"`
+	Node    string    `json:"node"`
+	Updated time.Time `json:"updated"`
 }
 
 // versioned is implemented by every record; encode stamps the version.
@@ -384,6 +428,9 @@ func (r *lowSpaceRecord) setVersion() { r.V = baseRecordVersion }
 func (r *progressRecord) setVersion() { r.V = baseRecordVersion }
 func (r *nodeRecord) setVersion()     { r.V = baseRecordVersion }
 func (r *eventRecord) setVersion()    { r.V = baseRecordVersion }
+
+func (r *callbackRecord) setVersion()       { r.V = baseRecordVersion }
+func (r *callbackCursorRecord) setVersion() { r.V = baseRecordVersion }
 
 func (r *taskRecord) setVersion() {
 	r.V = baseRecordVersion

@@ -180,6 +180,11 @@ func (s *Server) startJobs(ctx context.Context) error {
 	if _, err := s.run.Go("events", watcher, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	// Every node runs it; it acts only while the node is coordinator.
+	every = job.CallbackInterval
+	if _, err := s.run.Go("callbacks", s.jobs.CallbackWorker(), runner.Options{Idle: every, Delay: every}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	return nil
 }
 

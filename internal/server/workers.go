@@ -23,6 +23,8 @@ import (
 //	drainer        frees the drives' queued deletes (drainer.go)
 //	throttle       ticks the job throttle every impact.DefaultThrottleInterval (jobs.go)
 //	events         turns cluster events into jobs on the coordinator (package events)
+//	callbacks      runs the administrators' callbacks for new events on the
+//	               coordinator (job.CallbackWorker); idle on other nodes
 //
 // The runner is created first and stopped in shutdown after the job
 // engine, before the lease is revoked and the etcd client closed: every
@@ -38,8 +40,8 @@ var (
 	_ runner.Worker = throttleWorker{}
 )
 
-// startWorkers starts the node's own workers (lease, throttle and events
-// are started with the session and the job engine).
+// startWorkers starts the node's own workers (lease, throttle, events and
+// callbacks are started with the session and the job engine).
 func (s *Server) startWorkers() error {
 	type start struct {
 		name string

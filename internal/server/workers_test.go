@@ -36,6 +36,7 @@ func TestNodeWorkers(t *testing.T) {
 		"publish":       {runner.StateIdle}, // first step after UsageInterval
 		"throttle":      {runner.StateIdle}, // ticked once by startJobs, then every 5 s
 		"events":        {runner.StateIdle},
+		"callbacks":     {runner.StateIdle, runner.StateRunning}, // first step after job.CallbackInterval
 	}
 	check := func(who string, ws admin.Workers, node string) {
 		t.Helper()
@@ -52,7 +53,7 @@ func TestNodeWorkers(t *testing.T) {
 				t.Errorf("%s: publish before its first interval: %+v", who, w)
 			}
 		}
-		if got := strings.Join(names, " "); got != "admin-api block-service drainer events lease publish throttle" {
+		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer events lease publish throttle" {
 			t.Fatalf("%s: workers %s", who, got)
 		}
 	}
