@@ -34,6 +34,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"local", "up", "--nodes", "0", "--dir", "/nonexistent/x"}, "--nodes 0"},
 		{[]string{"local", "up", "--drives-per-node", "-1", "--dir", "/nonexistent/x"}, "--drives-per-node -1"},
 		{[]string{"status", "--no-such-flag"}, "unknown flag"},
+		{[]string{"bench", "populate", "--inject", "dangling"}, "not implemented yet"},
+		{[]string{"bench", "populate", "--tops", "0"}, "--tops 0"},
+		{[]string{"bench", "populate", "--under", "rel"}, "absolute path"},
 	} {
 		_, err := run(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
