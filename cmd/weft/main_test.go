@@ -37,6 +37,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "populate", "--inject", "dangling"}, "not implemented yet"},
 		{[]string{"bench", "populate", "--tops", "0"}, "--tops 0"},
 		{[]string{"bench", "populate", "--under", "rel"}, "absolute path"},
+		{[]string{"policy", "test", "--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"policy", "test", "--timeout", "31m"}, "--timeout 31m0s"},
 	} {
 		_, err := run(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
