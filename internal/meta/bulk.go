@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -71,7 +72,8 @@ type BulkStats struct {
 // name, a name already queued in the directory, a parent the Bulk knows
 // is not a directory), and a batch's error — a name taken in the store, a
 // parent gone, the store's — is returned by the call that committed it
-// (or Flush) and by every call after it: the batch wrote nothing, earlier
+// (or Flush) and by every call after it: the batch wrote nothing (after
+// ErrUnavailable: it may have been written, as for any commit), earlier
 // batches stay, and the Bulk is done.
 //
 // Locking: a Bulk is not safe for concurrent use.
@@ -211,8 +213,12 @@ func (b *Bulk) Flush(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		b.err = fmt.Errorf("meta: bulk batch of %d calls (nothing of it written; %d inodes and %d links committed before): %w",
-			len(ops), b.stats.Inodes, b.stats.Links, err)
+		outcome := "nothing of it written"
+		if errors.Is(err, ErrUnavailable) {
+			outcome = "it may or may not have been written"
+		}
+		b.err = fmt.Errorf("meta: bulk batch of %d calls (%s; %d inodes and %d links committed before): %w",
+			len(ops), outcome, b.stats.Inodes, b.stats.Links, err)
 		return b.err
 	}
 	b.stats.Inodes += st.Inodes
