@@ -2,22 +2,25 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftfs/weft/internal/bench"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure: metadata rates, and FUSE's own ceiling (loopback)",
+		Short: "Measure: metadata rates, FUSE's own ceiling (loopback), and make test namespaces (populate)",
 		Long: `Benchmark tools. Data throughput is measured with fio (see
 docs/benchmarks.md and scripts/bench-fuse.sh); these commands cover what
 fio does not.`,
 	}
 	var files int
-	meta := &cobra.Command{
+	metaRates := &cobra.Command{
 		Use:   "meta DIR",
 		Short: "Create, stat and remove N empty files in one directory from one thread",
 		Long: `Create N empty files in a new subdirectory of DIR, stat each, remove each,
@@ -40,7 +43,7 @@ mount and on a local directory to compare.`,
 			return t.flush()
 		},
 	}
-	meta.Flags().IntVar(&files, "files", 10000, "number of files")
+	metaRates.Flags().IntVar(&files, "files", 10000, "number of files")
 	loop := &cobra.Command{
 		Use:   "loopback SRC MOUNTPOINT",
 		Short: "Serve a FUSE loopback of SRC at MOUNTPOINT with passthrough refused (FUSE's ceiling)",
@@ -65,6 +68,106 @@ this machine: the baseline weft's mount is compared with. Runs until Ctrl-C.`,
 			}
 		},
 	}
-	cmd.AddCommand(meta, loop)
+	cmd.AddCommand(metaRates, loop, newBenchPopulateCmd(g))
 	return cmd
+}
+
+func newBenchPopulateCmd(g *globals) *cobra.Command {
+	var o bench.PopulateOptions
+	var inject string
+	cmd := &cobra.Command{
+		Use:   "populate --tops T --dirs M --objects N [--under /populate] [--batch 256]",
+		Short: "Make a test namespace of millions of empty files, straight into the metadata store",
+		Long: `Make a test namespace for namespace-wide tools (the policy dry run, fsck)
+without going through a mount: the inodes and directory entries are
+written straight into the cluster's metadata store, --batch creates per
+transaction, with the records the same creates made one by one would
+write (link counts, back-pointers, directory times, per-pool usage, LINs
+from the shared counter). Files are empty: no data, size 0.
+
+The tree, below --under (made if missing; its parent must exist):
+
+  t0000 … t{T-1}             T top directories
+    d00000 … d{M-1}          M subdirectories in each
+      N objects in each, per thousand:
+        780  f000000.dat                 empty file
+        183  f000000.log                 empty file
+         30  s000000/ f0.dat … f4.dat    directory of 5 files
+          4  h000000.dat + h000000.lnk   a file with a second hard link
+          3  x0000-00000-000000/ f0.dat … f3.dat, a directory of 4 files
+             made for this subdirectory but placed in the NEXT top
+             directory (cross-linked layout)
+
+Names depend only on T, M and N, so a run is repeatable on a fresh
+cluster; a second run on the same --under is refused (the names are
+taken) before it writes anything. About 1.16 inodes and 1.13 files per
+object: T x M x N = 886,000 makes about 1,000,000 files.
+
+It connects to the metadata store (etcd) as a client identity, as weft
+mount does: the --pki directory must hold a client certificate (weft
+local up makes client:mount; --as NAME picks one of several). While it
+runs it prints its progress on stderr; at the end the counts, the time
+and the rate (--json: as JSON).
+
+--inject KIND is reserved for fsck's tests (namespaces with known
+faults) and not implemented yet.`,
+		Example: `  weft bench populate --tops 4 --dirs 222 --objects 1000        # ~1,000,000 files in /populate
+  weft bench populate --tops 1 --dirs 10 --objects 1000 --under /small --json
+  weft --admin 127.0.0.1:7080 bench populate --pki /tmp/c1/pki --tops 2 --dirs 50 --objects 500`,
+		Args: exactArgs(0, "no arguments (the shape is --tops, --dirs, --objects)"),
+		RunE: func(c *cobra.Command, _ []string) error {
+			if inject != "" {
+				return usageError{fmt.Errorf("--inject %q: injecting namespace faults is not implemented yet (it is reserved for fsck's tests): run without --inject", inject)}
+			}
+			want, err := bench.PopulateExpected(o)
+			if err != nil {
+				return usageError{err}
+			}
+			m, done, err := g.openNamespace(c.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			errw := c.ErrOrStderr()
+			var last time.Time
+			o.Progress = func(r bench.PopulateResult) {
+				if time.Since(last) < time.Second {
+					return
+				}
+				last = time.Now()
+				printPopulateProgress(errw, r, want.Inodes)
+			}
+			r, err := bench.Populate(c.Context(), m, o)
+			if !last.IsZero() {
+				printPopulateProgress(errw, r, want.Inodes)
+				fmt.Fprintln(errw)
+			}
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			t := newTable(c.OutOrStdout(), "UNDER", "INODES", "FILES", "DIRS", "HARD LINKS", "TRANSACTIONS", "SECONDS", "INODES/S")
+			t.row(r.Under, fmt.Sprint(r.Inodes), fmt.Sprint(r.Files), fmt.Sprint(r.Directories), fmt.Sprint(r.HardLinks),
+				fmt.Sprint(r.Transactions), fmt.Sprintf("%.1f", r.Seconds), fmt.Sprintf("%.0f", r.InodesPerSec))
+			return t.flush()
+		},
+	}
+	cmd.Flags().IntVar(&o.Tops, "tops", 4, "T: top directories")
+	cmd.Flags().IntVar(&o.Dirs, "dirs", 10, "M: subdirectories in each top directory")
+	cmd.Flags().IntVar(&o.Objects, "objects", 1000, "N: objects in each subdirectory (see the mix above)")
+	cmd.Flags().StringVar(&o.Under, "under", "/populate", "the directory to make the tree in (a path in the file system)")
+	cmd.Flags().IntVar(&o.Batch, "batch", meta.DefaultBulkBatch, "creates and links per metadata transaction (fewer if the store's limits require)")
+	cmd.Flags().StringVar(&inject, "inject", "", "reserved for fsck's tests: make namespace faults of KIND (not implemented yet)")
+	return cmd
+}
+
+// printPopulateProgress rewrites the progress line of weft bench populate.
+func printPopulateProgress(w io.Writer, r bench.PopulateResult, want int64) {
+	pct := 0.0
+	if want > 0 {
+		pct = 100 * float64(r.Inodes) / float64(want+1)
+	}
+	fmt.Fprintf(w, "\rpopulate %s: %d of about %d inodes (%.0f%%) in %.0fs, %.0f inodes/s ", r.Under, r.Inodes, want+1, pct, r.Seconds, r.InodesPerSec)
 }

@@ -42,6 +42,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"callback", "add", "page", "--event", "all", "--command", "/bin/true", "--timeout", "soon"}, `invalid argument "soon" for "--timeout"`},
 		{[]string{"callback", "delete"}, "takes one callback name"},
 		{[]string{"job", "events", "show", "latest"}, `event id "latest"`},
+		{[]string{"bench", "populate", "--inject", "dangling"}, "not implemented yet"},
+		{[]string{"bench", "populate", "--tops", "0"}, "--tops 0"},
+		{[]string{"bench", "populate", "--under", "rel"}, "absolute path"},
+		{[]string{"policy", "test", "--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"policy", "test", "--timeout", "31m"}, "--timeout 31m0s"},
 	} {
 		_, err := run(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

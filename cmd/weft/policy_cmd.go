@@ -125,8 +125,9 @@ the exit status is then 1 and the installed policy is unchanged.`,
 	var dir string
 	var maxFiles int
 	var allFiles bool
+	var timeout time.Duration
 	test := &cobra.Command{
-		Use:   "test [FILE] [--path DIR] [--max-files N]",
+		Use:   "test [FILE] [--path DIR] [--max-files N] [--timeout D]",
 		Short: "Show what a policy would do to the files now, changing nothing",
 		Long: `Evaluates FILE's rules (or the installed policy's, without FILE) on
 every file under DIR and prints, per rule, the files and bytes it
@@ -137,10 +138,16 @@ THRESHOLD checked against each pool's use now, files taken by WEIGHT
 and the target kept under LIMIT; for DELETE and LIST the files it would
 delete or list. Then each pool's use now and after the migrations.
 
-The scan is bounded: it stops after --max-files inodes or 20 seconds,
-and then says how far it got (the counts cover the files scanned).`,
+The scan is bounded: it stops after --max-files inodes or --timeout
+(20 seconds unless told; at most 30 minutes), and then says how far it
+got (the counts cover the files scanned). A namespace scans at some
+tens of thousands of files a second (docs/benchmarks.md): give a
+namespace of millions of files a --timeout of minutes to see it whole.
+The command waits for the node's answer as long as --timeout, plus a
+few seconds.`,
 		Example: `  weft policy test rules.pol
   weft policy test rules.pol --path /scratch
+  weft policy test rules.pol --timeout 10m      # a namespace of millions of files, whole
   weft policy test --json | jq '.rules[] | {rule, selected}'
   weft policy test --files --json | jq -r '.rules[] | select(.rule=="cold") | .samples[]'`,
 		Args: func(c *cobra.Command, args []string) error {
@@ -150,6 +157,13 @@ and then says how far it got (the counts cover the files scanned).`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			budget := time.Duration(0) // the node's default
+			if c.Flags().Changed("timeout") {
+				if timeout <= 0 || timeout > admin.MaxDryRunBudget {
+					return usageError{fmt.Errorf("--timeout %s: want a duration of more than 0 and at most %s, such as 5m", timeout, admin.MaxDryRunBudget)}
+				}
+				budget = timeout
+			}
 			var text string
 			if len(args) == 1 {
 				var err error
@@ -161,7 +175,7 @@ and then says how far it got (the counts cover the files scanned).`,
 			if err != nil {
 				return err
 			}
-			rep, err := cl.TestPolicy(c.Context(), admin.PolicyTestRequest{Text: text, Path: dir, MaxFiles: maxFiles, Files: allFiles})
+			rep, err := cl.TestPolicyWithin(c.Context(), admin.PolicyTestRequest{Text: text, Path: dir, MaxFiles: maxFiles, Files: allFiles}, budget)
 			if err != nil {
 				if len(args) == 1 {
 					return fmt.Errorf("%s: %w", args[0], err)
@@ -177,6 +191,7 @@ and then says how far it got (the counts cover the files scanned).`,
 	test.Flags().StringVar(&dir, "path", "/", "the directory whose files are evaluated (a path in the file system)")
 	test.Flags().BoolVar(&allFiles, "files", false, fmt.Sprintf("list every file each rule selects (up to %d per rule), not only the first %d", admin.MaxDryRunSamples, admin.DryRunSamples))
 	test.Flags().IntVar(&maxFiles, "max-files", 0, fmt.Sprintf("scan at most N inodes (default %d)", admin.DefaultDryRunFiles))
+	test.Flags().DurationVar(&timeout, "timeout", 20*time.Second, fmt.Sprintf("scan for at most D, then report what was scanned (at most %s)", admin.MaxDryRunBudget))
 	cmd.AddCommand(install, show, history, test, policyApplyCmd(g))
 	return cmd
 }
@@ -211,7 +226,7 @@ func printDryRun(w io.Writer, rep admin.PolicyTestReport) error {
 	}
 	fmt.Fprintf(w, "%s on %s: %d files, %s (%d inodes scanned in %.1fs)\n", what, rep.Path, rep.Files, humanBytes(rep.Bytes), rep.Scanned, rep.Seconds)
 	if !rep.Complete {
-		fmt.Fprintf(w, "PARTIAL: the scan stopped at LIN %d (--max-files or the 20 s budget); the counts cover the files scanned\n", rep.NextLIN)
+		fmt.Fprintf(w, "PARTIAL: the scan stopped at LIN %d (--max-files, or --timeout: 20 s unless given); the counts cover the files scanned\n", rep.NextLIN)
 	}
 	t := newTable(w, "RULE", "KIND", "MATCHED", "MATCHED BYTES", "ACTS ON", "BYTES", "WHAT")
 	for _, r := range rep.Rules {

@@ -23,8 +23,36 @@ type InstallPolicyRequest struct {
 }
 
 // dryRunBudget is how long a dry run scans before it answers with what
-// it has: well under the CLI's 30 s request timeout.
+// it has, unless the request says otherwise: well under the client's
+// default 30 s request timeout.
 const dryRunBudget = 20 * time.Second
+
+// MaxDryRunBudget is the longest scan a dry run request may ask for
+// (timeout_seconds).
+const MaxDryRunBudget = 30 * time.Minute
+
+// policyTestBody is the body of POST /v1/policy/test: the request, and
+// how long the scan may run before the node answers with what it has
+// (Complete false). TimeoutSeconds 0 means dryRunBudget; at most
+// MaxDryRunBudget. A client that sends a budget waits for it (see
+// Client.TestPolicyWithin).
+type policyTestBody struct {
+	PolicyTestRequest
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+}
+
+// budgetOf returns the scan budget of a request's timeout_seconds, or an
+// error wrapping cluster.ErrInvalid (a 400) for one out of range.
+func budgetOf(sec float64) (time.Duration, error) {
+	if sec == 0 {
+		return dryRunBudget, nil
+	}
+	if !(sec > 0 && sec <= MaxDryRunBudget.Seconds()) {
+		return 0, fmt.Errorf("%w: timeout_seconds %g: want a dry run budget of more than 0 and at most %.0f seconds (%s), or 0 for the default %s",
+			cluster.ErrInvalid, sec, MaxDryRunBudget.Seconds(), MaxDryRunBudget, dryRunBudget)
+	}
+	return time.Duration(sec * float64(time.Second)), nil
+}
 
 // policyRoutes adds:
 //
@@ -32,8 +60,11 @@ const dryRunBudget = 20 * time.Second
 //	GET  /v1/policy                cluster.InstalledPolicy (?version=N; default
 //	                               the current one)
 //	GET  /v1/policy/history        []cluster.PolicyVersion, oldest first
-//	POST /v1/policy/test           PolicyTestRequest → PolicyTestReport (a dry
-//	                               run; needs the namespace, else 503)
+//	POST /v1/policy/test           PolicyTestRequest, plus timeout_seconds
+//	                               (the scan's budget: 0 the default 20 s, at
+//	                               most MaxDryRunBudget; else 400) →
+//	                               PolicyTestReport (a dry run; needs the
+//	                               namespace, else 503)
 //
 // An invalid policy is a 400 whose message lists every problem with its
 // line and column (code "invalid_policy").
@@ -70,19 +101,24 @@ func (h *handler) policyRoutes(mux *http.ServeMux) {
 			writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf("node %s serves no namespace: ask another node", h.node.Name))
 			return
 		}
-		var req PolicyTestRequest
-		if err := decodeBody(r, &req); err != nil {
+		var body policyTestBody
+		if err := decodeBody(r, &body); err != nil {
 			h.reply(w, r, nil, err)
 			return
 		}
-		rep, err := h.dryRun(r.Context(), ns, req)
+		budget, err := budgetOf(body.TimeoutSeconds)
+		if err != nil {
+			h.reply(w, r, nil, err)
+			return
+		}
+		rep, err := h.dryRun(r.Context(), ns, body.PolicyTestRequest, budget)
 		h.reply(w, r, rep, err)
 	})
 }
 
 // dryRun reads what the dry run needs (the policy, the pools) within
-// requestTimeout, then scans for at most dryRunBudget.
-func (h *handler) dryRun(ctx context.Context, ns PolicyNamespace, req PolicyTestRequest) (PolicyTestReport, error) {
+// requestTimeout, then scans for at most budget (the scan's ctx deadline).
+func (h *handler) dryRun(ctx context.Context, ns PolicyNamespace, req PolicyTestRequest, budget time.Duration) (PolicyTestReport, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	text, version := req.Text, uint64(0)
@@ -101,7 +137,7 @@ func (h *handler) dryRun(ctx context.Context, ns PolicyNamespace, req PolicyTest
 	if err != nil {
 		return PolicyTestReport{}, err
 	}
-	sctx, cancel2 := context.WithTimeout(ctx, dryRunBudget)
+	sctx, cancel2 := context.WithTimeout(ctx, budget)
 	defer cancel2()
 	rep, err := DryRun(sctx, ns, pol, pools, req, time.Now())
 	rep.Version = version
@@ -157,8 +193,33 @@ func (c *Client) PolicyHistory(ctx context.Context) ([]cluster.PolicyVersion, er
 	return v, c.do(ctx, http.MethodGet, APIVersion+"/policy/history", nil, &v)
 }
 
-// TestPolicy runs a dry run of req on the cluster (see PolicyTestRequest).
+// TestPolicy runs a dry run of req on the cluster (see PolicyTestRequest)
+// with the default budget: the node scans for 20 s at most.
 func (c *Client) TestPolicy(ctx context.Context, req PolicyTestRequest) (PolicyTestReport, error) {
+	return c.TestPolicyWithin(ctx, req, 0)
+}
+
+// TestPolicyWithin is TestPolicy with the scan's time budget: the node
+// scans for at most budget (0: the default 20 s) and then answers with
+// what it has, and the client waits that long plus what the node takes to
+// read the policy and the pools, past its usual 30 s if need be. A budget
+// below 0 or over MaxDryRunBudget is refused with an *Error of status 400
+// (an older node, which takes no budget, refuses any with a 400 too).
+func (c *Client) TestPolicyWithin(ctx context.Context, req PolicyTestRequest, budget time.Duration) (PolicyTestReport, error) {
 	var v PolicyTestReport
-	return v, c.do(ctx, http.MethodPost, APIVersion+"/policy/test", req, &v)
+	body := policyTestBody{PolicyTestRequest: req, TimeoutSeconds: budget.Seconds()}
+	return v, c.waiting(budget+requestTimeout).do(ctx, http.MethodPost, APIVersion+"/policy/test", body, &v)
+}
+
+// waiting returns c, or a copy of c whose requests may take d when that is
+// longer than c's own timeout.
+func (c *Client) waiting(d time.Duration) *Client {
+	if d <= c.http.Timeout {
+		return c
+	}
+	hc := *c.http
+	hc.Timeout = d
+	cc := *c
+	cc.http = &hc
+	return &cc
 }

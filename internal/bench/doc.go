@@ -1,6 +1,9 @@
 // Package bench holds the measurements behind `weft bench`: metadata
-// operation rates in a directory, and a FUSE loopback mount with kernel
-// passthrough refused, which is the ceiling of FUSE itself on a machine.
+// operation rates in a directory, a FUSE loopback mount with kernel
+// passthrough refused, which is the ceiling of FUSE itself on a machine,
+// and the test namespace of weft bench populate, written straight into
+// the metadata store.
 //
-// It measures; it asserts nothing. Results are JSON-friendly structs.
+// It measures and makes test data; it asserts nothing. Results are
+// JSON-friendly structs.
 package bench

@@ -33,8 +33,8 @@ func Weft() Table {
 		Rules: []Rule{
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster", "internal/pki",
-				"internal/drive", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta", "internal/mount",
-				"internal/server"}},
+				"internal/drive", "internal/etcdx", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta",
+				"internal/mount", "internal/namespace", "internal/server"}},
 			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
 				"internal/kv/kvcache", "internal/meta"}},
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
@@ -52,7 +52,7 @@ func Weft() Table {
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
 				"internal/impact", "internal/job", "internal/meta", "internal/policy", "internal/tier"}},
-			{Pkg: "internal/bench", Kind: Part},
+			{Pkg: "internal/bench", Kind: Part, Imports: []string{"internal/meta"}},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
 				"internal/drive", "internal/job", "internal/meta", "internal/policy", "internal/restripe", "internal/tier"}},
 			// What a policy's rules do to the namespace's files, for the

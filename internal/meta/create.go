@@ -67,31 +67,10 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		if vals[0] != nil {
 			return nil, fmt.Errorf("%w: %q in directory LIN %d", ErrExists, name, parent)
 		}
-		n := &inode{
-			lin: lin, typ: ni.Type, mode: ni.Mode & 0o7777, uid: caller.UID, gid: caller.GID,
-			nlink: 1, rdev: ni.Rdev, atime: o.now, mtime: o.now, ctime: o.now, btime: o.now,
-			pool: ni.Pool, prot: ni.Protection, links: []Link{{Parent: parent, Name: name}},
-		}
-		if n.pool == "" {
-			n.pool = p.pool
-		}
-		if n.prot.IsZero() && !ni.PoolDefault {
-			n.prot = p.prot
-		}
-		if p.mode&0o2000 != 0 {
-			n.gid = p.gid
-			if n.typ == TypeDir {
-				n.mode |= 0o2000
-			}
-		}
-		switch n.typ {
-		case TypeDir:
-			n.nlink = 2
+		n := newInode(p, lin, name, ni, caller, o.now)
+		if n.typ == TypeDir {
 			p.nlink++
 			o.change(p)
-		case TypeSymlink:
-			n.target = ni.Target
-			n.size = uint64(len(ni.Target))
 		}
 		o.inodes[lin] = n
 		o.mark(n)
@@ -129,6 +108,39 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		t = &dirTimes{mtime: res.mtime, ctime: res.ctime}
 	}
 	return res.attr(t), nil
+}
+
+// newInode returns the inode Create makes in directory p (LIN p.lin) for
+// ni, named name, owned by caller, at time now: its pool and protection
+// inherited from p unless ni names them, setgid inherited, link count 1
+// (2 for a directory), generation 0 (the write bumps it). It does not
+// change p: a new directory's caller raises p's link count.
+func newInode(p *inode, lin LIN, name string, ni NewInode, caller Caller, now int64) *inode {
+	n := &inode{
+		lin: lin, typ: ni.Type, mode: ni.Mode & 0o7777, uid: caller.UID, gid: caller.GID,
+		nlink: 1, rdev: ni.Rdev, atime: now, mtime: now, ctime: now, btime: now,
+		pool: ni.Pool, prot: ni.Protection, links: []Link{{Parent: p.lin, Name: name}},
+	}
+	if n.pool == "" {
+		n.pool = p.pool
+	}
+	if n.prot.IsZero() && !ni.PoolDefault {
+		n.prot = p.prot
+	}
+	if p.mode&0o2000 != 0 {
+		n.gid = p.gid
+		if n.typ == TypeDir {
+			n.mode |= 0o2000
+		}
+	}
+	switch n.typ {
+	case TypeDir:
+		n.nlink = 2
+	case TypeSymlink:
+		n.target = ni.Target
+		n.size = uint64(len(ni.Target))
+	}
+	return n
 }
 
 func checkNew(name string, ni NewInode) error {
@@ -189,13 +201,8 @@ func (m *Meta) Link(ctx context.Context, lin, parent LIN, name string) (Attr, er
 		if err != nil {
 			return err
 		}
-		switch {
-		case n.typ == TypeDir:
-			return fmt.Errorf("%w: LIN %d is a directory: directories cannot be hard-linked", ErrNotPermitted, lin)
-		case n.nlink == 0:
-			return fmt.Errorf("%w: LIN %d has been unlinked", ErrNotFound, lin)
-		case len(n.links) >= MaxLinks:
-			return fmt.Errorf("%w: LIN %d already has %d links", ErrTooManyLinks, lin, len(n.links))
+		if err := linkable(n); err != nil {
+			return err
 		}
 		if _, err := o.dir(parent); err != nil {
 			return err
@@ -215,4 +222,17 @@ func (m *Meta) Link(ctx context.Context, lin, parent LIN, name string) (Attr, er
 		return Attr{}, err
 	}
 	return res.attr(nil), nil
+}
+
+// linkable returns why n cannot take another link, or nil.
+func linkable(n *inode) error {
+	switch {
+	case n.typ == TypeDir:
+		return fmt.Errorf("%w: LIN %d is a directory: directories cannot be hard-linked", ErrNotPermitted, n.lin)
+	case n.nlink == 0:
+		return fmt.Errorf("%w: LIN %d has been unlinked", ErrNotFound, n.lin)
+	case len(n.links) >= MaxLinks:
+		return fmt.Errorf("%w: LIN %d already has %d links", ErrTooManyLinks, n.lin, len(n.links))
+	}
+	return nil
 }

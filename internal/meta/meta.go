@@ -242,6 +242,20 @@ func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
 		m.nextLIN++
 		return m.nextLIN - 1, nil
 	}
+	first, err := m.reserveLINs(ctx, m.batch)
+	if err != nil {
+		return 0, err
+	}
+	m.nextLIN, m.limitLIN = first+1, first+LIN(m.batch)
+	return first, nil
+}
+
+// reserveLINs takes n LINs from the shared counter in one transaction and
+// returns the first: [first, first+n) are this caller's, and no other
+// client will ever hand them out. On a caching store the new LINs' keys
+// are declared absent (see KnownEmpty), so that creating them reads
+// nothing.
+func (m *Meta) reserveLINs(ctx context.Context, n uint64) (LIN, error) {
 	var first LIN
 	c, cached := m.store.(cache)
 	var epoch uint64
@@ -259,15 +273,14 @@ func (m *Meta) allocLIN(ctx context.Context) (LIN, error) {
 		if first, err = decodeNextLIN(b); err != nil {
 			return err
 		}
-		tx.Put(keyNextLIN(), encodeNextLIN(first+LIN(m.batch)))
+		tx.Put(keyNextLIN(), encodeNextLIN(first+LIN(n)))
 		return nil
 	})
 	if err != nil {
 		return 0, storeErr(err)
 	}
-	m.nextLIN, m.limitLIN = first+1, first+LIN(m.batch)
 	if cached {
-		c.KnownEmpty(epoch, freshRanges(first, m.limitLIN)...)
+		c.KnownEmpty(epoch, freshRanges(first, first+LIN(n))...)
 	}
 	return first, nil
 }
