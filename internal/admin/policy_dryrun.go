@@ -53,7 +53,7 @@ const (
 // *meta.Meta implements it.
 type PolicyNamespace interface {
 	ScanInodes(ctx context.Context, from, to meta.LIN, limit int) ([]meta.Inode, meta.LIN, error)
-	Path(ctx context.Context, lin meta.LIN) (string, error)
+	GetInode(ctx context.Context, lin meta.LIN) (meta.Inode, error)
 	Lookup(ctx context.Context, parent meta.LIN, name string) (meta.Attr, error)
 	GetXattr(ctx context.Context, lin meta.LIN, name string) ([]byte, error)
 }
@@ -211,6 +211,13 @@ scan:
 			}
 			rep.Scanned++
 			d, ok, err := ev.Eval(ctx, in)
+			if err != nil && ctx.Err() != nil {
+				// The budget ran out reading a directory: a partial
+				// report, as when it runs out between pages.
+				rep.Scanned--
+				rep.Complete, rep.NextLIN = false, in.LIN
+				break scan
+			}
 			if err != nil {
 				return rep, err
 			}

@@ -65,6 +65,15 @@ func (t *treeNS) Path(_ context.Context, lin meta.LIN) (string, error) {
 	return "", meta.ErrNotFound
 }
 
+func (t *treeNS) GetInode(_ context.Context, lin meta.LIN) (meta.Inode, error) {
+	for _, in := range t.inodes {
+		if in.LIN == lin {
+			return in, nil
+		}
+	}
+	return meta.Inode{}, meta.ErrNotFound
+}
+
 func (t *treeNS) Lookup(_ context.Context, parent meta.LIN, name string) (meta.Attr, error) {
 	if parent == meta.RootLIN && name == "a" {
 		return t.inodes[0].Attr, nil
@@ -223,4 +232,30 @@ RULE 'l' LIST 'tars' WHERE NAME LIKE '%.tar'`, nil)
 		}
 	}
 	b.ReportMetric(float64(b.N)*100_000/b.Elapsed().Seconds(), "files/s")
+}
+
+// slowDirs is a treeNS whose directory reads last until the caller gives
+// up.
+type slowDirs struct{ *treeNS }
+
+func (s slowDirs) GetInode(ctx context.Context, lin meta.LIN) (meta.Inode, error) {
+	<-ctx.Done()
+	return meta.Inode{}, fmt.Errorf("reading LIN %d: %w", lin, ctx.Err())
+}
+
+// A budget that runs out while a directory is read ends the dry run
+// with a partial report, as between pages, not with an error.
+func TestDryRunBudgetInADirectoryRead(t *testing.T) {
+	pol, err := policy.Parse("RULE 'l' LIST 'all'\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ns := slowDirs{newTreeNS(10)}
+	ns.inodes = ns.inodes[1:] // /a (LIN 16) is not in the scan: its files' parent must be read
+	rep, err := DryRun(ctx, ns, pol, nil, PolicyTestRequest{}, time.Now())
+	if err != nil || rep.Complete || rep.NextLIN != 17 || rep.Scanned != 0 {
+		t.Fatalf("dry run out of budget in a directory read: %+v, %v", rep, err)
+	}
 }

@@ -29,9 +29,10 @@ import (
 //   - Extended attributes are read only when the policy reads them.
 
 // Namespace is what the evaluation reads besides the inodes it is given:
-// directory paths and extended attributes. *meta.Meta implements it.
+// the directories a scan has not shown it, and extended attributes.
+// *meta.Meta implements it.
 type Namespace interface {
-	Path(ctx context.Context, lin meta.LIN) (string, error)
+	GetInode(ctx context.Context, lin meta.LIN) (meta.Inode, error)
 	GetXattr(ctx context.Context, lin meta.LIN, name string) ([]byte, error)
 }
 
@@ -49,10 +50,27 @@ type Evaluator struct {
 	dir      string
 	defaults map[string]string
 	needs    policy.AttrSet
-	dirs     map[meta.LIN]string
-	matched  []*policy.Rule
-	d        Decision
+	// dirs are the directories seen: in the scan (Eval is given them),
+	// or read to resolve a path. A directory's path is built from its
+	// parent's, so each directory costs at most one read, none when the
+	// scan showed it first (a directory's LIN is usually below its
+	// files').
+	dirs    map[meta.LIN]*dirInfo
+	matched []*policy.Rule
+	d       Decision
 }
+
+// dirInfo is a directory's first link and, once resolved, its path ("" is
+// the root's; resolved tells it from not yet known).
+type dirInfo struct {
+	parent   meta.LIN
+	name     string
+	path     string
+	resolved bool
+}
+
+// maxDepth bounds a walk to the root (a loop in a damaged namespace).
+const maxDepth = 4096
 
 // NewEvaluator returns an evaluator of pol at now over the files under
 // dir ("" or "/": all; it must be clean and absolute otherwise), with
@@ -63,7 +81,7 @@ func NewEvaluator(pol *policy.Policy, ns Namespace, defaults map[string]string, 
 		dir = "/"
 	}
 	ev := &Evaluator{pol: pol, rules: pol.Rules(), index: map[*policy.Rule]int{}, ns: ns, now: now, dir: dir,
-		defaults: defaults, dirs: map[meta.LIN]string{meta.RootLIN: ""}}
+		defaults: defaults, dirs: map[meta.LIN]*dirInfo{meta.RootLIN: {resolved: true}}}
 	for i, r := range ev.rules {
 		ev.index[r] = i
 	}
@@ -101,22 +119,17 @@ type Decision struct {
 // The Decision (its Matched slice) is valid until the next Eval.
 // Errors are the namespace's, from reading a path.
 func (ev *Evaluator) Eval(ctx context.Context, in *meta.Inode) (d *Decision, ok bool, err error) {
+	if in.Type == meta.TypeDir && len(in.Links) > 0 {
+		if _, ok := ev.dirs[in.LIN]; !ok {
+			ev.dirs[in.LIN] = &dirInfo{parent: in.Links[0].Parent, name: in.Links[0].Name}
+		}
+	}
 	if in.Type != meta.TypeFile || len(in.Links) == 0 {
 		return nil, false, nil
 	}
-	parent, ok := ev.dirs[in.Links[0].Parent]
-	if !ok {
-		p, err := ev.ns.Path(ctx, in.Links[0].Parent)
-		if errors.Is(err, meta.ErrNotFound) {
-			return nil, false, nil // renamed or removed under the scan
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		if p == "/" {
-			p = ""
-		}
-		parent, ev.dirs[in.Links[0].Parent] = p, p
+	parent, ok, err := ev.dirPath(ctx, in.Links[0].Parent)
+	if err != nil || !ok {
+		return nil, false, err // !ok: renamed or removed under the scan
 	}
 	fpath := parent + "/" + in.Links[0].Name
 	if ev.dir != "/" && !strings.HasPrefix(fpath, ev.dir+"/") {
@@ -147,6 +160,41 @@ func (ev *Evaluator) Eval(ctx context.Context, in *meta.Inode) (d *Decision, ok 
 		}
 	}
 	return d, true, nil
+}
+
+// dirPath returns directory lin's path ("" for the root), resolving it
+// from the directories seen and reading the others; ok is false when a
+// directory on the way is gone (or the walk is longer than maxDepth).
+func (ev *Evaluator) dirPath(ctx context.Context, lin meta.LIN) (string, bool, error) {
+	var chain []*dirInfo
+	cur := lin
+	for {
+		d, ok := ev.dirs[cur]
+		if !ok {
+			in, err := ev.ns.GetInode(ctx, cur)
+			if errors.Is(err, meta.ErrNotFound) || err == nil && (in.Type != meta.TypeDir || len(in.Links) == 0) {
+				return "", false, nil
+			}
+			if err != nil {
+				return "", false, err
+			}
+			d = &dirInfo{parent: in.Links[0].Parent, name: in.Links[0].Name}
+			ev.dirs[cur] = d
+		}
+		if d.resolved {
+			break
+		}
+		chain = append(chain, d)
+		if len(chain) > maxDepth {
+			return "", false, nil
+		}
+		cur = d.parent
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		d := chain[i]
+		d.path, d.resolved = ev.dirs[d.parent].path+"/"+d.name, true
+	}
+	return ev.dirs[lin].path, true, nil
 }
 
 // Still reports whether rule i still matches the inode in at the

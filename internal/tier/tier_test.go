@@ -13,17 +13,19 @@ import (
 
 var bg = context.Background()
 
-// ns is a namespace of directories by LIN.
+// ns is a namespace of directories by LIN, counting the reads.
 type ns struct {
-	dirs   map[meta.LIN]string
+	dirs   map[meta.LIN]meta.Link
 	xattrs map[meta.LIN]map[string]string
+	reads  *int
 }
 
-func (n ns) Path(_ context.Context, lin meta.LIN) (string, error) {
-	if p, ok := n.dirs[lin]; ok {
-		return p, nil
+func (n ns) GetInode(_ context.Context, lin meta.LIN) (meta.Inode, error) {
+	*n.reads++
+	if l, ok := n.dirs[lin]; ok {
+		return meta.Inode{Attr: meta.Attr{LIN: lin, Type: meta.TypeDir}, Links: []meta.Link{l}}, nil
 	}
-	return "", meta.ErrNotFound
+	return meta.Inode{}, meta.ErrNotFound
 }
 
 func (n ns) GetXattr(_ context.Context, lin meta.LIN, name string) ([]byte, error) {
@@ -55,7 +57,9 @@ RULE 'all' LIST 'all'
 		t.Fatal(err)
 	}
 	old := now.Add(-72 * time.Hour)
-	n := ns{dirs: map[meta.LIN]string{10: "/scratch", 11: "/home"}, xattrs: map[meta.LIN]map[string]string{103: {"user.tag": "x"}}}
+	reads := 0
+	n := ns{dirs: map[meta.LIN]meta.Link{10: {Parent: meta.RootLIN, Name: "scratch"}, 11: {Parent: meta.RootLIN, Name: "home"}},
+		xattrs: map[meta.LIN]map[string]string{103: {"user.tag": "x"}}, reads: &reads}
 	inodes := []meta.Inode{
 		file(100, 10, "old.dat", "fast", 4096, old),     // cold (first), not deleted
 		file(101, 10, "new.dat", "fast", 4096, now),     // scratch
@@ -100,7 +104,24 @@ RULE 'all' LIST 'all'
 	if g := run("/home"); !reflect.DeepEqual(g, want[2:]) {
 		t.Fatalf("under /home:\n got %+v\nwant %+v", g, want[2:])
 	}
+	// Paths: one read per directory the scan did not show; none for a
+	// directory it did, however deep.
+	reads = 0
 	ev := NewEvaluator(pol, n, nil, "/", now)
+	deep := []meta.Inode{
+		{Attr: meta.Attr{LIN: 20, Type: meta.TypeDir}, Links: []meta.Link{{Parent: 11, Name: "x"}}},
+		{Attr: meta.Attr{LIN: 21, Type: meta.TypeDir}, Links: []meta.Link{{Parent: 20, Name: "y"}}},
+		file(200, 21, "f", "fast", 1, now),
+		file(201, 21, "g", "fast", 1, now),
+	}
+	for i := range deep {
+		if d, ok, err := ev.Eval(bg, &deep[i]); err != nil || ok != (i >= 2) || ok && d.Path != "/home/x/y/"+deep[i].Links[0].Name {
+			t.Fatalf("deep %d: %+v %v %v", i, d, ok, err)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads to resolve /home/x/y, want 1 (home)", reads)
+	}
 	fresh := file(101, 10, "new.dat", "fast", 4096, now)
 	if ok, err := ev.Still(bg, &fresh, 1); err != nil || !ok {
 		t.Fatalf("Still scratch: %v %v", ok, err)
