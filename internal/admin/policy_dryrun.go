@@ -257,7 +257,7 @@ scan:
 		}
 		from = next
 	}
-	groups, space, err := tier.PlanMigrations(rules, tierPools(pools), cands)
+	groups, space, err := tier.PlanMigrations(rules, tier.PoolsOf(pools), cands)
 	if err != nil {
 		return rep, err
 	}
@@ -278,17 +278,6 @@ scan:
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
-}
-
-// tierPools is the pools' space as the tier planner sees it: the bytes
-// weft's blocks take on the drives in service (UsedBytes) against their
-// capacity (TotalBytes).
-func tierPools(pools []cluster.Pool) []tier.Pool {
-	out := make([]tier.Pool, len(pools))
-	for i, p := range pools {
-		out[i] = tier.Pool{Name: p.Name, Size: p.TotalBytes, Used: p.UsedBytes}
-	}
-	return out
 }
 
 // checkDir resolves dir from the root, refusing what is not a directory.

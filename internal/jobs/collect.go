@@ -352,6 +352,21 @@ func (*queuePhase) Items(_ context.Context, _ job.Env, _ string, from, to uint64
 	return oneItem(from, to), nil
 }
 
+// singleTask makes a phase one task of the single item 0 (a plan, a
+// queue wait, a summary, a report): a phase embeds it for its Split and
+// Items, and writes only Name and Process.
+type singleTask struct{ scope string }
+
+// Split returns the one task, of scope s.scope.
+func (s singleTask) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
+	return []job.TaskSpec{{Scope: s.scope, From: 0, To: 1}}, nil
+}
+
+// Items lists item 0 while it is in [from, to).
+func (singleTask) Items(_ context.Context, _ job.Env, _ string, from, to uint64, _ int) ([]uint64, error) {
+	return oneItem(from, to), nil
+}
+
 // oneItem is Items of a phase whose tasks are the single item 0.
 func oneItem(from, to uint64) []uint64 {
 	if from == 0 && to > 0 {
@@ -441,17 +456,9 @@ func countQueue(ctx context.Context, m *meta.Meta, d meta.DriveID) (n, bytes int
 }
 
 // orphanPhase purges unlinked inodes that no session holds open.
-type orphanPhase struct{}
+type orphanPhase struct{ singleTask }
 
 func (*orphanPhase) Name() string { return "orphans" }
-
-func (*orphanPhase) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "", From: 0, To: 1}}, nil
-}
-
-func (*orphanPhase) Items(_ context.Context, _ job.Env, _ string, from, to uint64, _ int) ([]uint64, error) {
-	return oneItem(from, to), nil
-}
 
 func (*orphanPhase) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
 	e, err := envOf(env)

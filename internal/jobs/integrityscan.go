@@ -28,7 +28,9 @@ func (integrityScan) Defaults() (int, string) { return 6, "low" }
 
 func (integrityScan) Name() string          { return "integrityscan" }
 func (integrityScan) Set() job.ExclusionSet { return job.SetMark }
-func (integrityScan) Phases() []job.Phase   { return []job.Phase{scanPhase{}, lostReport{}} }
+func (integrityScan) Phases() []job.Phase {
+	return []job.Phase{scanPhase{}, lostReport{singleTask{"report"}}}
+}
 
 type scanPhase struct{}
 

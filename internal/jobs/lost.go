@@ -76,17 +76,9 @@ func finding(err error) bool {
 // lostReport is the last phase of the jobs that find lost data: one item
 // that writes the lost-data list into the phase report's Summary, those
 // this job found first marked, and a one-line Note.
-type lostReport struct{}
+type lostReport struct{ singleTask }
 
 func (lostReport) Name() string { return "report" }
-
-func (lostReport) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "report", From: 0, To: 1}}, nil
-}
-
-func (lostReport) Items(_ context.Context, _ job.Env, _ string, from, to uint64, _ int) ([]uint64, error) {
-	return oneItem(from, to), nil
-}
 
 func (lostReport) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
 	e, err := envOf(env)

@@ -389,17 +389,9 @@ func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, j *job.Job, bc sc
 }
 
 // mediaSummaryPhase writes the per-drive table from the scan's report.
-type mediaSummaryPhase struct{}
+type mediaSummaryPhase struct{ singleTask }
 
 func (*mediaSummaryPhase) Name() string { return "summary" }
-
-func (*mediaSummaryPhase) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "", From: 0, To: 1}}, nil
-}
-
-func (*mediaSummaryPhase) Items(_ context.Context, _ job.Env, _ string, from, to uint64, _ int) ([]uint64, error) {
-	return oneItem(from, to), nil
-}
 
 func (*mediaSummaryPhase) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
 	var scan *job.PhaseReport

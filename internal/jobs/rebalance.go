@@ -57,7 +57,7 @@ func newRebalance(space spaceLister) *rebalance {
 		}
 		r.phases = append(r.phases, &balancePass{r: r, name: name, pass: i})
 	}
-	r.phases = append(r.phases, &balanceCheck{r: r})
+	r.phases = append(r.phases, &balanceCheck{singleTask: singleTask{"check"}, r: r})
 	return r
 }
 

@@ -224,17 +224,12 @@ func unitLen(s meta.Stripe, m restripe.UnitMove) int64 {
 }
 
 // balanceCheck reports the spread of used fractions per pool.
-type balanceCheck struct{ r *rebalance }
+type balanceCheck struct {
+	singleTask
+	r *rebalance
+}
 
 func (*balanceCheck) Name() string { return "check" }
-
-func (*balanceCheck) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "check", From: 0, To: 1}}, nil
-}
-
-func (*balanceCheck) Items(_ context.Context, _ job.Env, _ string, from, to uint64, _ int) ([]uint64, error) {
-	return oneItem(from, to), nil
-}
 
 func (c *balanceCheck) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
 	e, err := envOf(env)

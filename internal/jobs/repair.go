@@ -63,8 +63,8 @@ func (r *restripeJob) Phases() []job.Phase {
 	return []job.Phase{
 		&restripeScan{r: r, phase: r.name, fix: true},
 		&restripeScan{r: r, phase: "verify"},
-		&removeDrained{r: r},
-		lostReport{},
+		&removeDrained{singleTask: singleTask{"remove"}, r: r},
+		lostReport{singleTask{"report"}},
 	}
 }
 
@@ -224,20 +224,12 @@ func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad
 
 // removeDrained marks the job's drained drives removed once no file uses
 // them. It is one item: a scan of every inode's WDL.
-type removeDrained struct{ r *restripeJob }
+type removeDrained struct {
+	singleTask
+	r *restripeJob
+}
 
 func (p *removeDrained) Name() string { return "remove" }
-
-func (p *removeDrained) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "remove", From: 0, To: 1}}, nil
-}
-
-func (p *removeDrained) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
-	if from == 0 && to > 0 && limit > 0 {
-		return []uint64{0}, nil
-	}
-	return nil, nil
-}
 
 func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
 	e, err := envOf(env)

@@ -55,7 +55,7 @@ func Tier() job.Type { return newTier() }
 
 func newTier() *tierType {
 	t := &tierType{pols: map[uint64]*policy.Policy{}, evals: map[evalKey]*sync.Pool{}}
-	t.phases = []job.Phase{&tierScan{t}, &tierPlan{t}, &tierAct{t}, &tierReport{t}}
+	t.phases = []job.Phase{&tierScan{t}, &tierPlan{singleTask{"plan"}, t}, &tierAct{t}, &tierReport{singleTask{"report"}, t}}
 	return t
 }
 

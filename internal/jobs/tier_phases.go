@@ -10,7 +10,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/policy"
@@ -113,20 +112,12 @@ func (s *tierScan) Process(ctx context.Context, env job.Env, j *job.Job, _ strin
 }
 
 // tierPlan is the plan phase: one task, one item.
-type tierPlan struct{ t *tierType }
+type tierPlan struct {
+	singleTask
+	t *tierType
+}
 
 func (*tierPlan) Name() string { return "plan" }
-
-func (*tierPlan) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "plan", From: 0, To: 1}}, nil
-}
-
-func (*tierPlan) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
-	if from < to && limit > 0 {
-		return []uint64{from}, nil
-	}
-	return nil, nil
-}
 
 // Process plans the migrations over every candidate and writes the
 // files to move and to delete per page (nothing with dry-run=true).
@@ -161,7 +152,7 @@ func (p *tierPlan) Process(ctx context.Context, env job.Env, j *job.Job, _ strin
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	groups, space, err := tier.PlanMigrations(rules, tierPools(pools), migrate)
+	groups, space, err := tier.PlanMigrations(rules, tier.PoolsOf(pools), migrate)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
@@ -202,17 +193,6 @@ func (p *tierPlan) Process(ctx context.Context, env job.Env, j *job.Job, _ strin
 	}
 	e.Log().Info("tier plan", "job", j.ID, "moves", len(migrate), "groups", len(groups), "deletes", len(del))
 	return res, nil
-}
-
-// tierPools is the pools' space as the plan sees it: weft's blocks on
-// the drives in service (UsedBytes) against their capacity (TotalBytes),
-// as weft pool list shows USE%.
-func tierPools(pools []cluster.Pool) []tier.Pool {
-	out := make([]tier.Pool, len(pools))
-	for i, p := range pools {
-		out[i] = tier.Pool{Name: p.Name, Size: p.TotalBytes, Used: p.UsedBytes}
-	}
-	return out
 }
 
 // planSummary is the plan phase's table: per MIGRATE rule and source
@@ -473,20 +453,12 @@ func (a *tierAct) remove(ctx context.Context, e TierEnv, j *job.Job, c tier.Cand
 
 // tierReport is the report phase: one item that writes the lists and
 // sums the job per rule.
-type tierReport struct{ t *tierType }
+type tierReport struct {
+	singleTask
+	t *tierType
+}
 
 func (*tierReport) Name() string { return "report" }
-
-func (*tierReport) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "report", From: 0, To: 1}}, nil
-}
-
-func (*tierReport) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
-	if from < to && limit > 0 {
-		return []uint64{from}, nil
-	}
-	return nil, nil
-}
 
 // Process writes each LIST rule's file and the per-rule table.
 func (r *tierReport) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {

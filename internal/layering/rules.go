@@ -57,7 +57,7 @@ func Weft() Table {
 				"internal/drive", "internal/job", "internal/meta", "internal/policy", "internal/restripe", "internal/tier"}},
 			// What a policy's rules do to the namespace's files, for the
 			// tier job and the dry run.
-			{Pkg: "internal/tier", Kind: Part, Imports: []string{"internal/meta", "internal/policy"}},
+			{Pkg: "internal/tier", Kind: Part, Imports: []string{"internal/cluster", "internal/meta", "internal/policy"}},
 			{Pkg: "internal/restripe", Kind: Part, Imports: []string{"internal/client", "internal/drive", "internal/erasure",
 				"internal/meta", "internal/placement"}},
 			{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/erasure",

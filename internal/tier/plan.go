@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/policy"
 )
@@ -28,6 +29,17 @@ type Candidate struct {
 type Pool struct {
 	Name       string
 	Size, Used int64
+}
+
+// PoolsOf is the pools' space as the thresholds see it: the bytes weft's
+// blocks take on the drives in service (UsedBytes) against their capacity
+// (TotalBytes), as weft pool list shows USE%.
+func PoolsOf(pools []cluster.Pool) []Pool {
+	out := make([]Pool, len(pools))
+	for i, p := range pools {
+		out[i] = Pool{Name: p.Name, Size: p.TotalBytes, Used: p.UsedBytes}
+	}
+	return out
 }
 
 // Space is a pool's usage before and after the planned migrations.
