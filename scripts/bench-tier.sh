@@ -7,8 +7,8 @@
 # TLS's) with two pools on directories of this disk: fast (mirror:2, ssd)
 # and capacity (ec:2+1, hdd), three drives each. SIZE bytes of files of
 # mixed sizes are written through the mount into fast (by a SET POOL rule):
-# 40 % of the bytes in 64 MiB files, 30 % in 4 MiB, 20 % in 256 KiB and
-# 10 % in 16 KiB. For each impact policy a MIGRATE rule moves them all to
+# 50 % of the bytes in 64 MiB files, 30 % in 4 MiB, 15 % in 1 MiB and 5 %
+# in 64 KiB (10 GiB: about 10,600 files). For each impact policy a MIGRATE rule moves them all to
 # capacity (weft policy apply --policy P), timed by the job's act phase;
 # between runs they go back to fast at the high policy (not reported).
 # The baseline copies the same files with cp between two directories of
@@ -31,7 +31,7 @@ python3 - "$work/src" "$bytes" <<'PY'
 import os, sys
 d, total = sys.argv[1], int(sys.argv[2])
 n = 0
-for share, fsize in ((0.4, 64 << 20), (0.3, 4 << 20), (0.2, 256 << 10), (0.1, 16 << 10)):
+for share, fsize in ((0.5, 64 << 20), (0.3, 4 << 20), (0.15, 1 << 20), (0.05, 64 << 10)):
     sub = os.path.join(d, "f%d" % fsize)
     os.makedirs(sub, exist_ok=True)
     for i in range(max(1, int(total * share) // fsize)):
@@ -77,7 +77,7 @@ apply() { # POLICY FROM TO -> job view JSON path
   echo "$work/job.json"
 }
 
-echo "data: $size in $files files (40% 64 MiB, 30% 4 MiB, 20% 256 KiB, 10% 16 KiB)"
+echo "data: $size in $files files (50% 64 MiB, 30% 4 MiB, 15% 1 MiB, 5% 64 KiB)"
 echo
 echo "| copy | MB/s | files/s | ratio to raw copy |"
 echo "|---|---|---|---|"

@@ -47,6 +47,10 @@ func TestTierMovesByThreshold(t *testing.T) {
 		weft("drive", "add", n, filepath.Join(c.Dir, "nodes", n, "ssd"), "--pool", "fast", "--class", "ssd", "--capacity", "64MiB")
 		weft("drive", "add", n, filepath.Join(c.Dir, "nodes", n, "hdd"), "--pool", "capacity", "--class", "hdd", "--capacity", "128MiB")
 	}
+	// A pool of a class takes drives of that class only.
+	if out, code := c.Weft("drive", "add", "n1", filepath.Join(c.Dir, "nodes", "n1", "wrong"), "--pool", "capacity"); code == 0 || !strings.Contains(out, "pool capacity holds hdd drives and this one is ssd") {
+		t.Fatalf("an ssd drive added to the hdd pool: exit %d:\n%s", code, out)
+	}
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
