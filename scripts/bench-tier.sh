@@ -50,9 +50,10 @@ raw=$(python3 -c 'import sys; print("%.1f" % (float(sys.argv[1]) / (float(sys.ar
 rawfs=$(python3 -c 'import sys; print("%.0f" % (float(sys.argv[1]) / (float(sys.argv[3]) - float(sys.argv[2]))))' "$files" "$start" "$end")
 rm -rf "$work/copy"
 
-"$weft" local up --insecure --nodes 3 --drives 2 --dir "$work/cluster" --mount "$work/mnt" >"$work/up.log" 2>&1 &
+"$weft" local up --insecure --nodes 3 --drives-per-node 2 --dir "$work/cluster" --mount "$work/mnt" >"$work/up.log" 2>&1 &
 up=$!
 for i in $(seq 1 120); do grep -q '^ready:' "$work/up.log" && break; sleep 1; done
+grep -q '^ready:' "$work/up.log" || { cat "$work/up.log"; exit 1; }
 export WEFT_ADMIN=$(paste -sd, "$work/cluster/admin.addrs")
 "$weft" pool create fast --protection mirror:2 --class ssd >/dev/null
 "$weft" pool create capacity --protection ec:2+1 --class hdd >/dev/null
