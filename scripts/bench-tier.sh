@@ -67,7 +67,14 @@ sleep 3 # the mount follows the policy by a watch
 cp -r "$work/src" "$work/mnt/data"
 sync
 
+idle() { # wait until no job runs (the multiscan that added drives start)
+  while "$weft" job list --json | python3 -c 'import json,sys; sys.exit(0 if any(j["state"] in ("running","queued","paused") for j in json.load(sys.stdin)) else 1)'; do
+    sleep 2
+  done
+}
+
 apply() { # POLICY FROM TO -> job view JSON path
+  idle
   printf "RULE 'default' SET POOL 'fast'\nRULE 'm' MIGRATE FROM POOL '%s' TO POOL '%s'\n" "$2" "$3" >"$work/m.pol"
   "$weft" policy install "$work/m.pol" >/dev/null
   id=$("$weft" policy apply --policy "$1" --priority 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
