@@ -68,7 +68,7 @@ cp -r "$work/src" "$work/mnt/data"
 sync
 
 idle() { # wait until no job runs (the multiscan that added drives start)
-  while "$weft" job list --json | python3 -c 'import json,sys; sys.exit(0 if any(j["state"] in ("running","queued","paused") for j in json.load(sys.stdin)) else 1)'; do
+  while "$weft" job list --json | python3 -c 'import json,sys; sys.exit(0 if any(j["state"] in ("running","queued","system_paused","cancelling") for j in json.load(sys.stdin)) else 1)'; do
     sleep 2
   done
 }
