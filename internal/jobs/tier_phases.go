@@ -254,16 +254,25 @@ func (*tierAct) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.TaskS
 	if j.Params["dry-run"] == "true" {
 		return nil, nil
 	}
-	first, err := e.JobData().ListData(ctx, j.ID, tierPfxTakes, "", 1)
-	if err != nil || len(first) == 0 {
+	// Tasks over the pages that have work, about the same number of
+	// pages each: the files that move may be a few pages of a large
+	// namespace.
+	var work []uint64
+	err = eachEntry(ctx, e.JobData(), j.ID, tierPfxTakes, func(page uint64, _ []tier.Candidate) error {
+		work = append(work, page)
+		return nil
+	})
+	if err != nil || len(work) == 0 {
 		return nil, err
 	}
-	lo, hi, err := pages(ctx, e.Meta())
-	if err != nil {
-		return nil, err
+	n := max(1, min(j.Parallelism, len(work)))
+	var out []job.TaskSpec
+	for i := 0; i < n; i++ {
+		a, b := work[i*len(work)/n], work[(i+1)*len(work)/n-1]
+		// Items has no job: the scope carries its id.
+		out = append(out, job.TaskSpec{Scope: actScope(j.ID), From: max(a*tierPage, uint64(meta.FirstLIN)), To: (b + 1) * tierPage})
 	}
-	// Items has no job: the scope carries its id.
-	return job.SplitRange(actScope(j.ID), max(lo*tierPage, uint64(meta.FirstLIN)), hi*tierPage, j.Parallelism), nil
+	return out, nil
 }
 
 // actScope is the act phase's scope: "job:ID".
