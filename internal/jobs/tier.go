@@ -25,7 +25,8 @@ import (
 //     files are evaluated (tier.Evaluator, at the job's creation time)
 //     and what the rules act on is kept as job data: the MIGRATE and
 //     DELETE candidates under "c/PAGE", the LIST entries under "l/PAGE"
-//     (package tier's entries record, versioned).
+//     (package tier's entries record, versioned); the policy version
+//     the job applies under "policy" (encodeJobPolicy, versioned).
 //   - plan: one item. Every candidate is read back in LIN order and the
 //     migrations planned against the pools' usage now
 //     (tier.PlanMigrations: THRESHOLD, WEIGHT order, LIMIT); the files to
@@ -205,6 +206,24 @@ func (t *tierType) policyOf(v uint64, text string) (*policy.Policy, error) {
 	return p, nil
 }
 
+// The job data "policy": the policy version the job applies, chosen when
+// its scan splits, as "1 VERSION" (the record's format version 1, a
+// space, the decimal version). A newer format is refused, not misread.
+
+func encodeJobPolicy(v uint64) []byte { return []byte("1 " + strconv.FormatUint(v, 10)) }
+
+func decodeJobPolicy(b []byte) (uint64, error) {
+	f, rest, ok := strings.Cut(string(b), " ")
+	if !ok || f != "1" {
+		return 0, fmt.Errorf("%w: policy record %q: format %q, this binary reads 1", tier.ErrNewerRecord, b, f)
+	}
+	v, err := strconv.ParseUint(rest, 10, 64)
+	if err != nil || v == 0 {
+		return 0, fmt.Errorf("%w: policy record %q", tier.ErrCorruptRecord, b)
+	}
+	return v, nil
+}
+
 // jobPolicy returns the version the scan's Split chose (job data
 // "policy") and the policy.
 func (t *tierType) jobPolicy(ctx context.Context, e TierEnv, id job.JobID) (uint64, *policy.Policy, error) {
@@ -215,9 +234,9 @@ func (t *tierType) jobPolicy(ctx context.Context, e TierEnv, id job.JobID) (uint
 	if !ok {
 		return 0, nil, fmt.Errorf("tier: job %d has no policy version recorded (its scan did not split)", id)
 	}
-	v, err := strconv.ParseUint(string(b), 10, 64)
+	v, err := decodeJobPolicy(b)
 	if err != nil {
-		return 0, nil, fmt.Errorf("tier: job %d: policy version %q: %w", id, b, err)
+		return 0, nil, fmt.Errorf("tier: job %d: %w", id, err)
 	}
 	t.mu.Lock()
 	p := t.pols[v]

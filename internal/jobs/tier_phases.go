@@ -37,7 +37,7 @@ func (s *tierScan) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.Ta
 	if _, err := tierDir(ctx, e.Meta(), j.Params); err != nil {
 		return nil, err
 	}
-	if err := e.JobData().PutData(ctx, j.ID, tierKeyPolicy, []byte(strconv.FormatUint(v, 10))); err != nil {
+	if err := e.JobData().PutData(ctx, j.ID, tierKeyPolicy, encodeJobPolicy(v)); err != nil {
 		return nil, err
 	}
 	lo, hi, err := pages(ctx, e.Meta())
