@@ -74,6 +74,7 @@ func Weft() Table {
 
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},
+			{Pkg: "internal/qos", Kind: Leaf},
 			{Pkg: "internal/placement", Kind: Leaf},
 			{Pkg: "internal/policy", Kind: Leaf},
 			{Pkg: "internal/erasure", Kind: Leaf},
