@@ -40,10 +40,10 @@ func Weft() Table {
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client", "internal/pki",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
-				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
+				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/policy",
-				"internal/topology", "internal/vfs"}},
+				"internal/qos", "internal/topology", "internal/vfs"}},
 
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
@@ -64,10 +64,10 @@ func Weft() Table {
 				"internal/meta"}},
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
-				"internal/erasure", "internal/meta", "internal/placement"}},
+				"internal/erasure", "internal/meta", "internal/placement", "internal/qos"}},
 			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
-			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/rpc/pb"}},
+			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/qos", "internal/rpc/pb"}},
 
 			{Pkg: "internal/impact", Kind: Part, Imports: []string{"internal/job"}},
 			{Pkg: "internal/events", Kind: Part, Imports: []string{"internal/cluster", "internal/job", "internal/policy"}},

@@ -55,3 +55,23 @@ const (
 	Read  Dir = "r"
 	Write Dir = "w"
 )
+
+// Or returns t with its empty fields taken from def.
+func (t Tag) Or(def Tag) Tag {
+	if t.Class == "" {
+		t.Class = def.Class
+	}
+	if t.Pool == "" {
+		t.Pool = def.Pool
+	}
+	if t.Job == "" {
+		t.Job = def.Job
+	}
+	if t.Client == "" {
+		t.Client = def.Client
+	}
+	if t.PID == 0 {
+		t.PID = def.PID
+	}
+	return t
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // A node's security (see docs/admin-guide.md, "Certificates" and "Who may
@@ -139,12 +140,14 @@ func (s *Server) clientTLS() *tls.Config {
 	return s.tls.ClientTLS("")
 }
 
-// dialBlocks connects to a node's block service as this node.
+// dialBlocks connects to a node's block service as this node, for the
+// jobs: its calls are of QoS class maintenance.
 func (s *Server) dialBlocks(addr string) (*block.Client, error) {
+	tag := block.WithDefaultTag(qos.Tag{Class: qos.Maintenance})
 	if s.tls == nil {
-		return block.Dial(addr)
+		return block.Dial(addr, tag)
 	}
-	return block.Dial(addr, block.WithTLS(s.clientTLS()))
+	return block.Dial(addr, block.WithTLS(s.clientTLS()), tag)
 }
 
 // adminPeer returns the options of the admin client with which this node

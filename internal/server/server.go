@@ -30,6 +30,7 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/namespace"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 )
@@ -175,8 +176,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	// The jobs' data path: QoS class maintenance.
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
-		BlockTLS: s.clientTLS()}); err != nil {
+		BlockTLS: s.clientTLS(), Class: qos.Maintenance}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {
