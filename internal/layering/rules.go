@@ -51,7 +51,7 @@ func Weft() Table {
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
-				"internal/impact", "internal/job", "internal/meta", "internal/policy", "internal/tier"}},
+				"internal/impact", "internal/job", "internal/meta", "internal/policy", "internal/qos", "internal/tier"}},
 			{Pkg: "internal/bench", Kind: Part, Imports: []string{"internal/meta"}},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
 				"internal/drive", "internal/job", "internal/meta", "internal/policy", "internal/restripe", "internal/tier"}},
@@ -65,7 +65,7 @@ func Weft() Table {
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement", "internal/qos"}},
-			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy", "internal/qos"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
 			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/qos", "internal/rpc/pb"}},
 
