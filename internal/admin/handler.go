@@ -81,9 +81,9 @@ type Deps struct {
 	// Workers are this node's background workers; nil answers 503.
 	Workers WorkerLister
 	// QoS is this node's QoS state; nil answers 503 for it.
-	QoS QoSNode
-	Node    NodeInfo
-	Log     *slog.Logger
+	QoS  QoSNode
+	Node NodeInfo
+	Log  *slog.Logger
 	// Peer are the options of the client with which this node relays a
 	// request to another node's admin API (drive add, workers): its own
 	// node certificate.
