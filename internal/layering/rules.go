@@ -34,7 +34,7 @@ func Weft() Table {
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster", "internal/pki",
 				"internal/drive", "internal/etcdx", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta",
-				"internal/mount", "internal/namespace", "internal/server"}},
+				"internal/mount", "internal/namespace", "internal/qos", "internal/server"}},
 			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
 				"internal/kv/kvcache", "internal/meta"}},
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
