@@ -56,36 +56,51 @@ func setLimiter(lim *rate.Limiter, now time.Time, r float64, minBurst int) *rate
 	return lim
 }
 
-// reserve takes the tokens of one I/O of n bytes at now and returns how
-// long the I/O must wait for them, and a cancel that gives them back (for
-// an I/O that does not wait its turn). The bytes of an I/O larger than
-// the bytes burst are reserved in burst-sized pieces.
-func (b *bucket) reserve(now time.Time, n int64) (time.Duration, func()) {
-	var rs []*rate.Reservation
+// maxSleep bounds one wait of an I/O for its tokens: it then looks
+// again, so that a share that grew in the meantime lets it through
+// sooner. (A reservation made ahead at the old rate would keep it waiting
+// as long as the old rate said.)
+const maxSleep = 100 * time.Millisecond
+
+// try takes the tokens of one I/O of n bytes at now if the bucket has
+// them, or says how long to wait before trying again. The I/O needs one
+// operation token and, for the bytes, a bucket not in debt (at least
+// min(n, burst) tokens): it then takes all n, in burst-sized pieces, and
+// may leave the bucket in debt, which later I/Os wait out. So the bytes
+// of a window of d seconds are at most rate × d + burst + one I/O.
+func (b *bucket) try(now time.Time, n int64) (bool, time.Duration) {
 	var wait time.Duration
-	take := func(lim *rate.Limiter, n int) {
-		r := lim.ReserveN(now, n)
-		if !r.OK() { // cannot happen: n <= burst
-			return
+	if b.ops != nil {
+		if t := b.ops.TokensAt(now); t < 1 {
+			wait = max(wait, durationFor(1-t, float64(b.ops.Limit())))
 		}
-		rs = append(rs, r)
-		wait = max(wait, r.DelayFrom(now))
+	}
+	if b.bytes != nil && n > 0 {
+		need := float64(min(n, int64(b.bytes.Burst())))
+		if t := b.bytes.TokensAt(now); t < need {
+			wait = max(wait, durationFor(need-t, float64(b.bytes.Limit())))
+		}
+	}
+	if wait > 0 {
+		return false, wait
 	}
 	if b.ops != nil {
-		take(b.ops, 1)
+		b.ops.AllowN(now, 1)
 	}
 	if b.bytes != nil {
 		for left := n; left > 0; {
 			piece := min(left, int64(b.bytes.Burst()))
-			take(b.bytes, int(piece))
+			b.bytes.ReserveN(now, int(piece))
 			left -= piece
 		}
 	}
-	return wait, func() {
-		for _, r := range rs {
-			r.CancelAt(now)
-		}
-	}
+	return true, 0
+}
+
+// durationFor is how long r tokens per second take to make tokens, at
+// least a microsecond.
+func durationFor(tokens, r float64) time.Duration {
+	return max(time.Duration(tokens/r*float64(time.Second)), time.Microsecond)
 }
 
 // Gate is a node's QoS: every block I/O passes Admit before the drive,
@@ -94,7 +109,7 @@ func (b *bucket) reserve(now time.Time, n int64) (time.Duration, func()) {
 // publishes.
 //
 // Locking: mu guards the buckets and the waiting counts; an I/O holds it
-// only to reserve its tokens, never while it waits.
+// only to take its tokens, never while it waits.
 type Gate struct {
 	stats *Stats
 	now   func() time.Time
@@ -155,47 +170,61 @@ func (g *Gate) Waiting() map[Key]int64 {
 	return maps.Clone(g.waiting)
 }
 
+// unwait counts one I/O of k as no longer queued. The caller holds mu.
+func (g *Gate) unwait(k Key) {
+	if g.waiting[k]--; g.waiting[k] <= 0 {
+		delete(g.waiting, k)
+	}
+}
+
 // Done ends an I/O that Admit let through: call it once the drive has
 // answered.
 type Done func()
 
 // Admit lets one I/O of tag's pool and class, direction dir and n bytes
 // through: at once if its pool and class are not limited, else once its
-// tokens are there. It returns ctx's error if ctx ends first (the I/O
-// must then not be done, and its tokens are given back). The returned
+// tokens are there (looking again at least every maxSleep, so that a
+// share that grows takes effect for the I/Os already waiting). It returns
+// ctx's error if ctx ends first (the I/O must then not be done). The returned
 // Done records the I/O, its time queued and its time at the drive, in
 // the statistics.
 func (g *Gate) Admit(ctx context.Context, tag Tag, dir Dir, n int64) (Done, error) {
 	k := Key{Pool: tag.Pool, Class: tag.Class}
 	start := g.now()
-	g.mu.Lock()
-	var wait time.Duration
-	var cancel func()
-	if b := g.buckets[k]; b != nil {
-		wait, cancel = b.reserve(start, n)
-	}
-	if wait > 0 {
-		g.waiting[k]++
-	}
-	g.mu.Unlock()
-	if wait > 0 {
-		t := time.NewTimer(wait)
+	queued := false
+	for {
+		g.mu.Lock()
+		now := g.now()
+		ok, wait := true, time.Duration(0)
+		if b := g.buckets[k]; b != nil {
+			ok, wait = b.try(now, n)
+		}
+		switch {
+		case ok && queued:
+			g.unwait(k)
+		case !ok && !queued:
+			g.waiting[k]++
+			queued = true
+		}
+		g.mu.Unlock()
+		if ok {
+			break
+		}
+		t := time.NewTimer(min(wait, maxSleep))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-		}
-		g.mu.Lock()
-		if g.waiting[k]--; g.waiting[k] == 0 {
-			delete(g.waiting, k)
-		}
-		g.mu.Unlock()
-		if err := ctx.Err(); err != nil {
-			cancel()
-			return nil, err
+			g.mu.Lock()
+			g.unwait(k)
+			g.mu.Unlock()
+			return nil, ctx.Err()
 		}
 	}
-	admitted := g.now()
+	admitted := start
+	if queued {
+		admitted = g.now()
+	}
 	return func() {
 		end := g.now()
 		g.stats.Record(end, StatKey{Pool: k.Pool, Class: k.Class, Dir: dir}, n, admitted.Sub(start), end.Sub(admitted))
