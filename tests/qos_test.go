@@ -15,16 +15,17 @@ import (
 
 // TestQoSLimitsMaintenance: with pool=*,maintenance=40IOPS enabled, an
 // integrity scan over many small files is held to 40 block I/Os per
-// second over the whole cluster (each 5-second interval within 5 %),
-// while a client writing through the mount at the same time is not
-// queued by QoS at all.
+// second over the whole cluster (each 5-second interval of weft qos
+// stats at most 5 % over, and the drives' own read counters over 10 s of
+// the scan within -10 % and +5 %), while a client writing through the
+// mount at the same time is not queued by QoS at all.
 func TestQoSLimitsMaintenance(t *testing.T) {
 	const limit = 40.0
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 	c.KeepLogs()
-	// 150 small files: each is mirrored (3 blocks), so the scan reads
-	// about 450 blocks, some 11 s at the limit.
-	for i := range 150 {
+	// 200 small files: each is mirrored (3 blocks), so the scan reads
+	// about 600 blocks, some 15 s at the limit.
+	for i := range 200 {
 		writeFile(t, filepath.Join(c.Mount, fmt.Sprintf("s%03d", i)), randBytes(uint64(i+1), 16<<10))
 	}
 	// The multiscan the coordinator starts for the new cluster's nodes
@@ -50,9 +51,14 @@ func TestQoSLimitsMaintenance(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second)
+	// The drives' own counters over 10 s of the scan: the block reads
+	// (the client only writes) of every drive.
+	before, t0 := driveReads(t, c), time.Now()
 	clientStart := time.Now()
 	writeFile(t, filepath.Join(c.Mount, "big"), randBytes(7, 48<<20))
 	clientTook := time.Since(clientStart)
+	time.Sleep(10*time.Second - time.Since(t0))
+	reads := float64(driveReads(t, c)-before) / time.Since(t0).Seconds()
 	j := c.WaitJob(id, 2*time.Minute)
 	took := time.Since(started)
 	if j.State != job.Succeeded {
@@ -60,6 +66,10 @@ func TestQoSLimitsMaintenance(t *testing.T) {
 	}
 	for _, p := range j.Phases {
 		t.Logf("phase %+v", p)
+	}
+	t.Logf("the drives read %.1f blocks per second over 10 s of the scan", reads)
+	if reads > limit*1.05 || reads < limit*0.9 {
+		t.Errorf("the drives' counters: %.1f reads per second over 10 s of the scan; want the limit %.0f (-10 %%, +5 %%)", reads, limit)
 	}
 	if took > 50*time.Second {
 		t.Fatalf("the scan took %v: the statistics (60 s) no longer cover it", took)
@@ -118,6 +128,32 @@ func waitMultiscan(t *testing.T, c *harness.Cluster) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// driveReads returns the read operations the drives of every node have
+// counted since their start.
+func driveReads(t *testing.T, c *harness.Cluster) uint64 {
+	t.Helper()
+	drives, err := c.Admin.Drives(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var n uint64
+	for _, d := range drives {
+		if seen[d.Node] {
+			continue
+		}
+		seen[d.Node] = true
+		cs, err := c.DriveBlocks(d).Counters(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dc := range cs {
+			n += dc.Read.Ops
+		}
+	}
+	return n
 }
 
 // qosShareSettle is how long a change takes to reach every node's shares
