@@ -41,9 +41,9 @@ memory).
 
 ` + specHelp + `
 
-Not built yet: per-job, per-process and per-size-class statistics
-(--fine), and the job engine lowering a job's workers while QoS queues
-its I/O.`,
+While QoS holds back maintenance I/O on a node, the job throttle there
+adds no workers to its jobs. Not built yet: per-job, per-process and
+per-size-class statistics (--fine, --csv).`,
 		Example: `  weft qos set pool=*,maintenance=300IOPS,other=unlimited
   weft qos enable
   weft qos show

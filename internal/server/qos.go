@@ -103,6 +103,19 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	return runner.Idle, errPub
 }
 
+// MaintenanceQueued is the number of the jobs' I/Os the node's QoS holds
+// back now (impact.QueueSource): the job throttle does not add workers
+// while it is 1 or more.
+func (q *qosNode) MaintenanceQueued() float64 {
+	var n int64
+	for k, w := range q.gate.Waiting() {
+		if k.Class == qos.Maintenance {
+			n += w
+		}
+	}
+	return float64(n)
+}
+
 // QoSSamples returns the node's per-second QoS statistics of the last
 // seconds seconds (admin.QoSNode).
 func (s *Server) QoSSamples(seconds int) []qos.Sample {
