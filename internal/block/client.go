@@ -51,8 +51,9 @@ const MinConnectTimeout = 2 * time.Second
 type DialOption func(*dialConfig)
 
 type dialConfig struct {
-	tls *tls.Config
-	tag qos.Tag
+	tls   *tls.Config
+	tag   qos.Tag
+	tagOf func(context.Context) qos.Tag
 }
 
 // WithTLS connects over TLS with cfg (a pki.Source's ClientTLS: mutual
@@ -78,7 +79,7 @@ func DialOptions(opts ...DialOption) []grpc.DialOption {
 	if dc.tls != nil {
 		creds = credentials.NewTLS(dc.tls)
 	}
-	return append(tagInterceptors(dc.tag),
+	return append(tagInterceptors(dc.tag, dc.tagOf),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectBackoff},
 			MinConnectTimeout: MinConnectTimeout,

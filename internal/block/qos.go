@@ -51,9 +51,20 @@ func WithDefaultTag(t qos.Tag) DialOption {
 	return func(c *dialConfig) { c.tag = t }
 }
 
-// tagMetadata appends tag's fields to ctx's outgoing metadata.
-func tagMetadata(ctx context.Context, def qos.Tag) context.Context {
-	t := OutgoingTag(ctx).Or(def)
+// WithContextTag makes every call of the Client carry the tag f returns
+// for its context where WithTag does not say otherwise (and before the
+// WithDefaultTag default): a node's jobs name the job of the context.
+func WithContextTag(f func(context.Context) qos.Tag) DialOption {
+	return func(c *dialConfig) { c.tagOf = f }
+}
+
+// tagMetadata appends the tag of a call to ctx's outgoing metadata.
+func tagMetadata(ctx context.Context, def qos.Tag, of func(context.Context) qos.Tag) context.Context {
+	t := OutgoingTag(ctx)
+	if of != nil {
+		t = t.Or(of(ctx))
+	}
+	t = t.Or(def)
 	kv := make([]string, 0, 10)
 	add := func(k, v string) {
 		if v != "" {
@@ -74,13 +85,13 @@ func tagMetadata(ctx context.Context, def qos.Tag) context.Context {
 }
 
 // tagInterceptors are the client interceptors that send the tags.
-func tagInterceptors(def qos.Tag) []grpc.DialOption {
+func tagInterceptors(def qos.Tag, of func(context.Context) qos.Tag) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			return invoker(tagMetadata(ctx, def), method, req, reply, cc, opts...)
+			return invoker(tagMetadata(ctx, def, of), method, req, reply, cc, opts...)
 		}),
 		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			return streamer(tagMetadata(ctx, def), desc, cc, method, opts...)
+			return streamer(tagMetadata(ctx, def, of), desc, cc, method, opts...)
 		}),
 	}
 }

@@ -92,3 +92,24 @@ func TestQoSQueuedCallEndsWithItsContext(t *testing.T) {
 		t.Errorf("the put that timed out in the queue reached the drive: %v", err)
 	}
 }
+
+// TestQoSTagPrecedence: a call's tag is WithTag's, then the dial-time
+// function's of its context, then the dial-time default's, field by
+// field, and reads back as sent.
+func TestQoSTagPrecedence(t *testing.T) {
+	type jobKey struct{}
+	of := func(ctx context.Context) qos.Tag {
+		j, _ := ctx.Value(jobKey{}).(string)
+		return qos.Tag{Job: j, Client: "from-context"}
+	}
+	def := qos.Tag{Class: qos.Maintenance, Client: "default", PID: 7}
+	ctx := context.WithValue(context.Background(), jobKey{}, "42")
+	ctx = WithTag(ctx, qos.Tag{Pool: "fast"})
+	ctx = WithTag(ctx, qos.Tag{Class: qos.Other}) // adds to the tag before
+	out := tagMetadata(ctx, def, of)
+	md, _ := metadata.FromOutgoingContext(out)
+	got := TagOf(metadata.NewIncomingContext(context.Background(), md))
+	if want := (qos.Tag{Class: qos.Other, Pool: "fast", Job: "42", Client: "from-context", PID: 7}); got != want {
+		t.Errorf("tag = %+v, want %+v", got, want)
+	}
+}

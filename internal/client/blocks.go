@@ -68,10 +68,14 @@ type unitRef struct {
 }
 
 // tagged returns ctx whose block calls carry the client's QoS tag for
-// u (its class and id, u's pool) where ctx does not say otherwise.
+// u (its class and id, u's pool, the job of ctx) where ctx does not say
+// otherwise.
 func (c *Client) tagged(ctx context.Context, u unitRef) context.Context {
 	t := c.tag
 	t.Pool = u.pool
+	if c.jobOf != nil {
+		t.Job = c.jobOf(ctx)
+	}
 	return block.WithTag(ctx, block.OutgoingTag(ctx).Or(t))
 }
 

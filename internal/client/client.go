@@ -117,6 +117,9 @@ type Config struct {
 	// ClientID names this client in QoS statistics (a mount's session
 	// id); "" leaves it out.
 	ClientID string
+	// JobOf, if set, names the job whose work a call's context does ("":
+	// none), for the QoS tag of its block calls.
+	JobOf func(context.Context) string
 }
 
 // metaStore is the part of *meta.Meta the client uses.
@@ -190,6 +193,7 @@ type Client struct {
 	// try again.
 	noStage map[meta.DriveID]time.Time
 	localIO func() bool
+	jobOf   func(context.Context) string
 	// tag is the QoS tag of every block call (Config.Class, ClientID).
 	tag qos.Tag
 }
@@ -220,7 +224,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
 		unreadable: map[meta.LIN]bool{},
 		clusterID:  cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
-		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO,
+		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, jobOf: cfg.JobOf,
 		tag: qos.Tag{Class: cfg.Class, Client: cfg.ClientID},
 	}
 	if c.log == nil {

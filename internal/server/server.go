@@ -181,7 +181,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	}
 	// The jobs' data path: QoS class maintenance.
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
-		BlockTLS: s.clientTLS(), Class: qos.Maintenance,
+		BlockTLS: s.clientTLS(), Class: qos.Maintenance, JobOf: jobOf,
 		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }}); err != nil {
 		return s, err
 	}
