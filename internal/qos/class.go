@@ -52,7 +52,9 @@ type Dir string
 
 // The directions.
 const (
-	Read  Dir = "r"
+	// Read is a block read (get, verify).
+	Read Dir = "r"
+	// Write is a block write (put, the adoption of a staged write).
 	Write Dir = "w"
 )
 

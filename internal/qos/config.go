@@ -225,13 +225,19 @@ func Parse(specs []string) (map[string]PoolLimits, error) {
 	return out, nil
 }
 
-// byteUnits are the rate units ParseLimit accepts, in bytes.
-var byteUnits = []struct {
+// byteUnit is a rate unit ParseLimit accepts, in bytes.
+type byteUnit struct {
 	suffix string
 	bytes  float64
-}{
-	{"kib/s", 1 << 10}, {"mib/s", 1 << 20}, {"gib/s", 1 << 30},
-	{"kb/s", 1e3}, {"mb/s", 1e6}, {"gb/s", 1e9},
+}
+
+// byteUnits returns the rate units ParseLimit accepts (the binary ones
+// first: "mib/s" also ends in "b/s").
+func byteUnits() []byteUnit {
+	return []byteUnit{
+		{"kib/s", 1 << 10}, {"mib/s", 1 << 20}, {"gib/s", 1 << 30},
+		{"kb/s", 1e3}, {"mb/s", 1e6}, {"gb/s", 1e9},
+	}
 }
 
 // ParseLimit reads one LIMIT: "unlimited" or "inf", "300IOPS", "100MB/s"
@@ -251,7 +257,7 @@ func ParseLimit(s string) (Limit, error) {
 		case strings.HasSuffix(low, "iops"):
 			num = strings.TrimSuffix(low, "iops")
 		default:
-			for _, u := range byteUnits {
+			for _, u := range byteUnits() {
 				if strings.HasSuffix(low, u.suffix) {
 					num, per = strings.TrimSuffix(low, u.suffix), u.bytes
 					break
