@@ -231,8 +231,7 @@ type byteUnit struct {
 	bytes  float64
 }
 
-// byteUnits returns the rate units ParseLimit accepts (the binary ones
-// first: "mib/s" also ends in "b/s").
+// byteUnits returns the rate units ParseLimit accepts, lower case.
 func byteUnits() []byteUnit {
 	return []byteUnit{
 		{"kib/s", 1 << 10}, {"mib/s", 1 << 20}, {"gib/s", 1 << 30},
