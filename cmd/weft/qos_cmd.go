@@ -22,7 +22,7 @@ its own for that class. CLASS is one of
   other        client I/O: mounts and gateways
   maintenance  the jobs' I/O: repair, drain, rebalance, tier, scans, collect
   misc         everything else
-LIMIT is unlimited (or inf); N IOPS (300IOPS); a byte rate (100MB/s; units
+LIMIT is unlimited (or inf); NIOPS (300IOPS); a byte rate (100MB/s; units
 KB/s, MB/s, GB/s are decimal, KiB/s, MiB/s, GiB/s binary); or both joined
 by + (300IOPS+100MB/s). A limit is for the whole cluster: the nodes
 serving the pool share it by their demand, re-shared every second.`
