@@ -18,8 +18,9 @@ import (
 //
 //	qos-follow  follows the QoS configuration (cluster.QoSFollower)
 //	qos-share   every QoSShareInterval: learns the pools of the node's
-//	            drives, publishes the node's demand, reads the other
-//	            nodes' and sets the gate to this node's shares
+//	            drives and, while QoS is enabled, publishes the node's
+//	            demand, reads the other nodes' and sets the gate to this
+//	            node's shares (woken at once by a change)
 //
 // While the configuration limits the maintenance class, the node's job
 // client sends its I/O through the block services, short-circuit reads
@@ -92,6 +93,13 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	}
 	slices.Sort(names)
 	s.blocks.SetPools(pools)
+	cfg := s.qos.follow.Current()
+	if !cfg.Enabled {
+		// Nothing to share: no demand published, none read (a node
+		// enabling QoS starts from the even split, at once).
+		s.qos.gate.SetLimits(nil)
+		return runner.Idle, nil
+	}
 	now := time.Now()
 	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now)}
 	errPub := s.session.PublishQoSDemand(ctx, own)
@@ -99,7 +107,7 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	if err != nil {
 		return runner.Idle, errors.Join(errPub, err)
 	}
-	s.qos.gate.SetLimits(qos.Shares(s.qos.follow.Current(), s.cfg.Name, names, all))
+	s.qos.gate.SetLimits(qos.Shares(cfg, s.cfg.Name, names, all))
 	return runner.Idle, errPub
 }
 
