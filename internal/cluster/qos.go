@@ -24,8 +24,9 @@ import (
 //	                         which reads as disabled with no limits
 //	/weft/qos/demand/<node>  qos.NodeDemand: the node's pools and its
 //	                         demand on each pool and class over the
-//	                         last second, rewritten every second under
-//	                         the node's lease (gone when the node is)
+//	                         last second, rewritten every second while
+//	                         QoS is enabled, under the node's lease
+//	                         (gone when the node is)
 //
 // Every node follows the configuration (QoSFollower) and, once a second,
 // publishes its demand, reads the others' and takes its share of each
