@@ -91,6 +91,7 @@ $WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
 		newTokenCmd(g),
 		newPolicyCmd(g),
 		newCallbackCmd(g),
+		newQoSCmd(g),
 		newVersionCmd(),
 	)
 	refuseUnknownSubcommands(root)

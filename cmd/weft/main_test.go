@@ -47,6 +47,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", "populate", "--under", "rel"}, "absolute path"},
 		{[]string{"policy", "test", "--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"policy", "test", "--timeout", "31m"}, "--timeout 31m0s"},
+		{[]string{"qos", "frob"}, `unknown command "frob" for "weft qos"`},
+		{[]string{"qos", "set"}, "takes one or more limit specifications"},
+		{[]string{"qos", "set", "maintenance=300IOPS"}, `a specification starts with pool=NAME`},
+		{[]string{"qos", "set", "pool=*,maintenance=300"}, `limit "300": want unlimited`},
+		{[]string{"qos", "enable", "pool=*,gold=3IOPS"}, `unknown class "gold"`},
+		{[]string{"qos", "disable", "now"}, "takes no arguments"},
+		{[]string{"qos", "stats", "--seconds", "61"}, "--seconds 61: give 1 to 60"},
+		{[]string{"qos", "stats", "--seconds", "5", "--interval", "10"}, "--interval 10: give 1 to --seconds (5)"},
+		{[]string{"qos", "show", "x"}, "takes no arguments"},
 	} {
 		_, err := run(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

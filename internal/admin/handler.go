@@ -16,6 +16,7 @@ import (
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // APIVersion prefixes every route; a breaking change adds /v2 beside it.
@@ -79,8 +80,10 @@ type Deps struct {
 	Drives DriveAdder
 	// Workers are this node's background workers; nil answers 503.
 	Workers WorkerLister
-	Node    NodeInfo
-	Log     *slog.Logger
+	// QoS is this node's QoS state; nil answers 503 for it.
+	QoS  QoSNode
+	Node NodeInfo
+	Log  *slog.Logger
 	// Peer are the options of the client with which this node relays a
 	// request to another node's admin API (drive add, workers): its own
 	// node certificate.
@@ -99,6 +102,7 @@ type handler struct {
 	policies *impact.PolicyStore
 	adder    DriveAdder
 	workers  WorkerLister
+	qos      QoSNode
 	node     NodeInfo
 	log      *slog.Logger
 	peer     []ClientOption
@@ -124,8 +128,8 @@ type handler struct {
 //	GET  /v1/files/lost              LostList, the lost-data list (?after=LIN&limit=N)
 //
 // and the routes of jobs, files, pools, file layouts, tokens and
-// identities, the pool policy and callbacks (jobs.go, files.go, pools.go,
-// file_layout.go, access.go, policy.go, callbacks.go). Who may call them is Guard's
+// identities, the pool policy, callbacks and QoS (jobs.go, files.go, pools.go,
+// file_layout.go, access.go, policy.go, callbacks.go, qos.go). Who may call them is Guard's
 // business (auth.go): the server puts it in front of the handler.
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
@@ -134,7 +138,7 @@ type handler struct {
 // down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, node: d.Node, log: d.Log,
+	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, qos: d.QoS, node: d.Node, log: d.Log,
 		peer: d.Peer, insecure: d.Insecure}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -163,6 +167,7 @@ func NewHandler(d Deps) http.Handler {
 	h.accessRoutes(mux)
 	h.policyRoutes(mux)
 	h.callbackRoutes(mux)
+	h.qosRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})
@@ -212,10 +217,13 @@ func (h *handler) reply(w http.ResponseWriter, r *http.Request, v any, err error
 		writeJSON(w, http.StatusOK, v)
 	case errors.Is(err, cluster.ErrInvalid), errors.Is(err, meta.ErrInvalid), errors.Is(err, job.ErrInvalid),
 		errors.Is(err, job.ErrUnknownType), errors.Is(err, job.ErrBadPriority), errors.Is(err, job.ErrUnknownPolicy),
-		errors.Is(err, job.ErrTypeDisabled), errors.Is(err, impact.ErrInvalid), errors.Is(err, impact.ErrUnknownPolicy):
+		errors.Is(err, job.ErrTypeDisabled), errors.Is(err, impact.ErrInvalid), errors.Is(err, impact.ErrUnknownPolicy),
+		errors.Is(err, qos.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 	case errors.Is(err, drive.ErrInvalid), errors.Is(err, client.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, qos.ErrNewerFormat):
+		writeError(w, http.StatusConflict, "newer_format", err.Error())
 	case errors.Is(err, ErrRefused), errors.Is(err, drive.ErrOtherCluster), errors.Is(err, drive.ErrOtherNode),
 		errors.Is(err, drive.ErrNotEmpty), errors.Is(err, drive.ErrLocked), errors.Is(err, drive.ErrNewerFormat),
 		errors.Is(err, drive.ErrBadIdentity):

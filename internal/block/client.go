@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/rpc/pb"
 )
 
@@ -50,7 +51,9 @@ const MinConnectTimeout = 2 * time.Second
 type DialOption func(*dialConfig)
 
 type dialConfig struct {
-	tls *tls.Config
+	tls   *tls.Config
+	tag   qos.Tag
+	tagOf func(context.Context) qos.Tag
 }
 
 // WithTLS connects over TLS with cfg (a pki.Source's ClientTLS: mutual
@@ -60,7 +63,8 @@ func WithTLS(cfg *tls.Config) DialOption {
 	return func(c *dialConfig) { c.tls = cfg }
 }
 
-// DialOptions returns the options Dial uses: transport security as opts
+// DialOptions returns the options Dial uses: interceptors that send each
+// call's QoS tag (WithTag, WithDefaultTag), transport security as opts
 // say (plain text without WithTLS), message size limits matching
 // ServerOptions, large flow-control windows, buffers that are not cleared
 // (bufferPool), keepalive pings every 30 s so a dead node is noticed, and
@@ -75,7 +79,7 @@ func DialOptions(opts ...DialOption) []grpc.DialOption {
 	if dc.tls != nil {
 		creds = credentials.NewTLS(dc.tls)
 	}
-	return []grpc.DialOption{
+	return append(tagInterceptors(dc.tag, dc.tagOf),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: ReconnectBackoff},
 			MinConnectTimeout: MinConnectTimeout,
@@ -90,7 +94,7 @@ func DialOptions(opts ...DialOption) []grpc.DialOption {
 			Timeout:             10 * time.Second,
 			PermitWithoutStream: true,
 		}),
-	}
+	)
 }
 
 // Dial returns a Client of the block service at addr ("host:port"). It does

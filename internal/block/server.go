@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/rpc/pb"
 )
 
@@ -60,7 +61,13 @@ func (g *server) Put(stream pb.BlockService_PutServer) error {
 	if err != nil {
 		return toStatus(err)
 	}
-	if err := d.Put(stream.Context(), hdr, r, start.GetLength()); err != nil {
+	done, err := g.s.admit(stream.Context(), d.ID(), qos.Write, start.GetLength())
+	if err != nil {
+		return toStatus(err)
+	}
+	err = d.Put(stream.Context(), hdr, r, start.GetLength())
+	done()
+	if err != nil {
 		return toStatus(err)
 	}
 	return toStatus(stream.SendAndClose(&pb.PutResponse{}))
@@ -94,7 +101,18 @@ func (g *server) Get(req *pb.GetRequest, stream pb.BlockService_GetServer) error
 	// The range is read and verified whole before sending, so a corrupt
 	// block never streams partial data; blocks are unit-sized (1 MiB by
 	// default), which bounds the memory.
+	n := req.GetLength()
+	if n < 0 { // to the end: the block's length, for the bytes limit
+		if h, _, _, err := d.Stat(id); err == nil {
+			n = max(h.Length-req.GetOffset(), 0)
+		}
+	}
+	done, err := g.s.admit(stream.Context(), d.ID(), qos.Read, n)
+	if err != nil {
+		return toStatus(err)
+	}
 	data, hdr, err := d.Get(stream.Context(), id, req.GetOffset(), req.GetLength())
+	done()
 	if err != nil {
 		return toStatus(err)
 	}
@@ -127,7 +145,13 @@ func (g *server) Adopt(ctx context.Context, req *pb.AdoptRequest) (*pb.AdoptResp
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := d.Adopt(ctx, hdr, req.GetStagedName(), req.GetLength()); err != nil {
+	done, err := g.s.admit(ctx, d.ID(), qos.Write, req.GetLength())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	err = d.Adopt(ctx, hdr, req.GetStagedName(), req.GetLength())
+	done()
+	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.AdoptResponse{}, nil
@@ -177,7 +201,17 @@ func (g *server) Verify(ctx context.Context, req *pb.VerifyRequest) (*pb.VerifyR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if err := d.Verify(ctx, id); err != nil {
+	var n int64
+	if h, _, _, err := d.Stat(id); err == nil {
+		n = h.Length
+	}
+	done, err := g.s.admit(ctx, d.ID(), qos.Read, n)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	err = d.Verify(ctx, id)
+	done()
+	if err != nil {
 		return nil, toStatus(err)
 	}
 	return &pb.VerifyResponse{}, nil

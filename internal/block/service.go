@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/rpc/pb"
 )
 
@@ -40,14 +42,14 @@ const (
 )
 
 // ServerOptions returns the gRPC server options the block service needs:
-// its codec (wireCodec: the Put handler requires it), message size limits
+// the interceptors that read each call's QoS tag (TagOf), its codec (wireCodec: the Put handler requires it), message size limits
 // matching the Client, flow-control windows for large transfers, buffers
 // that are not cleared (bufferPool), and a keepalive policy that admits the
 // Client's pings. The server wiring passes them to grpc.NewServer (with
 // its own additions); the codec serves every other service of that server
 // as gRPC's default protobuf codec would.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append(tagServerOptions(),
 		grpc.ForceServerCodecV2(newWireCodec()),
 		experimental.BufferPool(&bufferPool{}),
 		grpc.MaxRecvMsgSize(MaxMessageSize),
@@ -62,7 +64,7 @@ func ServerOptions() []grpc.ServerOption {
 			Time:    time.Minute,
 			Timeout: 20 * time.Second,
 		}),
-	}
+	)
 }
 
 // Service is the block service of one node: the set of drives it serves,
@@ -74,8 +76,12 @@ type Service struct {
 	log    *slog.Logger
 	mu     sync.RWMutex
 	drives map[drive.ID]*drive.Drive
+	// pools is the pool of each drive, for QoS (SetPools); under mu.
+	pools map[drive.ID]string
 	// secure: calls must carry an authorized identity (RequireIdentity).
 	secure bool
+	// gate is the node's QoS (SetGate); nil admits every I/O at once.
+	gate atomic.Pointer[qos.Gate]
 }
 
 // NewService returns a Service serving drives. logger may be nil. It fails

@@ -63,6 +63,20 @@ type unitRef struct {
 	// local is the drive's directory if it is on this machine (reads may
 	// bypass the block service), else "".
 	local string
+	// pool is the drive's pool, for QoS ("" if unknown).
+	pool string
+}
+
+// tagged returns ctx whose block calls carry the client's QoS tag for
+// u (its class and id, u's pool, the job of ctx) where ctx does not say
+// otherwise.
+func (c *Client) tagged(ctx context.Context, u unitRef) context.Context {
+	t := c.tag
+	t.Pool = u.pool
+	if c.jobOf != nil {
+		t.Job = c.jobOf(ctx)
+	}
+	return block.WithTag(ctx, block.OutgoingTag(ctx).Or(t))
 }
 
 // getUnit reads length bytes at off of a unit and checks that the block is
@@ -70,6 +84,7 @@ type unitRef struct {
 // the unit's CRC from the stripe map. A mismatch is an error wrapping
 // drive.ErrCorrupt.
 func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byte, error) {
+	ctx = c.tagged(ctx, u)
 	id := drive.BlockID(u.unit.Block)
 	var data []byte
 	var hdr drive.BlockHeader
@@ -119,6 +134,7 @@ func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byt
 // the node computes them). A unit for a drive on this machine is staged in
 // the drive directory and adopted by its node (see stageUnit).
 func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte, segs []uint32) error {
+	ctx = c.tagged(ctx, u)
 	bc, err := c.blocks(ctx, u.node)
 	if err != nil {
 		return err
@@ -279,7 +295,7 @@ const localRetry = 30 * time.Second
 // A drive whose directory cannot be opened as that drive of this cluster
 // (another machine's path, a replaced disk) is not tried again for a while.
 func (c *Client) localDrive(u unitRef) *drive.Drive {
-	if u.local == "" || c.clusterID == "" {
+	if u.local == "" || c.clusterID == "" || (c.localIO != nil && !c.localIO()) {
 		return nil
 	}
 	c.mu.Lock()

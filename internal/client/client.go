@@ -15,6 +15,7 @@ import (
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // Defaults of Config.
@@ -103,6 +104,22 @@ type Config struct {
 	// and adopted by the node (staged writes, see stageUnit); "" reads
 	// and writes everything through the block services.
 	ClusterID string
+	// LocalIO, if set, is asked before each short-circuit read or staged
+	// write: false sends the I/O through the block service instead. QoS
+	// is enforced at the block services, so a client whose class is
+	// limited must not go around them (the node's job client turns local
+	// I/O off while the maintenance class is limited).
+	LocalIO func() bool
+	// Class is the QoS class of this client's block I/O (qos.Other for a
+	// mount, qos.Maintenance for a node's jobs); "" is qos.Misc. A call's
+	// context may say otherwise (block.WithTag).
+	Class qos.Class
+	// ClientID names this client in QoS statistics (a mount's session
+	// id); "" leaves it out.
+	ClientID string
+	// JobOf, if set, names the job whose work a call's context does ("":
+	// none), for the QoS tag of its block calls.
+	JobOf func(context.Context) string
 }
 
 // metaStore is the part of *meta.Meta the client uses.
@@ -175,6 +192,10 @@ type Client struct {
 	// Staged writes: drives whose directory refused one, with when to
 	// try again.
 	noStage map[meta.DriveID]time.Time
+	localIO func() bool
+	jobOf   func(context.Context) string
+	// tag is the QoS tag of every block call (Config.Class, ClientID).
+	tag qos.Tag
 }
 
 // New returns a Client. It fails with an error wrapping ErrInvalid when
@@ -203,7 +224,8 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
 		unreadable: map[meta.LIN]bool{},
 		clusterID:  cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
-		noStage: map[meta.DriveID]time.Time{},
+		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, jobOf: cfg.JobOf,
+		tag: qos.Tag{Class: cfg.Class, Client: cfg.ClientID},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

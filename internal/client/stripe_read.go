@@ -275,7 +275,7 @@ func (ino *inode) fetch(ctx context.Context, s meta.Stripe, view *Snapshot, read
 			r.err, r.skipped = fmt.Errorf("unit %d is on drive %d, which is down", r.unit, u.Drive), true
 			continue
 		}
-		ref := unitRef{lin: ino.lin, stripe: s.Index, index: r.unit, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive)}
+		ref := unitRef{lin: ino.lin, stripe: s.Index, index: r.unit, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive), pool: view.pool(u.Drive)}
 		if len(reads) == 1 {
 			r.data, r.err = ino.c.getUnit(ctx, ref, r.off, r.n)
 			continue

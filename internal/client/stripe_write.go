@@ -221,7 +221,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		errs := make([]error, len(pending))
 		var wg sync.WaitGroup
 		for k, i := range pending {
-			u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i], local: view.local(units[i].Drive)}
+			u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i], local: view.local(units[i].Drive), pool: view.pool(units[i].Drive)}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -94,6 +94,9 @@ func (v *Snapshot) Up(d meta.DriveID) bool { return v.drives[d].Up }
 // Node returns the node of drive d ("" if unknown).
 func (v *Snapshot) Node(d meta.DriveID) string { return v.drives[d].Node }
 
+// pool returns the pool of drive d ("" if unknown).
+func (v *Snapshot) pool(d meta.DriveID) string { return v.drives[d].Pool }
+
 // local returns the directory of drive d if it is on this machine and up.
 func (v *Snapshot) local(d meta.DriveID) string {
 	if s := v.drives[d]; s.Up {

@@ -26,7 +26,7 @@ type UnitRef struct {
 
 // ref locates u with the snapshot's node and local path of its drive.
 func (v *Snapshot) ref(u UnitRef) unitRef {
-	return unitRef{lin: u.LIN, stripe: u.Stripe, index: u.Index, unit: u.Unit, node: v.Node(u.Unit.Drive), local: v.local(u.Unit.Drive)}
+	return unitRef{lin: u.LIN, stripe: u.Stripe, index: u.Index, unit: u.Unit, node: v.Node(u.Unit.Drive), local: v.local(u.Unit.Drive), pool: v.pool(u.Unit.Drive)}
 }
 
 // ReadUnit reads unit u whole (u.Unit.Length bytes) from its drive —
@@ -74,6 +74,7 @@ func (c *Client) ReadBlock(ctx context.Context, t *Snapshot, u UnitRef) ([]byte,
 // it is on this machine, else through its node's block service) with the
 // drive's header and segment checks, and returns its header.
 func (c *Client) readWholeBlock(ctx context.Context, u unitRef) ([]byte, drive.BlockHeader, error) {
+	ctx = c.tagged(ctx, u)
 	id := drive.BlockID(u.unit.Block)
 	var (
 		data []byte

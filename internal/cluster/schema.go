@@ -38,6 +38,10 @@ import (
 //	/weft/policy/current          the installed pool policy, a
 //	                              policy.Record (policy.go)
 //	/weft/policy/versions/<%020d> every installed version of it
+//	/weft/qos/config              the QoS configuration, a qos.Config
+//	                              (qos.go)
+//	/weft/qos/demand/<node>       qos.NodeDemand, bound to the node's
+//	                              lease: its QoS demand, every second
 //	/weft/ping                    never written: what every client reads
 //	                              to prove a quorum answers (etcdx.PingKey)
 //

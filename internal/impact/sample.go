@@ -46,11 +46,21 @@ type LoadSource interface {
 	DriveLoads() []DriveLoad
 }
 
+// QueueSource reports how many of the jobs' I/Os QoS holds back on this
+// node now (the server adapts its QoS gate: the maintenance I/Os waiting
+// for their tokens). It must be cheap and must not block.
+type QueueSource interface {
+	MaintenanceQueued() float64
+}
+
 // Load is a node's load over one sampling interval.
 type Load struct {
 	// CPU is the fraction of the node's CPU time that was busy, 0 to 1.
 	CPU    float64
 	Drives []DriveLoad
+	// QoSQueued is the number of the jobs' I/Os QoS held back when the
+	// load was sampled (0 without a QueueSource).
+	QoSQueued float64 `json:",omitempty"`
 }
 
 // Sampler measures the node's load: CPU utilisation from the difference of
@@ -59,6 +69,8 @@ type Load struct {
 type Sampler struct {
 	cpu    CPUSource
 	drives LoadSource
+
+	queue QueueSource // nil: none (SetQueueSource)
 
 	mu   sync.Mutex
 	prev *CPUTimes // nil until the first reading
@@ -72,6 +84,10 @@ func NewSampler(cpu CPUSource, drives LoadSource) *Sampler {
 	return &Sampler{cpu: cpu, drives: drives}
 }
 
+// SetQueueSource makes every Sample report q's MaintenanceQueued as
+// Load.QoSQueued. Call it before the first Sample.
+func (s *Sampler) SetQueueSource(q QueueSource) { s.queue = q }
+
 // Sample returns the load since the previous call. The first call only
 // records the CPU times and returns ErrSampleWarmup; a failed CPU reading
 // returns its error (the controller then holds every job where it is).
@@ -81,6 +97,9 @@ func (s *Sampler) Sample() (Load, error) {
 	var l Load
 	if s.drives != nil {
 		l.Drives = s.drives.DriveLoads()
+	}
+	if s.queue != nil {
+		l.QoSQueued = s.queue.MaintenanceQueued()
 	}
 	if s.cpu == nil {
 		return l, nil

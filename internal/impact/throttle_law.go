@@ -18,8 +18,10 @@ import (
 //     minimum. Halving clears a client load spike in a few ticks (16 → 2
 //     workers in three ticks, 15 s at the default interval), which is what
 //     keeps client latency bounded.
-//   - near: the busiest signal is between GrowBelow and 1 of its threshold:
-//     hold. The job's own I/O is part of the load it measures; without the
+//   - near: the busiest signal is between GrowBelow and 1 of its threshold,
+//     or QoS holds back at least one of the jobs' I/Os on the node
+//     (Load.QoSQueued): hold. A job whose I/O QoS queues would only queue
+//     more with more workers. The job's own I/O is part of the load it measures; without the
 //     band a job alone on a node would grow until it tripped its own
 //     threshold, halve, and saw-tooth. With it, it settles below.
 //   - under: every signal is below GrowBelow of its threshold: + Step
@@ -109,6 +111,8 @@ func (l ThrottleLaw) assess(load Load, th Thresholds) (pressure, string) {
 		return pressureOver, desc
 	case worst >= l.GrowBelow:
 		return pressureNear, desc
+	case load.QoSQueued >= 1:
+		return pressureNear, fmt.Sprintf("QoS holds back %.0f maintenance I/Os (the maintenance limit, not the load: more workers would only wait)", load.QoSQueued)
 	}
 	return pressureUnder, desc
 }

@@ -88,6 +88,11 @@ func TestThrottleLawAssess(t *testing.T) {
 		{"nvme queue 5", Load{Drives: []DriveLoad{{Drive: "d4", Class: "nvme", QueueDepth: 5}}}, pressureUnder, "drive d4 (nvme) queue depth 5.0 (limit 32)"},
 		// An unknown class gets the HDD thresholds.
 		{"unknown class", Load{Drives: []DriveLoad{{Drive: "d5", Class: "tape", QueueDepth: 5}}}, pressureOver, "drive d5 (tape) queue depth 5.0 (limit 4)"},
+		// I/O held back by QoS holds the workers where they are; a load
+		// over its threshold still halves them.
+		{"qos queues", Load{CPU: 0.1, QoSQueued: 12}, pressureNear, "QoS holds back 12 maintenance I/Os (the maintenance limit, not the load: more workers would only wait)"},
+		{"qos queue under one", Load{CPU: 0.1, QoSQueued: 0.5}, pressureUnder, "cpu 10% (limit 70%)"},
+		{"qos queues, cpu over", Load{CPU: 0.9, QoSQueued: 12}, pressureOver, "cpu 90% (limit 70%)"},
 	} {
 		p, desc := law.assess(tc.load, medium.Thresholds)
 		if p != tc.want || desc != tc.desc {

@@ -55,7 +55,7 @@ func newManager(e *Engine, typ Type, rec jobRecord, lease clientv3.LeaseID) *man
 
 // start runs the manager until stop.
 func (m *manager) start(ctx context.Context) {
-	ctx, m.cancel = context.WithCancel(ctx)
+	ctx, m.cancel = context.WithCancel(WithJobID(ctx, m.id))
 	go m.run(ctx)
 }
 

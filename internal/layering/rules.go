@@ -34,16 +34,16 @@ func Weft() Table {
 			// Processes and their wiring.
 			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster", "internal/pki",
 				"internal/drive", "internal/etcdx", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta",
-				"internal/mount", "internal/namespace", "internal/server"}},
+				"internal/mount", "internal/namespace", "internal/qos", "internal/server"}},
 			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
 				"internal/kv/kvcache", "internal/meta"}},
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client", "internal/pki",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
-				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/restripe", "internal/topology"}},
+				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/policy",
-				"internal/topology", "internal/vfs"}},
+				"internal/qos", "internal/topology", "internal/vfs"}},
 
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
@@ -51,7 +51,7 @@ func Weft() Table {
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
-				"internal/impact", "internal/job", "internal/meta", "internal/policy", "internal/tier"}},
+				"internal/impact", "internal/job", "internal/meta", "internal/policy", "internal/qos", "internal/tier"}},
 			{Pkg: "internal/bench", Kind: Part, Imports: []string{"internal/meta"}},
 			{Pkg: "internal/jobs", Kind: Part, Imports: []string{"internal/block", "internal/client", "internal/cluster",
 				"internal/drive", "internal/job", "internal/meta", "internal/policy", "internal/restripe", "internal/tier"}},
@@ -64,16 +64,17 @@ func Weft() Table {
 				"internal/meta"}},
 			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
-				"internal/erasure", "internal/meta", "internal/placement"}},
-			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy"}},
+				"internal/erasure", "internal/meta", "internal/placement", "internal/qos"}},
+			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy", "internal/qos"}},
 			{Pkg: "internal/meta", Kind: Part, Imports: []string{"internal/erasure", "internal/kv"}},
-			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/rpc/pb"}},
+			{Pkg: "internal/block", Kind: Part, Imports: []string{"internal/drive", "internal/pki", "internal/qos", "internal/rpc/pb"}},
 
 			{Pkg: "internal/impact", Kind: Part, Imports: []string{"internal/job"}},
 			{Pkg: "internal/events", Kind: Part, Imports: []string{"internal/cluster", "internal/job", "internal/policy"}},
 
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},
+			{Pkg: "internal/qos", Kind: Leaf},
 			{Pkg: "internal/placement", Kind: Leaf},
 			{Pkg: "internal/policy", Kind: Leaf},
 			{Pkg: "internal/erasure", Kind: Leaf},

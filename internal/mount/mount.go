@@ -21,6 +21,7 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/namespace"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 	"github.com/weftfs/weft/internal/vfs"
@@ -161,7 +162,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.NoLocalIO {
 		localIO = ""
 	}
-	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: localIO, BlockTLS: tlsCfg})
+	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: localIO, BlockTLS: tlsCfg,
+		Class: qos.Other, ClientID: fmt.Sprintf("mount-%x", sess.Lease())})
 	if err != nil {
 		return err
 	}

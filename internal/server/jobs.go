@@ -135,8 +135,10 @@ func (d *driveLoads) DriveLoads() []impact.DriveLoad {
 // over the node's CPU and drive load) and its engine member (director, and
 // coordinator when elected), with weft's job types registered.
 func (s *Server) startJobs(ctx context.Context) error {
+	sampler := impact.NewSampler(impact.ProcStat{}, &driveLoads{drives: s.openDriveList})
+	sampler.SetQueueSource(s.qos) // a job whose I/O QoS queues gets no more workers
 	ctl, err := impact.NewController(impact.ControllerConfig{
-		Sampler:  impact.NewSampler(impact.ProcStat{}, &driveLoads{drives: s.openDriveList}),
+		Sampler:  sampler,
 		Policies: impact.NewPolicyStore(s.etcd),
 		Logger:   s.log,
 	})

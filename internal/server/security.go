@@ -12,7 +12,9 @@ import (
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/etcdx"
+	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // A node's security (see docs/admin-guide.md, "Certificates" and "Who may
@@ -139,12 +141,16 @@ func (s *Server) clientTLS() *tls.Config {
 	return s.tls.ClientTLS("")
 }
 
-// dialBlocks connects to a node's block service as this node.
+// dialBlocks connects to a node's block service as this node, for the
+// jobs: its calls are of QoS class maintenance, and name the job of their
+// context.
 func (s *Server) dialBlocks(addr string) (*block.Client, error) {
-	if s.tls == nil {
-		return block.Dial(addr)
+	opts := []block.DialOption{block.WithDefaultTag(qos.Tag{Class: qos.Maintenance}),
+		block.WithContextTag(func(ctx context.Context) qos.Tag { return qos.Tag{Job: jobOf(ctx)} })}
+	if s.tls != nil {
+		opts = append(opts, block.WithTLS(s.clientTLS()))
 	}
-	return block.Dial(addr, block.WithTLS(s.clientTLS()))
+	return block.Dial(addr, opts...)
 }
 
 // adminPeer returns the options of the admin client with which this node
@@ -168,4 +174,13 @@ func (s *Server) adminListener() net.Listener {
 
 func tlsListener(l net.Listener, src *pki.Source) net.Listener {
 	return tls.NewListener(l, src.ServerTLSOptionalClient())
+}
+
+// jobOf names the job whose work ctx does, "" outside a job: the QoS tag
+// of the jobs' block calls.
+func jobOf(ctx context.Context) string {
+	if id, ok := job.JobIDOf(ctx); ok {
+		return id.String()
+	}
+	return ""
 }

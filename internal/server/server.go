@@ -30,6 +30,7 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/namespace"
 	"github.com/weftfs/weft/internal/pki"
+	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
 )
@@ -64,6 +65,7 @@ type Server struct {
 	jobEnv   *jobEnv
 	throttle *impact.Controller
 	blocks   *block.Service
+	qos      *qosNode // the node's QoS (qos.go)
 
 	grpcLis  net.Listener
 	grpc     *grpc.Server
@@ -151,6 +153,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	} else {
 		s.grpc = grpc.NewServer(block.ServerOptions()...)
 	}
+	s.qos = s.newQoS()
+	s.blocks.SetGate(s.qos.gate)
 	s.blocks.Register(s.grpc)
 
 	// The control plane runs in weft's embedded members if this node or any
@@ -165,7 +169,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		return s, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(block.NewCollector(s.blocks), runner.NewCollector(s.run))
+	reg.MustRegister(block.NewCollector(s.blocks), runner.NewCollector(s.run), qos.NewCollector(s.qos.gate))
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
@@ -175,16 +179,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	// The jobs' data path: QoS class maintenance.
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
-		BlockTLS: s.clientTLS()}); err != nil {
+		BlockTLS: s.clientTLS(), Class: qos.Maintenance, JobOf: jobOf,
+		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {
 		return s, err
 	}
+	if err = s.startQoS(ctx); err != nil {
+		return s, err
+	}
 	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run,
+		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run, QoS: s,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},

@@ -25,6 +25,8 @@ import (
 //	events         turns cluster events into jobs on the coordinator (package events)
 //	callbacks      runs the administrators' callbacks for new events on the
 //	               coordinator (job.CallbackWorker); idle on other nodes
+//	qos-follow     follows the QoS configuration (qos.go)
+//	qos-share      re-shares the cluster-wide QoS limits every second (qos.go)
 //
 // The runner is created first and stopped in shutdown after the job
 // engine, before the lease is revoked and the etcd client closed: every

@@ -37,6 +37,8 @@ func TestNodeWorkers(t *testing.T) {
 		"throttle":      {runner.StateIdle}, // ticked once by startJobs, then every 5 s
 		"events":        {runner.StateIdle},
 		"callbacks":     {runner.StateIdle, runner.StateRunning}, // first step after job.CallbackInterval
+		"qos-follow":    {runner.StateRunning},                   // watching: one blocking step
+		"qos-share":     {runner.StateRunning, runner.StateIdle}, // every QoSShareInterval
 	}
 	check := func(who string, ws admin.Workers, node string) {
 		t.Helper()
@@ -53,7 +55,7 @@ func TestNodeWorkers(t *testing.T) {
 				t.Errorf("%s: publish before its first interval: %+v", who, w)
 			}
 		}
-		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer events lease publish throttle" {
+		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer events lease publish qos-follow qos-share throttle" {
 			t.Fatalf("%s: workers %s", who, got)
 		}
 	}

@@ -1,0 +1,137 @@
+package qos
+
+import (
+	"slices"
+	"time"
+)
+
+// FloorFraction is the part of a cluster-wide limit that is split evenly
+// among the nodes serving the pool whatever their demand, so that a node
+// whose demand starts is not held at zero for the second until its
+// demand is seen; the rest is split in proportion to demand.
+const FloorFraction = 0.1
+
+// KeyDemand is a node's demand on one Key over the last second: the I/Os
+// and bytes it served plus those waiting in QoS when measured.
+type KeyDemand struct {
+	Pool  string  `json:"pool"`
+	Class Class   `json:"class"`
+	Ops   float64 `json:"ops"`
+	Bytes float64 `json:"bytes"`
+}
+
+// DemandVersion is the "v" of NodeDemand records.
+const DemandVersion = 1
+
+// NodeDemand is what a node publishes once a second (under its lease):
+// the pools its drives are in and its demand on each Key it saw I/O on.
+type NodeDemand struct {
+	V      int         `json:"v"`
+	Node   string      `json:"node"`
+	At     time.Time   `json:"at"`
+	Pools  []string    `json:"pools"`
+	Demand []KeyDemand `json:"demand,omitempty"`
+}
+
+// MeasureDemand returns the demand of the last complete second before now
+// (what Stats counted then, both directions) plus the I/Os waiting now.
+// A waiting I/O counts as one op and no bytes (its size is not kept).
+func MeasureDemand(s *Stats, waiting map[Key]int64, now time.Time) []KeyDemand {
+	sum := map[Key]*KeyDemand{}
+	get := func(k Key) *KeyDemand {
+		if sum[k] == nil {
+			sum[k] = &KeyDemand{Pool: k.Pool, Class: k.Class}
+		}
+		return sum[k]
+	}
+	for _, smp := range s.Seconds(now, 1) {
+		d := get(Key{smp.Pool, smp.Class})
+		d.Ops += float64(smp.Ops)
+		d.Bytes += float64(smp.Bytes)
+	}
+	for k, n := range waiting {
+		get(k).Ops += float64(n)
+	}
+	out := make([]KeyDemand, 0, len(sum))
+	for _, d := range sum {
+		out = append(out, *d)
+	}
+	slices.SortFunc(out, func(a, b KeyDemand) int {
+		if a.Pool != b.Pool {
+			return cmpStr(a.Pool, b.Pool)
+		}
+		return cmpStr(string(a.Class), string(b.Class))
+	})
+	return out
+}
+
+// Share returns one node's share of a cluster-wide limit: with n nodes
+// serving the pool (all, the demand of each, own's among them), each
+// gets limit × FloorFraction / n, and the rest is split in proportion to
+// demand (evenly when nobody has any). The shares of the n nodes sum to
+// limit. A lone node (n ≤ 1) gets the whole limit.
+func Share(limit, own float64, all []float64) float64 {
+	n := float64(len(all))
+	if n <= 1 {
+		return limit
+	}
+	var total float64
+	for _, d := range all {
+		total += max(d, 0)
+	}
+	if total <= 0 {
+		return limit / n
+	}
+	floor := limit * FloorFraction / n
+	return floor + (limit-n*floor)*max(own, 0)/total
+}
+
+// Shares returns the limits node holds under cfg: for each pool its drives
+// are in (pools) and each class that cfg limits there, its Share of each
+// axis among the nodes whose demand records (demands, node's own
+// included or not) say they serve the pool. It is empty when cfg is not
+// enabled.
+func Shares(cfg Config, node string, pools []string, demands []NodeDemand) map[Key]Limit {
+	out := map[Key]Limit{}
+	if !cfg.Enabled {
+		return out
+	}
+	for _, p := range pools {
+		for _, c := range Classes() {
+			l := cfg.Resolve(p, c)
+			if l.Unlimited() {
+				continue
+			}
+			var ops, bytes []float64
+			var ownOps, ownBytes float64
+			self := false
+			for _, nd := range demands {
+				if !slices.Contains(nd.Pools, p) {
+					continue
+				}
+				var d KeyDemand
+				for _, kd := range nd.Demand {
+					if kd.Pool == p && kd.Class == c {
+						d = kd
+					}
+				}
+				ops, bytes = append(ops, d.Ops), append(bytes, d.Bytes)
+				if nd.Node == node {
+					self, ownOps, ownBytes = true, d.Ops, d.Bytes
+				}
+			}
+			if !self { // not published yet: count this node with no demand
+				ops, bytes = append(ops, 0), append(bytes, 0)
+			}
+			var s Limit
+			if l.IOPS > 0 {
+				s.IOPS = Share(l.IOPS, ownOps, ops)
+			}
+			if l.BytesPerSec > 0 {
+				s.BytesPerSec = Share(l.BytesPerSec, ownBytes, bytes)
+			}
+			out[Key{Pool: p, Class: c}] = s
+		}
+	}
+	return out
+}
