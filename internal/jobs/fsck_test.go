@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weftfs/weft/internal/bench"
 	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
@@ -132,5 +133,93 @@ func TestFsckPace(t *testing.T) {
 		}
 	}); !slices.Equal(got, []job.JobID{9}) {
 		t.Fatalf("buckets %v", got)
+	}
+}
+
+// nsDump renders the namespace, one line per path with the inode's type,
+// LIN, link count and back-pointers ("missing" for an entry naming no
+// inode), for before-and-after comparisons.
+func nsDump(t *testing.T, m *meta.Meta) []string {
+	t.Helper()
+	var out []string
+	var walk func(dir meta.LIN, path string)
+	walk = func(dir meta.LIN, path string) {
+		for after := ""; ; {
+			ents, next, err := m.ReadDir(bg, dir, after, 500)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				in, err := m.GetInode(bg, e.LIN)
+				if err != nil {
+					out = append(out, fmt.Sprintf("%s/%s %s lin=%d missing", path, e.Name, e.Type, e.LIN))
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s/%s %s lin=%d nlink=%d links=%v", path, e.Name, in.Type, in.LIN, in.Nlink, in.Links))
+				if e.Type == meta.TypeDir && in.Type == meta.TypeDir {
+					walk(e.LIN, path+"/"+e.Name)
+				}
+			}
+			if next == "" {
+				return
+			}
+			after = next
+		}
+	}
+	walk(meta.RootLIN, "")
+	return out
+}
+
+// On a populated namespace with faults of one kind made by weft bench
+// populate --inject: the dry run reports exactly those, a repair fixes
+// them all, a second run finds none, and every path but the injected
+// ones (and /lost+found) is as it was before the repair.
+func TestFsckJobPopulated(t *testing.T) {
+	const faults = 7
+	for _, kind := range []meta.FsckKind{meta.FsckMissingBackpointer, meta.FsckWrongEntry, meta.FsckLinkCount,
+		meta.FsckUnreachable, meta.FsckDanglingEntry} {
+		t.Run(string(kind), func(t *testing.T) {
+			m := newMeta(t)
+			e := fsckTestEnv{metaEnv{m}, &memData{m: map[string][]byte{}}}
+			r, err := bench.Populate(bg, m, bench.PopulateOptions{Tops: 2, Dirs: 3, Objects: 300, Under: "/p", Inject: kind, Faults: faults})
+			if err != nil || r.Injected != faults {
+				t.Fatalf("populate: %+v, %v", r, err)
+			}
+			before := nsDump(t, m)
+			c, sum := runFsck(t, e, 1, map[string]string{"dry-run": "true"})
+			if c[string(kind)+".found"] != faults || c["checked"] < r.Inodes {
+				t.Fatalf("dry run: %v\n%s", c, sum)
+			}
+			for _, k := range meta.FsckKinds() {
+				if k != kind && c[string(k)+".found"] != 0 {
+					t.Fatalf("dry run found %s too: %v\n%s", k, c, sum)
+				}
+			}
+			if d := nsDump(t, m); !slices.Equal(d, before) {
+				t.Fatal("the dry run changed the namespace")
+			}
+			c, sum = runFsck(t, e, 2, map[string]string{"speed": "1000000"})
+			if c[string(kind)+".repaired"] != faults {
+				t.Fatalf("repair run: %v\n%s", c, sum)
+			}
+			c, sum = runFsck(t, e, 3, map[string]string{"dry-run": "true"})
+			for _, k := range meta.FsckKinds() {
+				if c[string(k)+".found"] != 0 {
+					t.Fatalf("after the repair: %v\n%s", c, sum)
+				}
+			}
+			after := nsDump(t, m)
+			keep := func(lines []string) []string {
+				return slices.DeleteFunc(slices.Clone(lines), func(l string) bool {
+					return strings.Contains(l, "/fsck-") || strings.HasPrefix(l, "/"+meta.LostFoundName)
+				})
+			}
+			if !slices.Equal(keep(before), keep(after)) {
+				t.Fatalf("the repair changed paths it had no finding for")
+			}
+			if len(after) <= len(keep(after)) && kind != meta.FsckDanglingEntry {
+				t.Fatalf("no repaired path left:\n%s", strings.Join(after, "\n"))
+			}
+		})
 	}
 }

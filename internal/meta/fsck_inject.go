@@ -1,6 +1,10 @@
 package meta
 
-import "github.com/weftfs/weft/internal/failpoint"
+import (
+	"fmt"
+
+	"github.com/weftfs/weft/internal/failpoint"
+)
 
 // Fault injection for the namespace checker: failpoints in Create that,
 // when enabled (any action but off: the action's error is not returned),
@@ -69,4 +73,24 @@ func (o *op) createFaulty(p, n *inode, name string, f createFault) {
 		o.mark(n)
 		o.addUsage(n.pool, Usage{Inodes: 1})
 	}
+}
+
+// FsckInjectPoint returns the failpoint of Create that injects faults of
+// kind k (see above). Errors: ErrInvalid for a kind no failpoint injects,
+// naming those that one does.
+func FsckInjectPoint(k FsckKind) (string, error) {
+	switch k {
+	case FsckMissingBackpointer:
+		return "meta/create-no-backpointer", nil
+	case FsckWrongEntry:
+		return "meta/entry-wrong-lin", nil
+	case FsckLinkCount:
+		return "meta/wrong-nlink", nil
+	case FsckUnreachable:
+		return "meta/orphan-inode", nil
+	case FsckDanglingEntry:
+		return "meta/dangling-entry", nil
+	}
+	return "", fmt.Errorf("%w: no failpoint injects %q: want %s, %s, %s, %s or %s", ErrInvalid, k,
+		FsckMissingBackpointer, FsckWrongEntry, FsckLinkCount, FsckUnreachable, FsckDanglingEntry)
 }
