@@ -106,21 +106,21 @@ type PopulateOptions struct {
 // PopulateResult is what Populate made: the counts committed, the time it
 // took and the rate. Inodes includes Under when Populate created it.
 type PopulateResult struct {
-	Under        string  `json:"under"`
-	Tops         int     `json:"tops"`
-	Dirs         int     `json:"dirs"`
-	Objects      int     `json:"objects"`
-	Inodes       int64   `json:"inodes"`
-	Files        int64   `json:"files"`
-	Directories  int64   `json:"directories"`
-	HardLinks    int64   `json:"hard_links"`
+	Under       string `json:"under"`
+	Tops        int    `json:"tops"`
+	Dirs        int    `json:"dirs"`
+	Objects     int    `json:"objects"`
+	Inodes      int64  `json:"inodes"`
+	Files       int64  `json:"files"`
+	Directories int64  `json:"directories"`
+	HardLinks   int64  `json:"hard_links"`
 	// Injected is the faults of kind Inject made (their creates are not
 	// counted above).
-	Inject   meta.FsckKind `json:"inject,omitempty"`
-	Injected int           `json:"injected,omitempty"`
-	Transactions int64   `json:"transactions"`
-	Seconds      float64 `json:"seconds"`
-	InodesPerSec float64 `json:"inodes_per_s"`
+	Inject       meta.FsckKind `json:"inject,omitempty"`
+	Injected     int           `json:"injected,omitempty"`
+	Transactions int64         `json:"transactions"`
+	Seconds      float64       `json:"seconds"`
+	InodesPerSec float64       `json:"inodes_per_s"`
 }
 
 // PopulateNamespace is what Populate needs of the namespace; *meta.Meta
