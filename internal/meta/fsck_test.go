@@ -2,7 +2,6 @@ package meta
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -406,13 +405,33 @@ func TestFsckRepairChangedMeanwhile(t *testing.T) {
 }
 
 // A check running beside clients that create, rename, link and unlink
-// finds nothing in a consistent namespace, and so repairs nothing.
+// finds nothing in a consistent namespace, and so repairs nothing: with
+// the clients on the checker's own Meta, and with a client that has
+// write-back (directory delegations, creates acknowledged before their
+// commit) beside a checker on the store underneath, as a mount and a
+// node are.
 func TestFsckConcurrentWorkload(t *testing.T) {
-	m, _ := fsckFixture(t)
+	t.Run("shared", func(t *testing.T) {
+		m, _ := fsckFixture(t)
+		fsckBesideWorkload(t, m, m)
+	})
+	t.Run("write-back", func(t *testing.T) {
+		inner := memkv.New(kv.Options{Limits: etcdDefaultLimits})
+		client := newMeta(t, newWriteBackStore(t, inner))
+		checker, err := Open(bg, Config{Store: inner, LINBatch: 64})
+		ok(t, err)
+		fsckBesideWorkload(t, client, checker)
+	})
+}
+
+// fsckBesideWorkload runs fsck (repairing) on checker, at least five times
+// and until a thousand operations ran, while
+// workers change the namespace through client, and fails on any finding.
+func fsckBesideWorkload(t *testing.T, client, checker *Meta) {
 	const workers = 4
 	dirs := make([]LIN, workers)
 	for w := range workers {
-		dirs[w] = must(m.Mkdir(bg, RootLIN, fmt.Sprintf("w%d", w), 0o755)).LIN
+		dirs[w] = must(client.Mkdir(bg, RootLIN, fmt.Sprintf("w%d", w), 0o755)).LIN
 	}
 	stop := make(chan struct{})
 	var done atomic.Int64
@@ -421,6 +440,7 @@ func TestFsckConcurrentWorkload(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			m := client
 			rnd := rand.New(rand.NewPCG(uint64(w), 1))
 			for i := 0; ; i++ {
 				select {
@@ -458,21 +478,21 @@ func TestFsckConcurrentWorkload(t *testing.T) {
 			}
 		}()
 	}
-	total := map[FsckKind]int{}
 	for done.Load() < 50 {
 		runtime.Gosched()
 	}
-	for range 5 {
-		r := fsckRun(t, m, false)
-		maps.Copy(total, r.found)
-		if r.total() != 0 {
+	runs := 0
+	for ; runs < 5 || done.Load() < 1000 && runs < 300; runs++ {
+		if r := fsckRun(t, checker, false); r.total() != 0 {
 			t.Errorf("a run beside the workload found %v:\n%v", r.found, r.findings)
 		}
 	}
 	close(stop)
 	wg.Wait()
-	if done.Load() < 100 {
-		t.Logf("only %d operations ran beside the checks", done.Load())
+	ok(t, client.Flush(bg))
+	t.Logf("%d runs beside %d operations", runs, done.Load())
+	check(t, checker)
+	if r := fsckRun(t, checker, true); r.total() != 0 {
+		t.Errorf("after the workload: %v", r.findings)
 	}
-	check(t, m)
 }
