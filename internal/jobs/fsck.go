@@ -399,26 +399,6 @@ func pageItems(from, to uint64, limit int) []uint64 {
 	return out
 }
 
-// pageInodes returns the LINs of the inodes in page (the root's too, in
-// page 0).
-func pageInodes(ctx context.Context, m *meta.Meta, page uint64) ([]meta.LIN, error) {
-	var out []meta.LIN
-	from, to := meta.LIN(page*fsckPage), meta.LIN((page+1)*fsckPage)
-	for next := from; ; {
-		inodes, after, err := m.ScanInodes(ctx, next, to, fsckPage)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range inodes {
-			out = append(out, in.LIN)
-		}
-		if after == 0 {
-			return out, nil
-		}
-		next = after
-	}
-}
-
 // fsckBackpointers is the backpointers phase: items are pages of LINs.
 type fsckBackpointers struct{ t *fsckType }
 
@@ -437,36 +417,30 @@ func (*fsckBackpointers) Items(_ context.Context, _ job.Env, _ string, from, to 
 	return pageItems(from, to, limit), nil
 }
 
-// Process checks the back-pointers of one page's inodes.
+// Process checks the back-pointers of one page's inodes (one snapshot).
 func (p *fsckBackpointers) Process(ctx context.Context, env job.Env, j *job.Job, _ string, page uint64) (job.ItemResult, error) {
 	e, err := fsckEnvOf(env)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	lins, err := pageInodes(ctx, e.Meta(), page)
+	n, fs, err := e.Meta().FsckBackpointersRange(ctx, meta.LIN(page*fsckPage), meta.LIN((page+1)*fsckPage))
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	if err := p.t.pace(ctx, j, len(lins)); err != nil {
+	if err := p.t.pace(ctx, j, n); err != nil {
 		return job.ItemResult{}, err
 	}
 	it := newFsckItem(e, j)
-	for _, lin := range lins {
-		fs, err := e.Meta().FsckBackpointers(ctx, lin)
-		if err != nil {
-			return job.ItemResult{}, err
-		}
-		it.res.Counts["checked"]++
-		for _, f := range fs {
-			if f.Kind == meta.FsckWrongEntry {
-				if err := e.JobData().PutData(ctx, j.ID, claimedKey(f.Parent, f.Name), nil); err != nil {
-					return job.ItemResult{}, err
-				}
+	it.res.Counts["checked"] += int64(n)
+	for _, f := range fs {
+		if f.Kind == meta.FsckWrongEntry {
+			if err := e.JobData().PutData(ctx, j.ID, claimedKey(f.Parent, f.Name), nil); err != nil {
+				return job.ItemResult{}, err
 			}
 		}
-		if err := it.handle(ctx, fs); err != nil {
-			return job.ItemResult{}, err
-		}
+	}
+	if err := it.handle(ctx, fs); err != nil {
+		return job.ItemResult{}, err
 	}
 	return it.res, nil
 }
@@ -495,14 +469,13 @@ func (*fsckLinks) Items(_ context.Context, _ job.Env, _ string, from, to uint64,
 }
 
 // Process checks the links of one page's inodes, with the entries kept
-// naming them; or, for the stray task, the entries kept naming LINs
-// outside the pages.
+// naming them (one snapshot); or, for the stray task, the entries kept
+// naming LINs outside the pages.
 func (p *fsckLinks) Process(ctx context.Context, env job.Env, j *job.Job, scope string, page uint64) (job.ItemResult, error) {
 	e, err := fsckEnvOf(env)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	var lins []meta.LIN
 	from, to := meta.LIN(page*fsckPage), meta.LIN((page+1)*fsckPage)
 	stray := strings.HasPrefix(scope, "stray:")
 	if stray {
@@ -511,45 +484,27 @@ func (p *fsckLinks) Process(ctx context.Context, env job.Env, j *job.Job, scope 
 			return job.ItemResult{}, fmt.Errorf("fsck: task scope %q: %w", scope, err)
 		}
 		from, to = meta.LIN(lo*fsckPage), meta.LIN(hi*fsckPage)
-	} else if lins, err = pageInodes(ctx, e.Meta(), page); err != nil {
-		return job.ItemResult{}, err
 	}
 	hints, err := p.hints(ctx, e, j, from, to, stray)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	for lin := range hints {
-		if !stray && !containsLIN(lins, lin) {
-			lins = append(lins, lin) // no inode: dangling entries
-		}
-		if stray {
-			lins = append(lins, lin)
-		}
+	if stray {
+		from, to = 0, 0 // only the hints' LINs
 	}
-	if err := p.t.pace(ctx, j, len(lins)); err != nil {
+	n, fs, err := e.Meta().FsckLinksRange(ctx, from, to, hints)
+	if err != nil {
+		return job.ItemResult{}, err
+	}
+	if err := p.t.pace(ctx, j, n); err != nil {
 		return job.ItemResult{}, err
 	}
 	it := newFsckItem(e, j)
-	for _, lin := range lins {
-		fs, err := e.Meta().FsckLinks(ctx, lin, hints[lin])
-		if err != nil {
-			return job.ItemResult{}, err
-		}
-		it.res.Counts["checked"]++
-		if err := it.handle(ctx, fs); err != nil {
-			return job.ItemResult{}, err
-		}
+	it.res.Counts["checked"] += int64(n)
+	if err := it.handle(ctx, fs); err != nil {
+		return job.ItemResult{}, err
 	}
 	return it.res, nil
-}
-
-func containsLIN(s []meta.LIN, l meta.LIN) bool {
-	for _, x := range s {
-		if x == l {
-			return true
-		}
-	}
-	return false
 }
 
 // hints returns the entries kept by the entries phase naming LINs in

@@ -195,36 +195,119 @@ func (m *Meta) FsckEntries(ctx context.Context, dir LIN, after string, limit int
 // entry, in one snapshot: stale-backpointer and wrong-entry findings
 // (none for a LIN with no inode). Errors: the store's; ErrCorrupt.
 func (m *Meta) FsckBackpointers(ctx context.Context, lin LIN) ([]FsckFinding, error) {
+	_, out, err := m.FsckBackpointersRange(ctx, lin, lin+1)
+	return out, err
+}
+
+// FsckBackpointersRange is FsckBackpointers for every inode with from <=
+// LIN < to, in one snapshot, reading the entries of a page of inodes
+// together; it also returns how many inodes it checked. Errors: the
+// store's; ErrCorrupt.
+func (m *Meta) FsckBackpointersRange(ctx context.Context, from, to LIN) (int, []FsckFinding, error) {
 	var out []FsckFinding
+	checked := 0
 	err := m.store.View(ctx, func(tx kv.Tx) error {
-		out = nil
+		out, checked = nil, 0
 		o := m.newOp(tx, false)
-		if _, err := o.load([]LIN{lin}); err != nil {
+		ns, err := o.scanRange(from, to)
+		if err != nil {
 			return err
 		}
-		n := o.inodes[lin]
-		if n == nil {
-			return nil
-		}
-		for _, l := range n.links {
-			f, err := o.checkBackpointer(n, l)
-			if err != nil {
-				return err
+		var keys [][]byte
+		for _, n := range ns {
+			for _, l := range n.links {
+				keys = append(keys, keyEntry(l.Parent, l.Name))
 			}
-			if f != nil {
-				out = append(out, *f)
+		}
+		if err := o.prefetch(keys); err != nil {
+			return err
+		}
+		for _, n := range ns {
+			checked++
+			for _, l := range n.links {
+				f, err := o.checkBackpointer(n, l)
+				if err != nil {
+					return err
+				}
+				if f != nil {
+					out = append(out, *f)
+				}
 			}
 		}
 		return nil
 	})
-	return out, storeErr(err)
+	return checked, out, storeErr(err)
+}
+
+// scanRange reads every inode with from <= LIN < to into o's cache and
+// returns them in LIN order (times and open records skipped).
+func (o *op) scanRange(from, to LIN) ([]*inode, error) {
+	var out []*inode
+	if to <= from {
+		return nil, nil
+	}
+	start, end := keyInode(from), keyInode(to)
+	for start != nil {
+		kvs, next, err := o.tx.Scan(start, end, 1024)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range kvs {
+			if len(p.Key) != 9 {
+				continue
+			}
+			lin := linAt(p.Key, 1)
+			if err := o.cache(lin, p.Value); err != nil {
+				return nil, err
+			}
+			out = append(out, o.inodes[lin])
+		}
+		start = next
+	}
+	return out, nil
+}
+
+// prefetch reads keys (those not read yet) in rounds of at most the
+// store's transaction size, for getKey.
+func (o *op) prefetch(keys [][]byte) error {
+	if o.pre == nil {
+		o.pre = map[string][]byte{}
+	}
+	var want [][]byte
+	for _, k := range keys {
+		if _, ok := o.pre[string(k)]; !ok {
+			o.pre[string(k)] = nil // absent unless read below
+			want = append(want, k)
+		}
+	}
+	chunk := max(o.m.budget, 1)
+	for len(want) > 0 {
+		n := min(chunk, len(want))
+		vals, err := o.tx.GetMany(want[:n]...)
+		if err != nil {
+			return err
+		}
+		for i, v := range vals {
+			o.pre[string(want[i])] = v
+		}
+		want = want[n:]
+	}
+	return nil
+}
+
+// getKey returns key k's value, from what prefetch read if it read k.
+func (o *op) getKey(k []byte) ([]byte, error) {
+	if v, ok := o.pre[string(k)]; ok {
+		return v, nil
+	}
+	return o.tx.Get(k)
 }
 
 // checkBackpointer checks n's back-pointer l against its entry: nil if
 // the entry names n, else a stale-backpointer or wrong-entry finding.
 func (o *op) checkBackpointer(n *inode, l Link) (*FsckFinding, error) {
 	k := keyEntry(l.Parent, l.Name)
-	b, err := o.tx.Get(k)
+	b, err := o.getKey(k)
 	if err != nil {
 		return nil, err
 	}
@@ -263,14 +346,54 @@ func (o *op) checkBackpointer(n *inode, l Link) (*FsckFinding, error) {
 // finding for each pending entry still naming it. Errors: the store's;
 // ErrCorrupt.
 func (m *Meta) FsckLinks(ctx context.Context, lin LIN, pending []Link) ([]FsckFinding, error) {
+	_, out, err := m.FsckLinksRange(ctx, lin, lin+1, map[LIN][]Link{lin: pending})
+	return out, err
+}
+
+// FsckLinksRange is FsckLinks for every inode with from <= LIN < to and
+// every LIN pending names (wherever it is), in LIN order and one
+// snapshot, reading a page's orphan records and pending entries
+// together; it also returns how many LINs it checked. Errors: the
+// store's; ErrCorrupt.
+func (m *Meta) FsckLinksRange(ctx context.Context, from, to LIN, pending map[LIN][]Link) (int, []FsckFinding, error) {
 	var out []FsckFinding
+	checked := 0
 	err := m.store.View(ctx, func(tx kv.Tx) error {
+		out, checked = nil, 0
 		o := m.newOp(tx, false)
-		var err error
-		out, err = o.checkLinks(lin, pending)
-		return err
+		ns, err := o.scanRange(from, to)
+		if err != nil {
+			return err
+		}
+		lins := make([]LIN, 0, len(ns)+len(pending))
+		var keys [][]byte
+		for _, n := range ns {
+			lins = append(lins, n.lin)
+			keys = append(keys, keyOrphan(n.lin))
+		}
+		for lin, ls := range pending {
+			if !slices.Contains(lins, lin) {
+				lins = append(lins, lin)
+			}
+			for _, l := range ls {
+				keys = append(keys, keyEntry(l.Parent, l.Name))
+			}
+		}
+		slices.Sort(lins)
+		if err := o.prefetch(keys); err != nil {
+			return err
+		}
+		for _, lin := range lins {
+			checked++
+			fs, err := o.checkLinks(lin, pending[lin])
+			if err != nil {
+				return err
+			}
+			out = append(out, fs...)
+		}
+		return nil
 	})
-	return out, storeErr(err)
+	return checked, out, storeErr(err)
 }
 
 func (o *op) checkLinks(lin LIN, pending []Link) ([]FsckFinding, error) {
@@ -304,7 +427,7 @@ func (o *op) checkLinks(lin LIN, pending []Link) ([]FsckFinding, error) {
 		}
 		return out, nil
 	}
-	orphan, err := o.tx.Get(keyOrphan(lin))
+	orphan, err := o.getKey(keyOrphan(lin))
 	if err != nil {
 		return nil, err
 	}
@@ -360,13 +483,16 @@ func (o *op) stillUnclaimed(lin LIN, n *inode, pending []Link) ([]Link, error) {
 	for i, l := range pending {
 		keys[i] = keyEntry(l.Parent, l.Name)
 	}
-	vals, err := o.tx.GetMany(keys...)
-	if err != nil {
+	if err := o.prefetch(keys); err != nil {
 		return nil, err
 	}
 	var out []Link
 	for i, l := range pending {
-		_, target, ok, err := entryOf(keys[i], vals[i])
+		v, err := o.getKey(keys[i])
+		if err != nil {
+			return nil, err
+		}
+		_, target, ok, err := entryOf(keys[i], v)
 		if err != nil {
 			return nil, err
 		}

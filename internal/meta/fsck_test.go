@@ -88,9 +88,13 @@ func fsckRun(t testing.TB, m *Meta, dry bool) fsckResult {
 			after = p.Next
 		}
 	}
+	// Pages of fsckTestPage LINs, as the job's pages (the last page's
+	// range reaches past every LIN, and hints' targets).
+	const fsckTestPage = 5
+	last := lins[len(lins)-1]
 	claimed := map[Link]bool{}
-	for _, lin := range lins {
-		fs, err := m.FsckBackpointers(bg, lin)
+	for from := LIN(0); from <= last; from += fsckTestPage {
+		_, fs, err := m.FsckBackpointersRange(bg, from, from+fsckTestPage)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,20 +105,30 @@ func fsckRun(t testing.TB, m *Meta, dry bool) fsckResult {
 		}
 		handle(fs)
 	}
-	targets := slices.Clone(lins)
-	for l := range hints {
-		if !slices.Contains(targets, l) {
-			targets = append(targets, l)
+	for from := LIN(0); from <= last; from += fsckTestPage {
+		pending := map[LIN][]Link{}
+		for l, ls := range hints {
+			if l >= from && l < from+fsckTestPage {
+				pending[l] = slices.DeleteFunc(slices.Clone(ls), func(l Link) bool { return claimed[l] })
+			}
 		}
-	}
-	for _, lin := range targets {
-		pending := slices.DeleteFunc(hints[lin], func(l Link) bool { return claimed[l] })
-		fs, err := m.FsckLinks(bg, lin, pending)
+		_, fs, err := m.FsckLinksRange(bg, from, from+fsckTestPage, pending)
 		if err != nil {
 			t.Fatal(err)
 		}
 		handle(fs)
 	}
+	stray := map[LIN][]Link{} // hints naming LINs past the pages: no range
+	for l, ls := range hints {
+		if l >= (last/fsckTestPage+1)*fsckTestPage {
+			stray[l] = slices.DeleteFunc(slices.Clone(ls), func(l Link) bool { return claimed[l] })
+		}
+	}
+	_, fs, err := m.FsckLinksRange(bg, 0, 0, stray)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle(fs)
 	return r
 }
 
