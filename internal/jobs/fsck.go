@@ -196,9 +196,10 @@ func (t *fsckType) pace(ctx context.Context, j *job.Job, n int) error {
 
 // fsckItem is one item's work: its counts, and the findings it handles.
 type fsckItem struct {
-	e   FsckEnv
-	j   *job.Job
-	res job.ItemResult
+	e    FsckEnv
+	j    *job.Job
+	res  job.ItemResult
+	full map[meta.FsckKind]bool // kinds whose first findings are all kept
 }
 
 func newFsckItem(e FsckEnv, j *job.Job) *fsckItem {
@@ -255,11 +256,21 @@ type fsckShown struct {
 // keepFirst keeps f as job data for the report if fewer than fsckFirst
 // of its kind are kept (workers racing may keep a few more).
 func (it *fsckItem) keepFirst(ctx context.Context, f meta.FsckFinding, p, outcome string) error {
+	if it.full[f.Kind] {
+		return nil
+	}
 	d := it.e.JobData()
 	pfx := fsckPfxFindings + string(f.Kind) + "/"
 	kept, err := d.ListData(ctx, it.j.ID, pfx, "", fsckFirst)
-	if err != nil || len(kept) >= fsckFirst {
+	if err != nil {
 		return err
+	}
+	if len(kept) >= fsckFirst {
+		if it.full == nil {
+			it.full = map[meta.FsckKind]bool{}
+		}
+		it.full[f.Kind] = true
+		return nil
 	}
 	b, err := json.Marshal(fsckShown{Kind: f.Kind, Path: p, LIN: f.LIN, Detail: f.Detail, Outcome: outcome})
 	if err != nil {
