@@ -68,6 +68,9 @@ const fsckPage = 256
 // fsckFirst is how many findings of each kind the report lists.
 const fsckFirst = 10
 
+// fsckShownVersion is the version of the findings kept for the report.
+const fsckShownVersion = 1
+
 // Job data prefixes of an fsck job.
 const (
 	fsckPfxUnclaimed = "u/"
@@ -244,8 +247,11 @@ func (it *fsckItem) handle(ctx context.Context, fs []meta.FsckFinding) error {
 	return nil
 }
 
-// fsckShown is one finding as the report lists it.
+// fsckShown is one finding as the report lists it, kept as job data
+// (JSON; V is its version, fsckShownVersion: a report reading another
+// version skips the entry rather than misreading it).
 type fsckShown struct {
+	V       int           `json:"v"`
 	Kind    meta.FsckKind `json:"kind"`
 	Path    string        `json:"path"`
 	LIN     meta.LIN      `json:"lin"`
@@ -272,7 +278,7 @@ func (it *fsckItem) keepFirst(ctx context.Context, f meta.FsckFinding, p, outcom
 		it.full[f.Kind] = true
 		return nil
 	}
-	b, err := json.Marshal(fsckShown{Kind: f.Kind, Path: p, LIN: f.LIN, Detail: f.Detail, Outcome: outcome})
+	b, err := json.Marshal(fsckShown{V: fsckShownVersion, Kind: f.Kind, Path: p, LIN: f.LIN, Detail: f.Detail, Outcome: outcome})
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,9 @@ func (*fsckReport) Process(ctx context.Context, env job.Env, j *job.Job, _ strin
 			if err := json.Unmarshal(d.Value, &f); err != nil {
 				return job.ItemResult{}, fmt.Errorf("fsck: job %d data %s: %w", j.ID, d.Key, err)
 			}
-			shown = append(shown, f)
+			if f.V == fsckShownVersion {
+				shown = append(shown, f)
+			}
 		}
 	}
 	return job.ItemResult{Items: 1, Summary: fsckSummary(checked, counts, shown, j.Params["dry-run"] == "true")}, nil

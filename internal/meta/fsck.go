@@ -38,9 +38,12 @@ import (
 //     finding explained): missing-backpointer, link-count, unreachable;
 //     for a LIN with no inode, dangling-entry.
 //
-// The checks assume a store where no more than MaxLinks back-pointers name
-// an inode; a directory's link count is checked by counting its entries
-// in the snapshot, so that check reads the whole directory.
+// A directory's link count is checked by counting its subdirectory
+// entries in the snapshot, so that check reads the whole directory. weft
+// keeps no entry count of its own for a directory (its size is 0) and no
+// ".." entry (a directory's parent is its one back-pointer, checked as
+// any back-pointer), so the link count is the only count to check. Not
+// checked yet: a directory with more than one name.
 
 // FsckKind names a kind of namespace finding.
 type FsckKind string
