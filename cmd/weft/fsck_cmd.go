@@ -121,13 +121,18 @@ Exit status: 0 when the job is started, 1 when the cluster refused it,
 	return c
 }
 
-// latestFsck returns the fsck job with the highest id (running, if
+// latestFsck returns the fsck job with the highest id (not ended, if
 // running is set), or an error saying there is none.
 func latestFsck(ctx context.Context, cl *admin.Client, running bool) (job.JobView, error) {
 	jobs, err := cl.Jobs(ctx)
 	if err != nil {
 		return job.JobView{}, err
 	}
+	return pickFsck(jobs, running)
+}
+
+// pickFsck is latestFsck over a list of jobs.
+func pickFsck(jobs []job.JobView, running bool) (job.JobView, error) {
 	var best *job.JobView
 	for i, j := range jobs {
 		if j.Type != "fsck" || running && j.State.Terminal() {
