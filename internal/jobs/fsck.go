@@ -18,7 +18,7 @@ import (
 // Fsck returns the fsck job type: the online namespace checker. It checks
 // every directory entry against the inode it names and every inode's
 // back-pointers, link count and reachability (meta's FsckEntries,
-// FsckBackpointers and FsckLinks), and repairs each finding as it finds
+// FsckBackpointersRange and FsckLinksRange), and repairs each finding as it finds
 // it (meta.FsckRepair, which re-checks in its own transaction and leaves
 // alone what a client changed meanwhile) unless dry-run=true. Phases:
 //
@@ -27,13 +27,15 @@ import (
 //     kept as job data ("u/TARGET/PARENT/NAME"), for the links phase: it
 //     is a missing back-pointer, a dangling entry or half of a wrong
 //     entry, and only the inodes tell which.
-//   - backpointers: items are pages of fsckPage LINs. Each inode's
+//   - backpointers: items are pages of fsckPage LINs, each checked in
+//     one snapshot (meta.FsckBackpointersRange). Each inode's
 //     back-pointers against their entries: stale-backpointer and
 //     wrong-entry findings; a wrong entry's name is kept as job data
 //     ("c/PARENT/NAME") so that the links phase does not count its
 //     wrong target again.
 //   - links: items are pages of fsckPage LINs (and one task for the
-//     job data naming LINs outside them). Each inode with the kept
+//     job data naming LINs outside them), each checked in one snapshot
+//     (meta.FsckLinksRange). Each inode with the kept
 //     entries naming it: missing-backpointer, link-count, unreachable
 //     (linked into /lost+found as its LIN); a LIN with kept entries and
 //     no inode: dangling-entry.
@@ -52,8 +54,11 @@ import (
 // scan goes on). A job's counts may count an item twice after a crash or
 // a steal; a repair is never made twice (the second finds nothing).
 //
-// The job belongs to the mark set: it runs alone with collect, which
-// purges orphans fsck would otherwise race with.
+// The job belongs to the mark set, as DESIGN's table of job types has
+// it: it never runs beside collect, integrityscan or multiscan. (Its
+// checks would be right beside them — each reads one snapshot and each
+// repair re-checks — but one namespace-wide scan at a time is kinder to
+// the metadata store.)
 func Fsck() job.Type { return newFsck() }
 
 func newFsck() *fsckType {
