@@ -54,7 +54,10 @@ const (
 	// the entry is removed.
 	FsckDanglingEntry FsckKind = "dangling-entry"
 	// FsckEntryType: an entry's type differs from its inode's. Repair:
-	// the entry takes the inode's type.
+	// the entry takes the inode's type. (A link count counts the
+	// subdirectory entries by their type: an entry that misnames a
+	// directory, or names a file a directory, also shows as its
+	// directory's link-count finding until the entry is repaired.)
 	FsckEntryType FsckKind = "entry-type"
 	// FsckMissingBackpointer: an entry names an inode that lacks the
 	// back-pointer (parent, name), and no other inode claims the entry.
