@@ -44,6 +44,10 @@ unreachable inode, or one whose only entry is gone, is linked into
 /lost+found (created, mode 0700, if missing) under its inode number.
 
 The stripe-map checks (--only layout) are not built yet.`,
+		Example: `  weft fsck start --dry-run && weft fsck status
+  weft fsck start --speed 2000
+  weft job view 12 --watch     # the same job, by its id
+  weft fsck stop`,
 	}
 	cmd.AddCommand(fsckStartCmd(g), fsckStatusCmd(g), fsckStopCmd(g))
 	return cmd
