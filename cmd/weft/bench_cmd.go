@@ -109,16 +109,25 @@ local up makes client:mount; --as NAME picks one of several). While it
 runs it prints its progress on stderr; at the end the counts, the time
 and the rate (--json: as JSON).
 
---inject KIND is reserved for fsck's tests (namespaces with known
-faults) and not implemented yet.`,
+--inject KIND --faults N then makes N namespace faults of KIND, for
+weft fsck's tests and benchmarks: N more files named fsck-KIND-NNNNNN,
+spread over the subdirectories d00000…, each created with the fault
+injected (the meta/… failpoints of docs/architecture.md, "Fault
+injection"), so that a dry run of weft fsck reports exactly N findings
+of KIND:
+
+  missing-backpointer   the entry, and the inode without its back-pointer
+  wrong-entry           the entry naming a LIN that was never allocated
+  link-count            the inode's link count one too high
+  unreachable           the inode only: no entry, not an orphan
+  dangling-entry        the entry only: no inode`,
 		Example: `  weft bench populate --tops 4 --dirs 222 --objects 1000        # ~1,000,000 files in /populate
   weft bench populate --tops 1 --dirs 10 --objects 1000 --under /small --json
-  weft --admin 127.0.0.1:7080 bench populate --pki /tmp/c1/pki --tops 2 --dirs 50 --objects 500`,
+  weft --admin 127.0.0.1:7080 bench populate --pki /tmp/c1/pki --tops 2 --dirs 50 --objects 500
+  weft bench populate --tops 2 --dirs 10 --objects 500 --under /bad --inject link-count --faults 25`,
 		Args: exactArgs(0, "no arguments (the shape is --tops, --dirs, --objects)"),
 		RunE: func(c *cobra.Command, _ []string) error {
-			if inject != "" {
-				return usageError{fmt.Errorf("--inject %q: injecting namespace faults is not implemented yet (it is reserved for fsck's tests): run without --inject", inject)}
-			}
+			o.Inject = meta.FsckKind(inject)
 			want, err := bench.PopulateExpected(o)
 			if err != nil {
 				return usageError{err}
@@ -151,7 +160,13 @@ faults) and not implemented yet.`,
 			t := newTable(c.OutOrStdout(), "UNDER", "INODES", "FILES", "DIRS", "HARD LINKS", "TRANSACTIONS", "SECONDS", "INODES/S")
 			t.row(r.Under, fmt.Sprint(r.Inodes), fmt.Sprint(r.Files), fmt.Sprint(r.Directories), fmt.Sprint(r.HardLinks),
 				fmt.Sprint(r.Transactions), fmt.Sprintf("%.1f", r.Seconds), fmt.Sprintf("%.0f", r.InodesPerSec))
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if r.Injected > 0 {
+				fmt.Fprintf(c.OutOrStdout(), "injected %d faults of kind %s (weft fsck start --dry-run finds them)\n", r.Injected, r.Inject)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().IntVar(&o.Tops, "tops", 4, "T: top directories")
@@ -159,7 +174,8 @@ faults) and not implemented yet.`,
 	cmd.Flags().IntVar(&o.Objects, "objects", 1000, "N: objects in each subdirectory (see the mix above)")
 	cmd.Flags().StringVar(&o.Under, "under", "/populate", "the directory to make the tree in (a path in the file system)")
 	cmd.Flags().IntVar(&o.Batch, "batch", meta.DefaultBulkBatch, "creates and links per metadata transaction (fewer if the store's limits require)")
-	cmd.Flags().StringVar(&inject, "inject", "", "reserved for fsck's tests: make namespace faults of KIND (not implemented yet)")
+	cmd.Flags().StringVar(&inject, "inject", "", "after the tree, make --faults namespace faults of KIND (see above), for fsck's tests")
+	cmd.Flags().IntVar(&o.Faults, "faults", 0, "how many faults --inject makes")
 	return cmd
 }
 

@@ -86,6 +86,7 @@ $WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
 		newFileCmd(g),
 		newBenchCmd(g),
 		newJobCmd(g),
+		newFsckCmd(g),
 		newClusterCmd(g),
 		newCertCmd(g),
 		newTokenCmd(g),

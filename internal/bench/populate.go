@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -90,22 +91,36 @@ type PopulateOptions struct {
 	// Progress, if not nil, is called after each subdirectory with the
 	// counts committed so far, from Populate's goroutine.
 	Progress func(PopulateResult)
+	// Inject, if set, is a kind of namespace fault to make after the
+	// tree (meta.FsckInjectPoint names those that can be): Faults
+	// creates through Meta.Create with the kind's failpoint on, named
+	// fsck-KIND-NNNNNN, spread round robin over the subdirectories
+	// d00000…, so that fsck has exactly Faults findings of the kind.
+	// The failpoint is process-wide: nothing else in the process should
+	// create meanwhile.
+	Inject meta.FsckKind
+	// Faults is how many faults Inject makes; at least 1 with Inject.
+	Faults int
 }
 
 // PopulateResult is what Populate made: the counts committed, the time it
 // took and the rate. Inodes includes Under when Populate created it.
 type PopulateResult struct {
-	Under        string  `json:"under"`
-	Tops         int     `json:"tops"`
-	Dirs         int     `json:"dirs"`
-	Objects      int     `json:"objects"`
-	Inodes       int64   `json:"inodes"`
-	Files        int64   `json:"files"`
-	Directories  int64   `json:"directories"`
-	HardLinks    int64   `json:"hard_links"`
-	Transactions int64   `json:"transactions"`
-	Seconds      float64 `json:"seconds"`
-	InodesPerSec float64 `json:"inodes_per_s"`
+	Under       string `json:"under"`
+	Tops        int    `json:"tops"`
+	Dirs        int    `json:"dirs"`
+	Objects     int    `json:"objects"`
+	Inodes      int64  `json:"inodes"`
+	Files       int64  `json:"files"`
+	Directories int64  `json:"directories"`
+	HardLinks   int64  `json:"hard_links"`
+	// Injected is the faults of kind Inject made (their creates are not
+	// counted above).
+	Inject       meta.FsckKind `json:"inject,omitempty"`
+	Injected     int           `json:"injected,omitempty"`
+	Transactions int64         `json:"transactions"`
+	Seconds      float64       `json:"seconds"`
+	InodesPerSec float64       `json:"inodes_per_s"`
 }
 
 // PopulateNamespace is what Populate needs of the namespace; *meta.Meta
@@ -114,6 +129,7 @@ type PopulateNamespace interface {
 	Lookup(ctx context.Context, parent meta.LIN, name string) (meta.Attr, error)
 	Mkdir(ctx context.Context, parent meta.LIN, name string, mode uint32) (meta.Attr, error)
 	NewBulk(o meta.BulkOptions) *meta.Bulk
+	Create(ctx context.Context, parent meta.LIN, name string, ni meta.NewInode) (meta.Attr, error)
 }
 
 var _ PopulateNamespace = (*meta.Meta)(nil)
@@ -166,6 +182,15 @@ func (o PopulateOptions) Validate() error {
 		return fmt.Errorf("bench: populate: --under %q: want an absolute path in the file system, such as /populate", o.Under)
 	case o.Batch < 0:
 		return fmt.Errorf("bench: populate: --batch %d: want a positive number of creates per transaction", o.Batch)
+	case o.Inject != "" && o.Faults < 1:
+		return fmt.Errorf("bench: populate: --inject %s --faults %d: want at least 1 fault", o.Inject, o.Faults)
+	case o.Inject == "" && o.Faults != 0:
+		return fmt.Errorf("bench: populate: --faults %d without --inject: name the kind of fault", o.Faults)
+	}
+	if o.Inject != "" {
+		if _, err := meta.FsckInjectPoint(o.Inject); err != nil {
+			return fmt.Errorf("bench: populate: --inject: %w", err)
+		}
 	}
 	return nil
 }
@@ -203,7 +228,8 @@ func Populate(ctx context.Context, ns PopulateNamespace, o PopulateOptions) (Pop
 			res.InodesPerSec = float64(res.Inodes) / res.Seconds
 		}
 	}
-	err = populate(ctx, b, under, o, func() {
+	var subdirs []meta.LIN
+	subdirs, err = populate(ctx, b, under, o, func() {
 		if o.Progress != nil {
 			update()
 			o.Progress(res)
@@ -213,27 +239,52 @@ func Populate(ctx context.Context, ns PopulateNamespace, o PopulateOptions) (Pop
 		err = b.Flush(ctx)
 	}
 	update()
+	if err == nil && o.Inject != "" {
+		res.Inject = o.Inject
+		res.Injected, err = inject(ctx, ns, subdirs, o.Inject, o.Faults)
+	}
 	if err != nil {
 		return res, fmt.Errorf("bench: populate %s: %w", res.Under, err)
 	}
 	return res, nil
 }
 
-// populate queues the whole tree into b.
-func populate(ctx context.Context, b *meta.Bulk, under meta.LIN, o PopulateOptions, progress func()) error {
+// inject makes n faults of kind k, one create each with the kind's
+// failpoint on, round robin over dirs; it returns how many it made.
+func inject(ctx context.Context, ns PopulateNamespace, dirs []meta.LIN, k meta.FsckKind, n int) (int, error) {
+	point, err := meta.FsckInjectPoint(k)
+	if err != nil {
+		return 0, err
+	}
+	if err := failpoint.Enable(point, fmt.Sprintf("%d*error", n)); err != nil {
+		return 0, err
+	}
+	defer failpoint.Disable(point)
+	for i := range n {
+		if _, err := ns.Create(ctx, dirs[i%len(dirs)], fmt.Sprintf("fsck-%s-%06d", k, i), meta.NewInode{Mode: 0o644}); err != nil {
+			return i, fmt.Errorf("bench: populate: inject %s (fault %d of %d): %w", k, i+1, n, err)
+		}
+	}
+	return n, nil
+}
+
+// populate queues the whole tree into b; it returns the subdirectories
+// (d00000…) in the order made.
+func populate(ctx context.Context, b *meta.Bulk, under meta.LIN, o PopulateOptions, progress func()) ([]meta.LIN, error) {
+	var subdirs []meta.LIN
 	tops := make([]meta.LIN, o.Tops)
 	for k := range tops {
 		var err error
 		if tops[k], err = b.Mkdir(ctx, under, fmt.Sprintf("t%04d", k), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Flush the top directories alone: a name taken under Under fails
 	// here, before anything else is written.
 	if err := b.Flush(ctx); errors.Is(err, meta.ErrExists) {
-		return fmt.Errorf("%w: populate under a new --under directory, or remove the old tree first", err)
+		return nil, fmt.Errorf("%w: populate under a new --under directory, or remove the old tree first", err)
 	} else if err != nil {
-		return err
+		return nil, err
 	}
 	file := meta.NewInode{Mode: 0o644}
 	files := func(dir meta.LIN, n int) error {
@@ -247,12 +298,13 @@ func populate(ctx context.Context, b *meta.Bulk, under meta.LIN, o PopulateOptio
 	for k, top := range tops {
 		for d := range o.Dirs {
 			if err := ctx.Err(); err != nil {
-				return err
+				return nil, err
 			}
 			dir, err := b.Mkdir(ctx, top, fmt.Sprintf("d%05d", d), 0o755)
 			if err != nil {
-				return err
+				return nil, err
 			}
+			subdirs = append(subdirs, dir)
 			for j := range o.Objects {
 				switch kindOf(j) {
 				case kindDat:
@@ -276,13 +328,13 @@ func populate(ctx context.Context, b *meta.Bulk, under meta.LIN, o PopulateOptio
 					}
 				}
 				if err != nil {
-					return err
+					return nil, err
 				}
 			}
 			progress()
 		}
 	}
-	return nil
+	return subdirs, nil
 }
 
 // mkdirPath returns the directory at p, making its last element if it is

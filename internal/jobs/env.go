@@ -47,7 +47,7 @@ func envOf(e job.Env) (Env, error) {
 
 // Register registers every job type of this package with the engine.
 func Register(e interface{ Register(job.Type) error }) error {
-	for _, t := range []job.Type{Repair(), Drain(), IntegrityScan(), TreeDelete(), Collect(), Rebalance(), Multiscan(), MediaScan(), Relayout(), Tier()} {
+	for _, t := range []job.Type{Repair(), Drain(), IntegrityScan(), TreeDelete(), Collect(), Rebalance(), Multiscan(), MediaScan(), Relayout(), Tier(), Fsck()} {
 		if err := e.Register(t); err != nil {
 			return err
 		}

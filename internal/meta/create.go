@@ -51,6 +51,7 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		return Attr{}, err
 	}
 	caller := CallerFrom(ctx)
+	fault := evalCreateFault()
 	body := func(o *op, mode opMode) (*inode, error) {
 		o.withUsage()
 		vals, err := o.loadDirs([]LIN{parent}, nil, keyEntry(parent, name))
@@ -68,6 +69,10 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 			return nil, fmt.Errorf("%w: %q in directory LIN %d", ErrExists, name, parent)
 		}
 		n := newInode(p, lin, name, ni, caller, o.now)
+		if fault.any() {
+			o.createFaulty(p, n, name, fault)
+			return n, nil
+		}
 		if n.typ == TypeDir {
 			p.nlink++
 			o.change(p)

@@ -26,6 +26,8 @@ type op struct {
 	touched map[LIN]bool   // directories whose times to set at flush
 	writes  int            // kv writes issued so far, for chunked work
 
+	pre map[string][]byte // keys read ahead by prefetch (fsck), nil values absent
+
 	delegs   map[LIN]*delegation // delegation records read by loadDirs (nil: none)
 	acquired []LIN               // delegations taken by this op
 

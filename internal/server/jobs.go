@@ -40,6 +40,7 @@ type jobEnv struct {
 var (
 	_ jobs.Env        = (*jobEnv)(nil)
 	_ jobs.TierEnv    = (*jobEnv)(nil)
+	_ jobs.FsckEnv    = (*jobEnv)(nil)
 	_ job.LeaseSource = (*cluster.Session)(nil)
 )
 
