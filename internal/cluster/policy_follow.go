@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -99,23 +98,33 @@ func (f *PolicyFollower) Step(ctx context.Context) (runner.State, error) {
 		}
 		return runner.Idle, err
 	}
+	return followKey(ctx, f.cli, PolicyKey, "the installed policy", &f.rev, f.apply, func() { f.cur.Store(nil) })
+}
+
+// followKey watches key from the revision after *rev until ctx ends or the
+// stream breaks, calling put with each new value and del when the key is
+// deleted, and advancing *rev to each response's revision: the loop of a
+// follower's Step (what names the key in errors). It returns Done when
+// ctx ends, else Idle with an error (the runner backs off; the next Step
+// reloads before it watches again).
+func followKey(ctx context.Context, cli *clientv3.Client, key, what string, rev *atomic.Int64, put func([]byte), del func()) (runner.State, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range f.cli.Watch(wctx, PolicyKey, clientv3.WithRev(f.rev.Load()+1)) {
+	for resp := range cli.Watch(wctx, key, clientv3.WithRev(rev.Load()+1)) {
 		if err := resp.Err(); err != nil {
-			return runner.Idle, fmt.Errorf("cluster: watching the installed policy: %w", err)
+			return runner.Idle, fmt.Errorf("cluster: watching %s: %w", what, err)
 		}
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
-				f.cur.Store(nil)
+				del()
 				continue
 			}
-			f.apply(ev.Kv.Value)
+			put(ev.Kv.Value)
 		}
-		f.rev.Store(resp.Header.Revision)
+		rev.Store(resp.Header.Revision)
 	}
 	if ctx.Err() != nil {
 		return runner.Done, nil
 	}
-	return runner.Idle, errors.New("cluster: the watch of the installed policy ended")
+	return runner.Idle, fmt.Errorf("cluster: the watch of %s ended", what)
 }

@@ -196,23 +196,5 @@ func (f *QoSFollower) Step(ctx context.Context) (runner.State, error) {
 		}
 		return runner.Idle, err
 	}
-	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for resp := range f.store.cli.Watch(wctx, keyQoSConfig, clientv3.WithRev(f.rev.Load()+1)) {
-		if err := resp.Err(); err != nil {
-			return runner.Idle, fmt.Errorf("cluster: watching the QoS configuration: %w", err)
-		}
-		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypeDelete {
-				f.set(qos.Config{})
-				continue
-			}
-			f.apply(ev.Kv.Value)
-		}
-		f.rev.Store(resp.Header.Revision)
-	}
-	if ctx.Err() != nil {
-		return runner.Done, nil
-	}
-	return runner.Idle, errors.New("cluster: the watch of the QoS configuration ended")
+	return followKey(ctx, f.store.cli, keyQoSConfig, "the QoS configuration", &f.rev, f.apply, func() { f.set(qos.Config{}) })
 }
