@@ -108,6 +108,30 @@ func TestTierMovesByThreshold(t *testing.T) {
 		return 0
 	}
 	poll(t, 20*time.Second, "fast past 80% (drives publish their use)", func() bool { return fastUse() > 80 })
+	// The prediction and the job's plan must see the same use: let the
+	// multiscan the drive adds started end, and the pool's use settle
+	// (the drainers free replaced blocks within seconds; nodes publish
+	// their drives' use every few).
+	poll(t, 2*time.Minute, "no job running", func() bool {
+		var jobs []job.JobView
+		weftJSON(t, c, &jobs, "job", "list")
+		for _, j := range jobs {
+			if !j.State.Terminal() {
+				return false
+			}
+		}
+		return true
+	})
+	last := -1.0
+	poll(t, time.Minute, "fast's use settled", func() bool {
+		u := fastUse()
+		same := u == last
+		last = u
+		if !same {
+			time.Sleep(3 * time.Second)
+		}
+		return same
+	})
 
 	full := write("full.pol", `RULE 'default' SET POOL 'fast'
 RULE 'scratch' DELETE WHERE PATH_NAME LIKE '/scratch/%' AND NAME LIKE '%.tmp'
