@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -191,20 +192,21 @@ func (h *handler) ownQoS(seconds int) (QoSNodeState, error) {
 		st.Shares = append(st.Shares, QoSShare{Pool: k.Pool, Class: k.Class, IOPS: l.IOPS, BytesPerSec: l.BytesPerSec})
 	}
 	slices.SortFunc(st.Shares, func(a, b QoSShare) int {
-		if a.Pool != b.Pool {
-			if a.Pool < b.Pool {
-				return -1
-			}
-			return 1
-		}
-		return slices.Index(qos.Classes(), a.Class) - slices.Index(qos.Classes(), b.Class)
+		return cmp.Or(cmp.Compare(a.Pool, b.Pool), slices.Index(qos.Classes(), a.Class)-slices.Index(qos.Classes(), b.Class))
 	})
 	return st, nil
 }
 
+// qosNodeTimeout bounds one node's answer to qosNodes: a node the
+// control plane still shows up but that does not answer is reported in
+// errs, not allowed to hold the whole request.
+const qosNodeTimeout = 5 * time.Second
+
 // qosNodes asks every node that is up for its QoSNodeState (this one
-// directly, the others through their admin API, at once); errs says which
-// did not answer, and why. err is the control plane's.
+// directly, the others through their admin API, at once, each within
+// qosNodeTimeout); errs says which did not answer, and why. err is the
+// control plane's. The goroutines are the request's: each ends with its
+// node's answer or its deadline, and qosNodes waits for all of them.
 func (h *handler) qosNodes(ctx context.Context, seconds int) (states []QoSNodeState, errs []string, err error) {
 	nodes, err := h.store.ListNodes(ctx)
 	if err != nil {
@@ -224,7 +226,9 @@ func (h *handler) qosNodes(ctx context.Context, seconds int) (states []QoSNodeSt
 			if n.Name == h.node.Name {
 				st, err = h.ownQoS(seconds)
 			} else {
-				err = NewClient(n.AdminAddr, h.peer...).do(ctx, http.MethodGet, fmt.Sprintf("%s/node/qos?seconds=%d", APIVersion, seconds), nil, &st)
+				nctx, cancel := context.WithTimeout(ctx, qosNodeTimeout)
+				defer cancel()
+				err = NewClient(n.AdminAddr, h.peer...).do(nctx, http.MethodGet, fmt.Sprintf("%s/node/qos?seconds=%d", APIVersion, seconds), nil, &st)
 				if err == nil && st.Node != n.Name {
 					err = fmt.Errorf("its admin address %s is answered by node %q", n.AdminAddr, st.Node)
 				}
@@ -239,15 +243,7 @@ func (h *handler) qosNodes(ctx context.Context, seconds int) (states []QoSNodeSt
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(states, func(a, b QoSNodeState) int {
-		if a.Node < b.Node {
-			return -1
-		}
-		if a.Node > b.Node {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(states, func(a, b QoSNodeState) int { return cmp.Compare(a.Node, b.Node) })
 	slices.Sort(errs)
 	if len(states) == 0 && len(errs) > 0 {
 		return nil, errs, fmt.Errorf("%w: no node answered: %v", errUnavailable, errors.New(errs[0]))
