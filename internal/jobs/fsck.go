@@ -27,13 +27,13 @@ import (
 //     kept as job data ("u/TARGET/PARENT/NAME"), for the links phase: it
 //     is a missing back-pointer, a dangling entry or half of a wrong
 //     entry, and only the inodes tell which.
-//   - backpointers: items are pages of fsckPage LINs, each checked in
+//   - backpointers: items are pages of linPage LINs, each checked in
 //     one snapshot (meta.FsckBackpointersRange). Each inode's
 //     back-pointers against their entries: stale-backpointer and
 //     wrong-entry findings; a wrong entry's name is kept as job data
 //     ("c/PARENT/NAME") so that the links phase does not count its
 //     wrong target again.
-//   - links: items are pages of fsckPage LINs (and one task for the
+//   - links: items are pages of linPage LINs (and one task for the
 //     job data naming LINs outside them), each checked in one snapshot
 //     (meta.FsckLinksRange). Each inode with the kept
 //     entries naming it: missing-backpointer, link-count, unreachable
@@ -66,9 +66,6 @@ func newFsck() *fsckType {
 	t.phases = []job.Phase{&fsckEntries{t}, &fsckBackpointers{t}, &fsckLinks{t}, &fsckReport{}}
 	return t
 }
-
-// fsckPage is how many LINs one item of the LIN-page phases covers.
-const fsckPage = 256
 
 // fsckFirst is how many findings of each kind the report lists.
 const fsckFirst = 10
@@ -402,25 +399,6 @@ func parseUnclaimed(k string) (meta.EntryRef, error) {
 	return meta.EntryRef{LIN: meta.LIN(lin), Parent: meta.LIN(parent), Name: string(name)}, nil
 }
 
-// fsckPages splits the LINs allocated so far into pages, as tasks.
-func fsckPages(ctx context.Context, m *meta.Meta, n int) (lo, hi uint64, tasks []job.TaskSpec, err error) {
-	bound, err := m.LINBound(ctx)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	// From page 0: the root (LIN 1) is below FirstLIN.
-	lo, hi = 0, (uint64(bound)+fsckPage-1)/fsckPage
-	return lo, hi, job.SplitRange("pages", lo, hi, n), nil
-}
-
-func pageItems(from, to uint64, limit int) []uint64 {
-	var out []uint64
-	for p := from; p < to && len(out) < limit; p++ {
-		out = append(out, p)
-	}
-	return out
-}
-
 // fsckBackpointers is the backpointers phase: items are pages of LINs.
 type fsckBackpointers struct{ t *fsckType }
 
@@ -431,7 +409,7 @@ func (*fsckBackpointers) Split(ctx context.Context, env job.Env, j *job.Job) ([]
 	if err != nil {
 		return nil, err
 	}
-	_, _, tasks, err := fsckPages(ctx, e.Meta(), j.Parallelism)
+	_, tasks, err := linPages(ctx, e.Meta(), "pages", j.Parallelism)
 	return tasks, err
 }
 
@@ -445,7 +423,7 @@ func (p *fsckBackpointers) Process(ctx context.Context, env job.Env, j *job.Job,
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	n, fs, err := e.Meta().FsckBackpointersRange(ctx, meta.LIN(page*fsckPage), meta.LIN((page+1)*fsckPage))
+	n, fs, err := e.Meta().FsckBackpointersRange(ctx, meta.LIN(page*linPage), meta.LIN((page+1)*linPage))
 	if err != nil {
 		return job.ItemResult{}, err
 	}
@@ -479,11 +457,11 @@ func (*fsckLinks) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.Tas
 	if err != nil {
 		return nil, err
 	}
-	lo, hi, tasks, err := fsckPages(ctx, e.Meta(), j.Parallelism)
+	hi, tasks, err := linPages(ctx, e.Meta(), "pages", j.Parallelism)
 	if err != nil {
 		return nil, err
 	}
-	return append(tasks, job.TaskSpec{Scope: fmt.Sprintf("stray:%d:%d", lo, hi), From: 0, To: 1}), nil
+	return append(tasks, job.TaskSpec{Scope: fmt.Sprintf("stray:%d:%d", 0, hi), From: 0, To: 1}), nil
 }
 
 func (*fsckLinks) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
@@ -498,14 +476,14 @@ func (p *fsckLinks) Process(ctx context.Context, env job.Env, j *job.Job, scope 
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	from, to := meta.LIN(page*fsckPage), meta.LIN((page+1)*fsckPage)
+	from, to := meta.LIN(page*linPage), meta.LIN((page+1)*linPage)
 	stray := strings.HasPrefix(scope, "stray:")
 	if stray {
 		var lo, hi uint64
 		if _, err := fmt.Sscanf(scope, "stray:%d:%d", &lo, &hi); err != nil {
 			return job.ItemResult{}, fmt.Errorf("fsck: task scope %q: %w", scope, err)
 		}
-		from, to = meta.LIN(lo*fsckPage), meta.LIN(hi*fsckPage)
+		from, to = meta.LIN(lo*linPage), meta.LIN(hi*linPage)
 	}
 	hints, err := p.hints(ctx, e, j, from, to, stray)
 	if err != nil {

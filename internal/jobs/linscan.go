@@ -11,6 +11,33 @@ import (
 // LIN scans: a phase whose items are the LINs of regular files, split into
 // ranges of the LIN space [meta.FirstLIN, LINBound).
 
+// linPage is how many LINs one item of a page scan covers: the tier
+// job's scan and the fsck job's LIN passes each read a page of inodes in
+// one store read.
+const linPage = 256
+
+// linPages returns the pages [0, hi) that cover the LINs allocated so far
+// (page 0 holds the root, below meta.FirstLIN), cut into about n tasks of
+// scope.
+func linPages(ctx context.Context, m *meta.Meta, scope string, n int) (hi uint64, tasks []job.TaskSpec, err error) {
+	bound, err := m.LINBound(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	hi = (uint64(bound) + linPage - 1) / linPage
+	return hi, job.SplitRange(scope, 0, hi, n), nil
+}
+
+// pageItems is Items of a page scan: every page in [from, to), up to
+// limit.
+func pageItems(from, to uint64, limit int) []uint64 {
+	var out []uint64
+	for p := from; p < to && len(out) < limit; p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
 // scanPage is how many inodes one ScanInodes call reads.
 const scanPage = 256
 
