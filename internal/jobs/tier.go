@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +23,7 @@ import (
 // MIGRATE, DELETE and LIST rules to the namespace, as weft policy test
 // predicts (both decide through package tier). Phases:
 //
-//   - scan: a LIN scan in pages of tierPage LINs. Each page's regular
+//   - scan: a LIN scan in pages of linPage LINs. Each page's regular
 //     files are evaluated (tier.Evaluator, at the job's creation time)
 //     and what the rules act on is kept as job data: the MIGRATE and
 //     DELETE candidates under "c/PAGE", the LIST entries under "l/PAGE"
@@ -55,13 +57,10 @@ import (
 func Tier() job.Type { return newTier() }
 
 func newTier() *tierType {
-	t := &tierType{pols: map[uint64]*policy.Policy{}, evals: map[evalKey]*sync.Pool{}}
+	t := &tierType{pols: map[uint64]*policy.Policy{}, jobs: map[job.JobID]*tierJobCache{}}
 	t.phases = []job.Phase{&tierScan{t}, &tierPlan{singleTask{"plan"}, t}, &tierAct{t}, &tierReport{singleTask{"report"}, t}}
 	return t
 }
-
-// tierPage is how many LINs one scan item covers.
-const tierPage = 256
 
 // Job data keys of a tier job.
 const (
@@ -103,19 +102,25 @@ func tierEnvOf(e job.Env) (TierEnv, error) {
 }
 
 // tierType is the tier job type. It caches parsed policy versions (they
-// never change) and, per job, evaluators (which cache directory paths).
+// never change) and, per job, the version the job applies (recorded once,
+// by its scan's Split) and evaluators (which cache directory paths).
 type tierType struct {
 	phases []job.Phase
 
-	mu    sync.Mutex
-	pols  map[uint64]*policy.Policy
-	evals map[evalKey]*sync.Pool
+	mu   sync.Mutex
+	pols map[uint64]*policy.Policy
+	jobs map[job.JobID]*tierJobCache
 }
 
-type evalKey struct {
-	job     job.JobID
+// tierJobCache is what a node keeps of one tier job it works for.
+type tierJobCache struct {
 	version uint64
+	evals   sync.Pool // *tier.Evaluator
 }
+
+// maxCachedJobs bounds tierType.jobs: the oldest job's cache goes first
+// (a job that ended; one still running reads its version again).
+const maxCachedJobs = 4
 
 var (
 	_ job.Type           = (*tierType)(nil)
@@ -224,55 +229,57 @@ func decodeJobPolicy(b []byte) (uint64, error) {
 	return v, nil
 }
 
-// jobPolicy returns the version the scan's Split chose (job data
-// "policy") and the policy.
-func (t *tierType) jobPolicy(ctx context.Context, e TierEnv, id job.JobID) (uint64, *policy.Policy, error) {
-	b, ok, err := e.JobData().GetData(ctx, id, tierKeyPolicy)
-	if err != nil {
-		return 0, nil, err
-	}
-	if !ok {
-		return 0, nil, fmt.Errorf("tier: job %d has no policy version recorded (its scan did not split)", id)
-	}
-	v, err := decodeJobPolicy(b)
-	if err != nil {
-		return 0, nil, fmt.Errorf("tier: job %d: %w", id, err)
+// jobPolicy returns the job's cache (the version the scan's Split
+// recorded as job data "policy", read once per node) and the policy.
+func (t *tierType) jobPolicy(ctx context.Context, e TierEnv, id job.JobID) (*tierJobCache, *policy.Policy, error) {
+	t.mu.Lock()
+	jc := t.jobs[id]
+	t.mu.Unlock()
+	if jc == nil {
+		b, ok, err := e.JobData().GetData(ctx, id, tierKeyPolicy)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("tier: job %d has no policy version recorded (its scan did not split)", id)
+		}
+		v, err := decodeJobPolicy(b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tier: job %d: %w", id, err)
+		}
+		t.mu.Lock()
+		if jc = t.jobs[id]; jc == nil {
+			if len(t.jobs) >= maxCachedJobs {
+				delete(t.jobs, slices.Min(slices.Collect(maps.Keys(t.jobs))))
+			}
+			jc = &tierJobCache{version: v}
+			t.jobs[id] = jc
+		}
+		t.mu.Unlock()
 	}
 	t.mu.Lock()
-	p := t.pols[v]
+	p := t.pols[jc.version]
 	t.mu.Unlock()
 	if p != nil {
-		return v, p, nil
+		return jc, p, nil
 	}
-	ip, err := e.Cluster().Policy(ctx, v)
-	if err != nil {
-		return 0, nil, err
-	}
-	p, err = t.policyOf(v, ip.Text)
-	return v, p, err
-}
-
-// evaluator returns an evaluator of job j's policy (put it back with
-// putEvaluator). Evaluators of one job share nothing but are reused, so
-// that directory paths are looked up once per node, not once per page.
-func (t *tierType) evaluator(ctx context.Context, e TierEnv, j *job.Job) (*tier.Evaluator, func(), error) {
-	v, pol, err := t.jobPolicy(ctx, e, j.ID)
+	ip, err := e.Cluster().Policy(ctx, jc.version)
 	if err != nil {
 		return nil, nil, err
 	}
-	k := evalKey{j.ID, v}
-	t.mu.Lock()
-	for old := range t.evals {
-		if old.job != j.ID {
-			delete(t.evals, old) // another job's: it has ended or will refill
-		}
+	p, err = t.policyOf(jc.version, ip.Text)
+	return jc, p, err
+}
+
+// evaluator returns an evaluator of job j's policy and the function that
+// gives it back. Evaluators of one job share nothing but are reused, so
+// that directory paths are looked up once per node, not once per page.
+func (t *tierType) evaluator(ctx context.Context, e TierEnv, j *job.Job) (*tier.Evaluator, func(), error) {
+	jc, pol, err := t.jobPolicy(ctx, e, j.ID)
+	if err != nil {
+		return nil, nil, err
 	}
-	sp := t.evals[k]
-	if sp == nil {
-		sp = &sync.Pool{}
-		t.evals[k] = sp
-	}
-	t.mu.Unlock()
+	sp := &jc.evals
 	ev, _ := sp.Get().(*tier.Evaluator)
 	if ev == nil {
 		pools, err := e.Cluster().ListPools(ctx)
@@ -337,16 +344,6 @@ func pageKey(pfx string, page uint64) string { return fmt.Sprintf("%s%016x", pfx
 // pageOf returns the page a data key names.
 func pageOf(key, pfx string) (uint64, error) {
 	return strconv.ParseUint(key[len(pfx):], 16, 64)
-}
-
-// pages returns the page range [lo, hi) covering the LINs allocated so
-// far.
-func pages(ctx context.Context, m *meta.Meta) (uint64, uint64, error) {
-	bound, err := m.LINBound(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	return uint64(meta.FirstLIN) / tierPage, (uint64(bound) + tierPage - 1) / tierPage, nil
 }
 
 // putOrDelete stores b under k, or deletes k when b is nil, so that a

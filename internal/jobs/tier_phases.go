@@ -18,7 +18,7 @@ import (
 
 // The tier job's phases (see Tier).
 
-// tierScan is the scan phase: items are pages of tierPage LINs.
+// tierScan is the scan phase: items are pages of linPage LINs.
 type tierScan struct{ t *tierType }
 
 func (*tierScan) Name() string { return "scan" }
@@ -30,30 +30,36 @@ func (s *tierScan) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.Ta
 	if err != nil {
 		return nil, err
 	}
-	v, _, err := s.t.resolvePolicy(ctx, e, j.Params)
-	if err != nil {
-		return nil, err
-	}
 	if _, err := tierDir(ctx, e.Meta(), j.Params); err != nil {
 		return nil, err
 	}
-	if err := e.JobData().PutData(ctx, j.ID, tierKeyPolicy, encodeJobPolicy(v)); err != nil {
+	// The version is chosen once: a Split run again (a new coordinator)
+	// keeps it, so that every node of the job applies the same one.
+	var v uint64
+	if b, ok, err := e.JobData().GetData(ctx, j.ID, tierKeyPolicy); err != nil {
 		return nil, err
+	} else if ok {
+		if v, err = decodeJobPolicy(b); err != nil {
+			return nil, fmt.Errorf("tier: job %d: %w", j.ID, err)
+		}
+	} else {
+		if v, _, err = s.t.resolvePolicy(ctx, e, j.Params); err != nil {
+			return nil, err
+		}
+		if err := e.JobData().PutData(ctx, j.ID, tierKeyPolicy, encodeJobPolicy(v)); err != nil {
+			return nil, err
+		}
 	}
-	lo, hi, err := pages(ctx, e.Meta())
+	hi, tasks, err := linPages(ctx, e.Meta(), "pages", j.Parallelism)
 	if err != nil {
 		return nil, err
 	}
-	e.Log().Info("tier scan", "job", j.ID, "policy", v, "pages", hi-lo)
-	return job.SplitRange("pages", lo, hi, j.Parallelism), nil
+	e.Log().Info("tier scan", "job", j.ID, "policy", v, "pages", hi)
+	return tasks, nil
 }
 
 func (*tierScan) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
-	var out []uint64
-	for p := from; p < to && len(out) < limit; p++ {
-		out = append(out, p)
-	}
-	return out, nil
+	return pageItems(from, to, limit), nil
 }
 
 // Process evaluates one page's files and keeps what the rules act on.
@@ -67,8 +73,8 @@ func (s *tierScan) Process(ctx context.Context, env job.Env, j *job.Job, _ strin
 		return job.ItemResult{}, err
 	}
 	defer done()
-	from := max(meta.LIN(page*tierPage), meta.FirstLIN)
-	inodes, _, err := e.Meta().ScanInodes(ctx, from, meta.LIN((page+1)*tierPage), tierPage)
+	from := max(meta.LIN(page*linPage), meta.FirstLIN)
+	inodes, _, err := e.Meta().ScanInodes(ctx, from, meta.LIN((page+1)*linPage), linPage)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
@@ -160,13 +166,13 @@ func (p *tierPlan) Process(ctx context.Context, env job.Env, j *job.Job, _ strin
 	takes := map[uint64][]tier.Candidate{}
 	for _, g := range groups {
 		for _, m := range g.Moves {
-			takes[uint64(m.LIN)/tierPage] = append(takes[uint64(m.LIN)/tierPage], m)
+			takes[uint64(m.LIN)/linPage] = append(takes[uint64(m.LIN)/linPage], m)
 			res.Counts[ruleCount(g.Rule, "selected")]++
 			res.Counts[ruleCount(g.Rule, "selected_b")] += m.Allocated
 		}
 	}
 	for _, d := range del {
-		takes[uint64(d.LIN)/tierPage] = append(takes[uint64(d.LIN)/tierPage], d)
+		takes[uint64(d.LIN)/linPage] = append(takes[uint64(d.LIN)/linPage], d)
 		res.Counts[ruleCount(d.Rule, "selected")]++
 		res.Counts[ruleCount(d.Rule, "selected_b")] += d.Allocated
 	}
@@ -270,7 +276,7 @@ func (*tierAct) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.TaskS
 	for i := 0; i < n; i++ {
 		a, b := work[i*len(work)/n], work[(i+1)*len(work)/n-1]
 		// Items has no job: the scope carries its id.
-		out = append(out, job.TaskSpec{Scope: actScope(j.ID), From: max(a*tierPage, uint64(meta.FirstLIN)), To: (b + 1) * tierPage})
+		out = append(out, job.TaskSpec{Scope: actScope(j.ID), From: max(a*linPage, uint64(meta.FirstLIN)), To: (b + 1) * linPage})
 	}
 	return out, nil
 }
@@ -298,11 +304,11 @@ func (*tierAct) Items(ctx context.Context, env job.Env, scope string, from, to u
 		return nil, err
 	}
 	after := ""
-	if p := from / tierPage; p > 0 {
+	if p := from / linPage; p > 0 {
 		after = pageKey(tierPfxTakes, p-1)
 	}
 	var out []uint64
-	last := (to - 1) / tierPage
+	last := (to - 1) / linPage
 	for {
 		batch, err := e.JobData().ListData(ctx, id, tierPfxTakes, after, 16)
 		if err != nil {
@@ -344,13 +350,13 @@ func (a *tierAct) Process(ctx context.Context, env job.Env, j *job.Job, _ string
 		return job.ItemResult{}, err
 	}
 	lin := meta.LIN(item)
-	b, ok, err := e.JobData().GetData(ctx, j.ID, pageKey(tierPfxTakes, item/tierPage))
+	b, ok, err := e.JobData().GetData(ctx, j.ID, pageKey(tierPfxTakes, item/linPage))
 	if err != nil || !ok {
 		return job.ItemResult{}, err
 	}
 	es, err := tier.DecodeEntries(nil, b)
 	if err != nil {
-		return job.ItemResult{}, fmt.Errorf("tier: job %d page %d: %w", j.ID, item/tierPage, err)
+		return job.ItemResult{}, fmt.Errorf("tier: job %d page %d: %w", j.ID, item/linPage, err)
 	}
 	i := slices.IndexFunc(es, func(c tier.Candidate) bool { return c.LIN == lin })
 	if i < 0 {
@@ -475,7 +481,7 @@ func (r *tierReport) Process(ctx context.Context, env job.Env, j *job.Job, _ str
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	v, pol, err := r.t.jobPolicy(ctx, e, j.ID)
+	jc, pol, err := r.t.jobPolicy(ctx, e, j.ID)
 	if err != nil {
 		return job.ItemResult{}, err
 	}
@@ -516,7 +522,7 @@ func (r *tierReport) Process(ctx context.Context, env job.Env, j *job.Job, _ str
 			}
 		}
 	}
-	res := job.ItemResult{Items: 1, Summary: ruleSummary(v, rules, counts, files, j.Params["dry-run"] == "true")}
+	res := job.ItemResult{Items: 1, Summary: ruleSummary(jc.version, rules, counts, files, j.Params["dry-run"] == "true")}
 	return res, nil
 }
 
