@@ -65,10 +65,6 @@ func (h *handler) addDrive(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), addDriveTimeout)
 	defer cancel()
-	if err := h.checkDriveClass(ctx, req); err != nil {
-		h.reply(w, r, nil, err)
-		return
-	}
 	if req.Node == h.node.Name {
 		v, err := h.addLocal(ctx, req)
 		h.reply(w, r, v, err)
@@ -85,33 +81,6 @@ func (h *handler) addDrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, v)
-}
-
-// checkDriveClass refuses a drive whose class is not its pool's: a pool
-// of a class (weft pool create --class) holds drives of that class only,
-// so that a policy moving files to "the hdd pool" moves them to hdds. A
-// pool without a class, or one that does not exist yet (the add creates
-// it), takes any.
-func (h *handler) checkDriveClass(ctx context.Context, req AddDriveRequest) error {
-	pool, class := req.Pool, req.Class
-	if pool == "" {
-		pool = "default"
-	}
-	if class == "" {
-		class = "ssd"
-	}
-	p, err := h.store.GetPool(ctx, pool)
-	if errors.Is(err, cluster.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if p.Class != "" && p.Class != class {
-		return fmt.Errorf("%w: drive add %s:%s: pool %s holds %s drives and this one is %s: give --class %s if it is one, or add it to a pool of class %s",
-			cluster.ErrInvalid, req.Node, req.Path, pool, p.Class, class, p.Class, class)
-	}
-	return nil
 }
 
 // addNodeDrive serves POST /v1/node/drives: this node adds the drive. The

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,8 +19,29 @@ type Drive struct {
 	Live  *DriveLive   `json:"live,omitempty"`
 }
 
+// CheckDriveClass refuses (ErrInvalid) a new drive of class at path for
+// pool when the pool has a class and it is another: a pool of a class
+// (weft pool create --class) holds drives of that class only, so that a
+// policy moving files to "the hdd pool" moves them to hdds. A pool without
+// a class, or one that does not exist yet, takes any. MoveDrive applies
+// the same rule to a drive changing pools.
+func (s *Store) CheckDriveClass(ctx context.Context, pool, class, path string) error {
+	p, err := s.GetPool(ctx, pool)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if p.Class != "" && p.Class != class {
+		return fmt.Errorf("%w: drive %s: pool %s holds %s drives and this one is %s: give --class %s if it is one, or add it to a pool of class %s",
+			ErrInvalid, path, pool, p.Class, class, p.Class, class)
+	}
+	return nil
+}
+
 // RegisterDrive records a drive a node has opened. A new drive gets status
-// ready. For a known drive the stored pool and status win over rec (they are
+// ready, if its class fits its pool's (CheckDriveClass). For a known drive the stored pool and status win over rec (they are
 // changed only by administrative commands), but the node, path and class
 // are updated; a drive claimed by a different node is refused unless that
 // node is down. It returns the stored record.
@@ -40,6 +62,9 @@ func (s *Store) RegisterDrive(ctx context.Context, rec DriveRecord) (DriveRecord
 		old.Node, old.Path, old.Class = rec.Node, rec.Path, rec.Class
 		rec = old
 	case err == ErrNotFound:
+		if err := s.CheckDriveClass(ctx, rec.Pool, rec.Class, rec.Path); err != nil {
+			return rec, err
+		}
 		now := time.Now().UTC()
 		rec.Status, rec.Added, rec.Changed = StatusReady, now, now
 	default:

@@ -183,3 +183,36 @@ func TestMoveDrive(t *testing.T) {
 		t.Fatalf("resume = %+v, %v", d, err)
 	}
 }
+
+// A new drive joins a pool of a class only if it is of that class; a
+// pool without a class, or not made yet, takes any; a drive registered
+// before keeps registering.
+func TestNewDriveClass(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newPoolStore(t, 1)
+	if _, err := s.CreatePoolSpec(ctx, "slow", PoolSpec{Protection: "mirror:1", Class: "hdd"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckDriveClass(ctx, "slow", "ssd", "/d/x"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "pool slow holds hdd drives and this one is ssd") {
+		t.Fatalf("ssd into hdd pool: %v", err)
+	}
+	for _, c := range [][2]string{{"slow", "hdd"}, {"default", "nvme"}, {"later", "ssd"}} {
+		if err := s.CheckDriveClass(ctx, c[0], c[1], "/d/x"); err != nil {
+			t.Errorf("%s drive into pool %s: %v", c[1], c[0], err)
+		}
+	}
+	id, err := s.AllocDriveID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RegisterDrive(ctx, DriveRecord{ID: id, Node: "n1", Path: "/d/y", Class: "ssd", Pool: "slow"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("register an ssd drive in the hdd pool: %v", err)
+	}
+	rec, err := s.RegisterDrive(ctx, DriveRecord{ID: id, Node: "n1", Path: "/d/y", Class: "hdd", Pool: "slow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RegisterDrive(ctx, rec); err != nil {
+		t.Fatalf("a known drive registering again: %v", err)
+	}
+}

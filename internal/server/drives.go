@@ -182,6 +182,11 @@ func (s *Server) AddDrive(ctx context.Context, req admin.AddDriveRequest) (admin
 	if err := s.checkPathFree(spec.Path); err != nil {
 		return admin.AddDriveReply{}, err
 	}
+	// Before the directory is formatted as a drive: a refusal leaves it
+	// as it was.
+	if err := s.store.CheckDriveClass(ctx, spec.Pool, spec.Class, spec.Path); err != nil {
+		return admin.AddDriveReply{}, err
+	}
 	d, err := s.openDrive(ctx, spec)
 	var pe *fs.PathError
 	if errors.As(err, &pe) && !errors.Is(err, drive.ErrInvalid) {
