@@ -38,7 +38,7 @@ func TestQoSLimitsMaintenance(t *testing.T) {
 	if out, code := c.Weft("qos", "enable"); code != 0 {
 		t.Fatalf("weft qos enable: %s", out)
 	}
-	time.Sleep(qosShareSettle) // every node follows and shares
+	waitQoSShares(t, c, limit)
 	started := time.Now()
 	id := startJob(t, c, "integrityscan", "--policy", "high")
 	// Client I/O during the scan: 48 MiB through the mount, 2 s into it.
@@ -173,9 +173,27 @@ func driveReads(t *testing.T, c *harness.Cluster) uint64 {
 	return n
 }
 
-// qosShareSettle is how long a change takes to reach every node's shares
-// (the follower's watch, then the next re-share).
-const qosShareSettle = 1500 * time.Millisecond
+// waitQoSShares waits until every node follows the configuration: each
+// of the three holds a maintenance share of the default pool, and the
+// shares add up to the cluster-wide limit (the follower's watch, then
+// the next re-share).
+func waitQoSShares(t *testing.T, c *harness.Cluster, limit float64) {
+	t.Helper()
+	poll(t, 10*time.Second, "every node holds its share of the maintenance limit", func() bool {
+		var show admin.QoSShow
+		weftJSON(t, c, &show, "qos", "show")
+		sum, holders := 0.0, 0
+		for _, n := range show.Nodes {
+			for _, sh := range n.Shares {
+				if sh.Pool == "default" && sh.Class == qos.Maintenance && sh.IOPS > 0 {
+					sum += sh.IOPS
+					holders++
+				}
+			}
+		}
+		return holders == 3 && sum >= limit*0.99 && sum <= limit*1.01
+	})
+}
 
 // qosStats runs weft qos stats --json.
 func qosStats(t *testing.T, c *harness.Cluster, seconds, interval int) admin.QoSStats {
