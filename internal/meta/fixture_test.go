@@ -351,10 +351,11 @@ func verifyStripes(m *Meta, in Inode) error {
 	return nil
 }
 
-// dump renders the tree below root, one line per path, for comparisons.
-func dump(tb testing.TB, m *Meta) string {
+// walkTree reads the tree below the root depth first, in name order,
+// calling visit with each entry's path, the entry, and its inode (or the
+// error reading it); it descends into an entry when visit says so.
+func walkTree(tb testing.TB, m *Meta, visit func(path string, e DirEntry, in Inode, err error) (descend bool)) {
 	tb.Helper()
-	var b strings.Builder
 	var walk func(dir LIN, path string)
 	walk = func(dir LIN, path string) {
 		for after := ""; ; {
@@ -364,28 +365,7 @@ func dump(tb testing.TB, m *Meta) string {
 			}
 			for _, e := range ents {
 				in, err := m.GetInode(bg, e.LIN)
-				if err != nil {
-					tb.Fatal(err)
-				}
-				fmt.Fprintf(&b, "%s/%s %s lin=%d nlink=%d size=%d mode=%o", path, e.Name, in.Type, in.LIN, in.Nlink, in.Size, in.Mode)
-				if in.Target != "" {
-					fmt.Fprintf(&b, " -> %s", in.Target)
-				}
-				if len(in.Xattrs) > 0 {
-					fmt.Fprintf(&b, " xattrs=%v", in.Xattrs)
-				}
-				if in.StripeSize > 0 {
-					ss, err := m.GetStripes(bg, in.LIN, 0, 1000)
-					if err != nil {
-						tb.Fatal(err)
-					}
-					fmt.Fprint(&b, " stripes=")
-					for _, s := range ss {
-						fmt.Fprintf(&b, "%d:g%d:%d,", s.Index, s.Gen, s.DataLen)
-					}
-				}
-				b.WriteByte('\n')
-				if e.Type == TypeDir {
+				if visit(path+"/"+e.Name, e, in, err) {
 					walk(e.LIN, path+"/"+e.Name)
 				}
 			}
@@ -396,5 +376,35 @@ func dump(tb testing.TB, m *Meta) string {
 		}
 	}
 	walk(RootLIN, "")
+}
+
+// dump renders the tree below root, one line per path, for comparisons.
+func dump(tb testing.TB, m *Meta) string {
+	tb.Helper()
+	var b strings.Builder
+	walkTree(tb, m, func(p string, e DirEntry, in Inode, err error) bool {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s lin=%d nlink=%d size=%d mode=%o", p, in.Type, in.LIN, in.Nlink, in.Size, in.Mode)
+		if in.Target != "" {
+			fmt.Fprintf(&b, " -> %s", in.Target)
+		}
+		if len(in.Xattrs) > 0 {
+			fmt.Fprintf(&b, " xattrs=%v", in.Xattrs)
+		}
+		if in.StripeSize > 0 {
+			ss, err := m.GetStripes(bg, in.LIN, 0, 1000)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			fmt.Fprint(&b, " stripes=")
+			for _, s := range ss {
+				fmt.Fprintf(&b, "%d:g%d:%d,", s.Index, s.Gen, s.DataLen)
+			}
+		}
+		b.WriteByte('\n')
+		return e.Type == TypeDir
+	})
 	return b.String()
 }

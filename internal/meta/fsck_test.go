@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"runtime"
 	"slices"
 	"strings"
@@ -146,35 +147,20 @@ func fsckFixture(t *testing.T) (*Meta, LIN) {
 }
 
 // fsckDump renders the tree below the root, one line per path, and
-// "missing" for an entry naming no inode.
+// "missing" for an entry naming no inode; it does not follow a directory
+// loop (a damaged tree may have one).
 func fsckDump(t *testing.T, m *Meta) string {
 	t.Helper()
 	var b strings.Builder
-	var walk func(dir LIN, path string)
-	walk = func(dir LIN, path string) {
-		for after := ""; ; {
-			ents, next, err := m.ReadDir(bg, dir, after, 100)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range ents {
-				in, err := m.GetInode(bg, e.LIN)
-				if err != nil {
-					fmt.Fprintf(&b, "%s/%s %s lin=%d missing\n", path, e.Name, e.Type, e.LIN)
-					continue
-				}
-				fmt.Fprintf(&b, "%s/%s %s lin=%d nlink=%d links=%v mode=%o\n", path, e.Name, in.Type, in.LIN, in.Nlink, in.Links, in.Mode)
-				if e.Type == TypeDir && in.Type == TypeDir && !strings.Contains(path, "/"+e.Name+"/") && strings.Count(path, "/") < 10 {
-					walk(e.LIN, path+"/"+e.Name)
-				}
-			}
-			if next == "" {
-				return
-			}
-			after = next
+	walkTree(t, m, func(p string, e DirEntry, in Inode, err error) bool {
+		if err != nil {
+			fmt.Fprintf(&b, "%s %s lin=%d missing\n", p, e.Type, e.LIN)
+			return false
 		}
-	}
-	walk(RootLIN, "")
+		fmt.Fprintf(&b, "%s %s lin=%d nlink=%d links=%v mode=%o\n", p, in.Type, in.LIN, in.Nlink, in.Links, in.Mode)
+		dir := path.Dir(p)
+		return e.Type == TypeDir && in.Type == TypeDir && !strings.Contains(dir, "/"+e.Name+"/") && strings.Count(dir, "/") < 10
+	})
 	return b.String()
 }
 
