@@ -247,8 +247,14 @@ func (s *Store) ListPools(ctx context.Context) ([]Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.PoolsOf(ctx, drives)
+}
+
+// PoolsOf is ListPools for a caller that has just listed the drives
+// (ListDrives): it reads only the pool records.
+func (s *Store) PoolsOf(ctx context.Context, drives []Drive) ([]Pool, error) {
 	var out []Pool
-	err = s.scan(ctx, prefixPools, func(k string, v []byte) error {
+	err := s.scan(ctx, prefixPools, func(k string, v []byte) error {
 		var p Pool
 		if err := decode(k, v, &p.PoolRecord); err != nil {
 			return err

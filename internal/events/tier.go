@@ -72,8 +72,8 @@ type fired struct {
 
 // checkThresholds records pool-threshold events and starts tier jobs (see
 // above).
-func (w *Watcher) checkThresholds(ctx context.Context, now time.Time) error {
-	pools, err := w.cfg.Store.ListPools(ctx)
+func (w *Watcher) checkThresholds(ctx context.Context, drives []cluster.Drive, now time.Time) error {
+	pools, err := w.cfg.Store.PoolsOf(ctx, drives)
 	if err != nil {
 		return err
 	}

@@ -181,7 +181,7 @@ func (w *Watcher) check(ctx context.Context, now time.Time) error {
 	added, err := w.checkAdded(ctx, drives, nodes)
 	errs = append(errs, err)
 	errs = append(errs, w.checkSpace(ctx, drives, settings.LowSpaceThreshold))
-	errs = append(errs, w.checkThresholds(ctx, now))
+	errs = append(errs, w.checkThresholds(ctx, drives, now))
 	if added || now.Sub(w.lastBalance) >= balanceInterval {
 		w.lastBalance = now
 		errs = append(errs, w.checkBalance(ctx, drives, settings.RebalanceThreshold, now))
