@@ -113,13 +113,12 @@ func (e nopEnv) Log() *slog.Logger { return e.log }
 // watchFixture is a control plane with a job engine that is never started
 // (jobs stay queued), and a watcher driven with a fake clock.
 type watchFixture struct {
-	t     *testing.T
-	ctx   context.Context
-	cfg   Config
-	sess  map[string]*cluster.Session
-	now   time.Time
-	seen  uint64 // events already checked
-	types []string
+	t    *testing.T
+	ctx  context.Context
+	cfg  Config
+	sess map[string]*cluster.Session
+	now  time.Time
+	seen uint64 // events already checked
 }
 
 func newWatchFixture(t *testing.T, grace time.Duration, types ...string) *watchFixture {

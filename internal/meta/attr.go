@@ -6,16 +6,6 @@ import (
 	"time"
 )
 
-// getTimes reads a directory's blind times (nil if never written).
-func (o *op) getTimes(lin LIN) (*dirTimes, error) {
-	b, err := o.tx.Get(keyDirTimes(lin))
-	if err != nil || b == nil {
-		return nil, err
-	}
-	t, err := decodeDirTimes(lin, b)
-	return &t, err
-}
-
 // loadAttr reads inode lin and its directory times in one round trip. In a
 // view it scans the two adjacent keys (one range read, the cheapest request
 // a backend serves) unless the store is a cache (which keeps keys, not

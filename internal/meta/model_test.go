@@ -309,7 +309,6 @@ func (h *harness) pick(keep func(*mnode) bool) LIN {
 }
 
 func isDir(n *mnode) bool  { return n.typ == TypeDir }
-func isFile(n *mnode) bool { return n.typ == TypeFile }
 func notDir(n *mnode) bool { return n.typ != TypeDir }
 
 func (h *harness) step() (string, error, error) {
