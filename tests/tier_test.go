@@ -206,19 +206,19 @@ RULE 'big' LIST 'big' WHERE FILE_SIZE > 8M
 			reads++
 		}
 	}()
-	// The writer rewrites 64 KiB pieces with the same bytes, four times
-	// a second: each rewrite replaces a whole 1 MiB stripe copy-on-write
-	// (2 MiB of new blocks in mirror:2), and the old blocks are freed by
-	// their nodes' drainers about a second later. Much faster than this
-	// a pool 81 % full (12 MiB free per drive) runs out of space while
-	// the old blocks wait: ENOSPC from churn, not from the tier job.
+	// The writer rewrites 64 KiB pieces with the same bytes, open to
+	// close, as fast as it can with 20 ms between: each rewrite replaces a
+	// whole 1 MiB stripe copy-on-write (2 MiB of new blocks in mirror:2)
+	// while the old blocks wait a second for their node's drainer, more
+	// than a pool 81 % full (12 MiB free per drive) holds; a flush short of
+	// space waits for the drainers rather than failing.
 	go func() {
 		defer wg.Done()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
-			case <-time.After(250 * time.Millisecond):
+			case <-time.After(20 * time.Millisecond):
 			}
 			name := movers[i%2] // the two that move
 			off := rand.IntN(len(content[name])-65536) &^ 4095

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -86,9 +87,19 @@ func (ino *inode) requeueLocked(d *dstripe, err error) {
 	ino.dirty[d.idx] = d
 }
 
+// noSpaceGrace is how long a flush keeps retrying, every noSpaceRetry, a
+// stripe refused for want of space: blocks that copy-on-write replaced
+// are freed by their node's drainer about a second later, so a pool near
+// full under rewrites finds room again without the writer seeing ENOSPC.
+const (
+	noSpaceGrace = 3 * time.Second
+	noSpaceRetry = 250 * time.Millisecond
+)
+
 // flush writes out every stripe buffered when it is called and waits for
 // their commits. A stripe whose write-out fails during the flush is not
-// retried by it: its error is returned and it stays buffered.
+// retried by it — its error is returned and it stays buffered — unless
+// it failed for want of space, which is retried for noSpaceGrace.
 func (ino *inode) flush(ctx context.Context) error {
 	ino.mu.Lock()
 	want := map[int64]bool{}
@@ -100,7 +111,9 @@ func (ino *inode) flush(ctx context.Context) error {
 	}
 	ino.mu.Unlock()
 	tried := map[int64]bool{}
+	start := time.Now()
 	for {
+		wait := false
 		ino.mu.Lock()
 		for ino.truncating || len(ino.inflight) > 0 {
 			if err := ino.waitLocked(ctx); err != nil {
@@ -114,6 +127,9 @@ func (ino *inode) flush(ctx context.Context) error {
 			switch {
 			case d == nil:
 				delete(want, idx)
+			case tried[idx] && errors.Is(d.err, ErrNoSpace) && time.Since(start) < noSpaceGrace:
+				wait = true
+				todo = append(todo, idx)
 			case tried[idx] && d.err != nil:
 				err := d.err
 				ino.mu.Unlock()
@@ -127,6 +143,13 @@ func (ino *inode) flush(ctx context.Context) error {
 		ino.mu.Unlock()
 		if len(todo) == 0 {
 			return nil
+		}
+		if wait {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(noSpaceRetry):
+			}
 		}
 		slices.Sort(todo)
 		for _, idx := range todo {

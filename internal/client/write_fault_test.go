@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -136,6 +137,27 @@ func TestWriteNoSpace(t *testing.T) {
 	}
 	t.Logf("flush error: %v", err)
 	fh.Close(bg)
+}
+
+// TestWriteWaitsForSpace: a flush refused for want of space tries again
+// for a while (blocks replaced by copy-on-write are freed by the drainers
+// a second later), and succeeds once space is back.
+func TestWriteWaitsForSpace(t *testing.T) {
+	f := clienttest.New(t)
+	full := func(d *client.DriveState) bool { return d.ID > 3 }
+	f.Topo.Set(full, func(d *client.DriveState) { d.FreeBytes = 1000 })
+	c := f.Client(testUnit)
+	freed := time.AfterFunc(600*time.Millisecond, func() {
+		f.Topo.Set(full, func(d *client.DriveState) { d.FreeBytes = 1 << 40 })
+	})
+	defer freed.Stop()
+	data := clienttest.RandBytes(4*testUnit, 4)
+	lin, fh, err := f.WriteFile(c, "f", "ec:4+2", data)
+	if err != nil {
+		t.Fatalf("flush while space came back: %v", err)
+	}
+	fh.Close(bg)
+	clienttest.MustEqual(t, "file", f.ReadBack(lin), data)
 }
 
 // TestWritePutFailover writes while a node refuses RPCs but the topology
