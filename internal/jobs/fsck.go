@@ -323,24 +323,7 @@ func (*fsckEntries) Items(ctx context.Context, env job.Env, _ string, from, to u
 	if err != nil {
 		return nil, err
 	}
-	var out []uint64
-	next := meta.LIN(from)
-	for next != 0 && uint64(next) < to && len(out) < limit {
-		inodes, after, err := e.Meta().ScanInodes(ctx, next, meta.LIN(to), min(scanPage, limit-len(out)+1))
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range inodes {
-			if len(out) == limit {
-				return out, nil
-			}
-			if in.Type == meta.TypeDir {
-				out = append(out, uint64(in.LIN))
-			}
-		}
-		next = after
-	}
-	return out, nil
+	return listInodes(ctx, e.Meta(), from, to, limit, func(in meta.Inode) bool { return in.Type == meta.TypeDir })
 }
 
 // Process checks one directory's entries, a page at a time.

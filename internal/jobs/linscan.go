@@ -61,9 +61,15 @@ func splitLINs(ctx context.Context, m *meta.Meta, n int) ([]job.TaskSpec, error)
 }
 
 // listLINs returns up to limit LINs of regular files in [from, to) for
-// which keep is true, in order. It reads pages until it has limit LINs or
-// the range ends, so a short result means the range is exhausted.
+// which keep is true, in order (listInodes).
 func listLINs(ctx context.Context, m *meta.Meta, from, to uint64, limit int, keep func(meta.Inode) bool) ([]uint64, error) {
+	return listInodes(ctx, m, from, to, limit, func(in meta.Inode) bool { return in.Type == meta.TypeFile && keep(in) })
+}
+
+// listInodes returns up to limit LINs of inodes in [from, to) for which
+// keep is true, in order. It reads pages until it has limit LINs or the
+// range ends, so a short result means the range is exhausted.
+func listInodes(ctx context.Context, m *meta.Meta, from, to uint64, limit int, keep func(meta.Inode) bool) ([]uint64, error) {
 	var out []uint64
 	next := meta.LIN(from)
 	for next != 0 && uint64(next) < to && len(out) < limit {
@@ -75,7 +81,7 @@ func listLINs(ctx context.Context, m *meta.Meta, from, to uint64, limit int, kee
 			if len(out) == limit {
 				return out, nil
 			}
-			if in.Type == meta.TypeFile && keep(in) {
+			if keep(in) {
 				out = append(out, uint64(in.LIN))
 			}
 		}
