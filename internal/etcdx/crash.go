@@ -1,10 +1,13 @@
 package etcdx
 
 import (
+	"fmt"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Crash stops the member as a kill of its process would, for clusters run
@@ -17,16 +20,42 @@ import (
 // member of the same name may start again on them in this process.
 // Crash and Close may be called in any order and more than once; only the
 // first stops the member.
+//
+// The listeners close before the server stops, as a dead process's do:
+// a request that reaches a stopped server can read its closed backend
+// (the peers' version probe does, every few seconds), and etcd then
+// panics inside its read transaction with a lock held (etcd-io/etcd#22189),
+// which leaves the stopped member's handlers blocked for good.
+//
+// Crash panics, with every goroutine's stack on stderr, if the member has
+// not stopped within crashDeadline: a deadlock inside etcd, which would
+// otherwise hang the test until its timeout with nothing to show where.
 func (m *Member) Crash() {
 	if m == nil || m.etcd == nil {
 		return
 	}
 	m.stopOnce.Do(func() {
-		m.etcd.Server.HardStop()
+		watchdog := time.AfterFunc(crashDeadline, func() {
+			buf := make([]byte, 64<<20)
+			os.Stderr.Write(buf[:runtime.Stack(buf, true)])
+			panic(fmt.Sprintf("etcdx: member %s did not stop within %s of Crash (goroutines above)", m.cfg.Name, crashDeadline))
+		})
+		defer watchdog.Stop()
+		for _, p := range m.etcd.Peers {
+			_ = p.Listener.Close()
+		}
+		for _, l := range m.etcd.Clients {
+			_ = l.Close()
+		}
 		sever(m.cfg.ClientURL, m.cfg.PeerURL)
+		m.etcd.Server.HardStop()
+		sever(m.cfg.ClientURL, m.cfg.PeerURL) // any accepted meanwhile
 		m.etcd.Close()
 	})
 }
+
+// crashDeadline bounds Crash (see there).
+const crashDeadline = 2 * time.Minute
 
 // sever shuts down every connection this process accepted on the ports of
 // urls (the sockets whose local port is one of them and that do not
