@@ -19,7 +19,10 @@ import (
 // same process from its data directory and catches up; Close after Crash
 // does nothing.
 func TestMemberCrash(t *testing.T) {
-	ctx := context.Background()
+	// Every call below is bounded: a member that cannot serve fails the
+	// test instead of hanging it (a read is retried until its context ends).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	cfgs := make([]etcdx.MemberConfig, 3)
 	var initial, endpoints []string
 	for i := range cfgs {
