@@ -22,6 +22,7 @@ import (
 // A node that crashes is marked down when its lease expires while the
 // others keep serving the control plane; restarted, it is up again.
 func TestNodeCrashAndRestart(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		ttl := 5 * time.Second
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, LeaseTTL: ttl})
@@ -86,6 +87,7 @@ func TestNodeCrashAndRestart(t *testing.T) {
 
 // A graceful stop revokes the lease: the node shows down at once.
 func TestGracefulStopShowsDownAtOnce(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 1, LeaseTTL: 30 * time.Second})
 		ctx := context.Background()
@@ -100,6 +102,7 @@ func TestGracefulStopShowsDownAtOnce(t *testing.T) {
 // The same directory brings the same cluster back; a different shape is
 // refused with a clear error.
 func TestLocalUpRestartKeepsState(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2})
 		ctx := context.Background()
@@ -135,6 +138,7 @@ func TestLocalUpRestartKeepsState(t *testing.T) {
 
 // The CLI prints tables, JSON on request, and clear errors.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2})
 		c.WaitStatus(30*time.Second, func(s cluster.Status) bool { return s.Health == cluster.Healthy })
@@ -228,6 +232,7 @@ func TestCLI(t *testing.T) {
 
 // The admin API answers bad input with a 4xx naming it, never a 500.
 func TestAPIRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 1, DrivesPerNode: 2})
 	n1 := c.NodeAdmin("n1")
 	base := strings.TrimRight(n1.Base(), "/")
@@ -263,6 +268,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 // A block stored through a node's block service and then damaged on disk
 // reads back as corrupt, with an error that names the block.
 func TestFlippedByteIsCorrupt(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 1})
 		ctx := context.Background()

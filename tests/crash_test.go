@@ -35,6 +35,7 @@ import (
 //
 //	go test ./tests -run 'TestCrashConsistency/drive/put-before-sync$' -v
 func TestCrashConsistency(t *testing.T) {
+	t.Parallel()
 	r := newCrashRig(t)
 	points := []struct {
 		name string

@@ -14,6 +14,10 @@
 // mount through its environment), skipped in-process with the reason.
 // docs/architecture.md ("Cluster tests") says what differs in-process.
 //
+// Every test calls t.Parallel: two run at a time (-parallel is the
+// number of CPUs), and a test's in-process clusters wait for another
+// test's to stop (harness.holdInProcess).
+//
 // Tests wait for what they need to see — a node down, a job ended, an
 // open recorded in the namespace, every node's drainer through a whole
 // step, blocks freed — by polling it with a deadline; they never sleep

@@ -39,6 +39,7 @@ func driveByID(t *testing.T, c *harness.Cluster, id cluster.DriveID) (cluster.Dr
 // once (new stripes land on it), survives a crash and restart of its node,
 // and the same path twice or another node's drive are refused.
 func TestDriveAdd(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		const driveSize = 64 << 20
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second, DriveSize: driveSize})

@@ -21,6 +21,7 @@ import (
 // space; a treedelete, which does, runs in the mode and frees the space;
 // the mode ends by itself and the rebalance resumes and completes.
 func TestLowSpaceModeOnCluster(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		const driveSize = 64 << 20
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second, DriveSize: driveSize})
@@ -143,6 +144,7 @@ func TestLowSpaceModeOnCluster(t *testing.T) {
 // arguments; its exit status and output are kept with the event (weft job
 // events list and show); events recorded before it run nothing.
 func TestCallbackOnCluster(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 1, LeaseTTL: 3 * time.Second, DriveSize: 64 << 20})
 		ctx := context.Background()

@@ -87,6 +87,7 @@ func nlinkOf(fi os.FileInfo) uint64 {
 // changed; and runs beside a create/rename/unlink workload through a
 // mount find nothing and repair nothing.
 func TestFsckOnCluster(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 1, Mount: true})
 		ns := c.Namespace()

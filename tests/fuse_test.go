@@ -89,6 +89,7 @@ func fileInfo(t *testing.T, c *harness.Cluster, path string) map[string]any {
 // TestMount exercises the file system through the FUSE mount of a 3-node,
 // 12-drive cluster with the default ec:4+2.
 func TestMount(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true})
 		mnt := c.Mount
@@ -498,6 +499,7 @@ const mmapHelperEnv = "WEFT_TEST_MMAP_FILE"
 // file's data (randBytes(77, 2 units)), writes "through mmap" at one unit
 // less 3 bytes, and syncs it.
 func TestMmapHelper(t *testing.T) {
+	t.Parallel()
 	p := os.Getenv(mmapHelperEnv)
 	if p == "" {
 		t.Skip("TestMount's mmap helper: runs as its child process")
@@ -527,6 +529,7 @@ func TestMmapHelper(t *testing.T) {
 // that every byte still reads and new writes still succeed, and that a
 // flipped byte in a stored block is corrected on read.
 func TestMountSurvivesNodeLoss(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true, LeaseTTL: 3 * time.Second})
 		mnt := c.Mount

@@ -53,6 +53,7 @@ func startJob(t *testing.T, c *harness.Cluster, args ...string) job.JobID {
 // A node dies; after the grace period a repair starts by itself and
 // re-protects every file on the surviving drives.
 func TestRepairAfterNodeLoss(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true, LeaseTTL: 3 * time.Second, RepairGrace: 3 * time.Second})
 		files := map[string][]byte{}
@@ -137,6 +138,7 @@ func TestRepairAfterNodeLoss(t *testing.T) {
 // weft drive remove empties a drive while a reader verifies every byte it
 // reads, then retires it.
 func TestDriveRemoveWhileReading(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true})
 		files := map[string][]byte{}
@@ -241,6 +243,7 @@ func TestDriveRemoveWhileReading(t *testing.T) {
 // integrityscan finds a flipped byte (dry run), repairs it, and a third
 // scan is clean; pausing and resuming keep its progress.
 func TestIntegrityScan(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 		data := randBytes(900, 8*unit+3)
@@ -301,6 +304,7 @@ func TestIntegrityScan(t *testing.T) {
 // Killing the coordinator's node in the middle of a job: another node
 // takes over and the job still covers every file.
 func TestJobSurvivesCoordinatorKill(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true, LeaseTTL: 3 * time.Second})
 		const n = 150
@@ -348,6 +352,7 @@ func TestJobSurvivesCoordinatorKill(t *testing.T) {
 // back; collect sweeps a block nobody references and keeps every block a
 // file uses.
 func TestTreeDeleteAndCollect(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessOnly("it injects a fault into one mount through its environment (WEFT_FAILPOINTS), which a mount inside the test process shares with everything else"), func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 		ctx := context.Background()
@@ -484,6 +489,7 @@ var treeFiles = flag.Int("treedelete.files", 20000, "files in TestTreeDeleteLarg
 // straight in the namespace; some with data, written through the mount)
 // and the pool's used space comes back to what it was before the tree.
 func TestTreeDeleteLarge(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 		ctx := context.Background()

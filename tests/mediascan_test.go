@@ -18,6 +18,7 @@ import (
 // serves the block's drive, restripes the stripe away from it, and reports
 // it in the per-drive table; every file still reads back.
 func TestMediaScan(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true})
 		ctx := context.Background()

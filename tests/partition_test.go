@@ -41,6 +41,7 @@ const (
 // back. The per-second timelines and the members' etcd counters are
 // logged. It takes about 4 minutes.
 func TestPartitionHeal(t *testing.T) {
+	t.Parallel()
 	harness.NeedPartitions(t)
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true, Partitionable: true})
 	c.KeepLogs()

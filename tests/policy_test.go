@@ -22,6 +22,7 @@ import (
 // with ENOSPC); a new version applies without a remount; history lists
 // the versions; policy test predicts per-rule counts.
 func TestPolicyPlacesNewFiles(t *testing.T) {
+	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 	weft := func(args ...string) string {
 		t.Helper()

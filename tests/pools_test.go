@@ -36,6 +36,7 @@ func weftJSON(t *testing.T, c *harness.Cluster, v any, args ...string) {
 // on that pool's drives, and set-protection re-encodes it; a pool with
 // drives or files cannot be deleted, an empty one can.
 func TestPools(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true, LeaseTTL: 3 * time.Second})
 		c.WaitStatus(30*time.Second, func(s cluster.Status) bool { return s.Health == cluster.Healthy })

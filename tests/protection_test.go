@@ -52,6 +52,7 @@ func status(t *testing.T, c *harness.Cluster) admin.Status {
 // them over the three nodes; then another node dies and every byte reads
 // back.
 func TestUnderProtectedStripesAreRepairedWhenTheNodeReturns(t *testing.T) {
+	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true, LeaseTTL: 3 * time.Second})
 	ctx := context.Background()
 	const size = 40*unit + 1000 // 10 stripes of ec:4+2 and a tail of 3 copies
@@ -208,6 +209,7 @@ func wipeDrive(t *testing.T, path string) int {
 // once; reading its lost range fails and the mount logs the file once.
 // Deleting the lost files empties the list and health is healthy again.
 func TestLostDataIsListed(t *testing.T) {
+	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4, Mount: true})
 	ctx := context.Background()
 	files := map[string][]byte{}

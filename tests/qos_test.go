@@ -21,6 +21,7 @@ import (
 // the scan within -10 % and +5 %), while a client writing through the
 // mount at the same time is not queued by QoS at all.
 func TestQoSLimitsMaintenance(t *testing.T) {
+	t.Parallel()
 	const limit = 40.0
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 	c.KeepLogs()

@@ -68,6 +68,7 @@ func spreadOf(f map[cluster.DriveID]float64) (lo, hi float64) {
 // until every drive is within 5 points of the others, while the files stay
 // readable; the events name the job.
 func TestRebalanceAfterDriveAdd(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
 		const driveSize = 128 << 20
 		c := m.Start(t, harness.Options{Nodes: 4, DrivesPerNode: 2, Mount: true, DriveSize: driveSize})

@@ -20,6 +20,7 @@ import (
 // a restarting node proves its earlier incarnation gone and takes its
 // registration over.
 func TestRestartAfterCrashAndQuorumLoss(t *testing.T) {
+	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, LeaseTTL: 5 * time.Second})
 	ctx := context.Background()
 	healthy := func(s cluster.Status) bool { return s.Health == cluster.Healthy && s.NodesUp == 3 && s.DrivesUp == 6 }

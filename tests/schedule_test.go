@@ -14,6 +14,7 @@ import (
 // monthly default with its next run; modify sets, refuses and clears a
 // schedule; list shows each change (table and --json).
 func TestJobTypeSchedulesCLI(t *testing.T) {
+	t.Parallel()
 	harness.Run(t, harness.Both, func(t *testing.T, m harness.Mode) {
 		c := m.Start(t, harness.Options{Nodes: 1, DrivesPerNode: 1})
 		weft := func(args ...string) string {

@@ -36,6 +36,7 @@ import (
 // another cluster's CA is refused by every service, and an expired one
 // with a message that says so and how to renew it.
 func TestNobodyGetsIn(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run a probe as nobody")
 	}
@@ -208,6 +209,7 @@ func probeAsNobody(t *testing.T, tg targets) []probeResult {
 // TestNobodyProbe is TestNobodyGetsIn's probe, run as nobody by it; on
 // its own it does nothing.
 func TestNobodyProbe(t *testing.T) {
+	t.Parallel()
 	in := os.Getenv(probeEnv)
 	if in == "" {
 		t.Skip("run by TestNobodyGetsIn")

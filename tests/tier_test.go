@@ -31,6 +31,7 @@ import (
 // DELETE rule removes exactly its files; the LIST rule's file lists its
 // own; a bad rule is refused with its line and column.
 func TestTierMovesByThreshold(t *testing.T) {
+	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 2, Mount: true})
 	weft := func(args ...string) string {
 		t.Helper()

@@ -156,6 +156,7 @@ func Start(tb testing.TB, o Options) *Cluster {
 	case Process:
 		c.startProcess(bin, o, lines)
 	case InProcess:
+		holdInProcess(tb)
 		c.startInProcess(o, lines)
 	default:
 		tb.Fatalf("harness: unknown mode %q: want %s or %s", o.Mode, Process, InProcess)
