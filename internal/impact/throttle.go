@@ -222,6 +222,14 @@ func (c *Controller) KnownPolicy(name string) bool {
 	return ok
 }
 
+// Active reports whether the controller throttles any job now (one the
+// runner asked an allowance for and did not forget).
+func (c *Controller) Active() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.jobs) > 0
+}
+
 // Forget drops jobID's state (the runner calls it when the job stops here).
 // Forgetting an unknown job does nothing.
 func (c *Controller) Forget(jobID string) {
