@@ -1,8 +1,11 @@
 package qos
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestLatencyBuckets(t *testing.T) {
@@ -74,5 +77,37 @@ func TestStatsClientP99(t *testing.T) {
 	// And with no I/O for the whole window there is no figure.
 	if got := s.ClientP99(t0.Add(10 * time.Second)); len(got) != 0 {
 		t.Errorf("idle: %v, want none", got)
+	}
+}
+
+// TestCollectorClientP99: the gate's collector exports the client p99 of
+// each pool with enough client I/O, in seconds.
+func TestCollectorClientP99(t *testing.T) {
+	now := time.Unix(2000, 0)
+	g := NewGate(NewStats())
+	g.now = func() time.Time { return now }
+	for i := 0; i < 50; i++ {
+		g.Stats().Record(now, StatKey{Pool: "fast", Class: Other, Dir: Read}, 4096, 0, 8*time.Millisecond)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(NewCollector(g)); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() != "weft_qos_client_p99_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got = append(got, fmt.Sprintf("%s=%.4f", m.GetLabel()[0].GetValue(), m.GetGauge().GetValue()))
+		}
+	}
+	// 8 ms falls in the bucket [2^51/4, 2^52/4) µs: its upper edge is 8.19 ms.
+	if fmt.Sprint(got) != "[fast=0.0082]" {
+		t.Errorf("weft_qos_client_p99_seconds = %v, want [fast=0.0082]", got)
 	}
 }
