@@ -2,9 +2,11 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/qos"
 )
@@ -63,4 +65,54 @@ func TestLatencyView(t *testing.T) {
 	if len(v.remote) != 0 {
 		t.Fatalf("remote after no records: %v", v.remote)
 	}
+}
+
+// TestClientLatencyAcrossNodes: client I/O slow on n2's drives holds back
+// a job on n1 (through n2's published figures and n1's throttle-latency
+// worker), and lets it go once n2's clients are quiet again. The I/O is
+// recorded into n2's statistics directly, as its block service would.
+func TestClientLatencyAcrossNodes(t *testing.T) {
+	etcd := etcdtest.NewTLSCluster(t, 1)
+	root := t.TempDir()
+	cfg1, cfg2 := nodeConfig(t, "n1", etcd, root), nodeConfig(t, "n2", etcd, root)
+	n1 := startTestNode(t, cfg1)
+	n2 := startTestNode(t, cfg2)
+	n1.s.throttle.Allowance("probe", impact.PolicyLow) // n1 now runs a job: it reads the others' figures
+
+	backoff := func() string {
+		for _, j := range n1.s.throttle.Status().Jobs {
+			if j.Job == "probe" {
+				return j.LatencyBackoff
+			}
+		}
+		t.Fatal("n1's throttle forgot the probe job")
+		return ""
+	}
+	slow := qos.StatKey{Pool: DefaultPool, Class: qos.Other, Dir: qos.Read}
+	start := time.Now()
+	deadline := start.Add(20 * time.Second)
+	for backoff() == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's job not held back 20 s into slow client I/O on n2: %+v", n1.s.throttle.Status())
+		}
+		for range 10 {
+			n2.s.qos.gate.Stats().Record(time.Now(), slow, 4096, 0, 400*time.Millisecond)
+		}
+		n1.s.throttle.Allowance("probe", impact.PolicyLow)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if b := backoff(); !strings.Contains(b, "on pool "+DefaultPool+" (node n2)") {
+		t.Errorf("back-off %q does not name the pool and node n2", b)
+	}
+	t.Logf("held back %v after n2's clients slowed down", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	deadline = start.Add(20 * time.Second)
+	for backoff() != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1's job still held back 20 s after n2's clients went quiet: %+v", n1.s.throttle.Status())
+		}
+		n1.s.throttle.Allowance("probe", impact.PolicyLow)
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("released %v after they went quiet", time.Since(start).Round(time.Millisecond))
 }

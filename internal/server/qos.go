@@ -44,6 +44,11 @@ type qosNode struct {
 	// share is the qos-share worker's handle, woken when the configuration
 	// changes so that a new limit holds at once.
 	share *runner.Handle
+	// sentP99 is whether the node's last published record had client
+	// latency figures: it then publishes once more when they are gone, so
+	// that the other nodes drop them at once rather than when they go
+	// stale. Only the qos-share worker's step touches it.
+	sentP99 bool
 }
 
 // newQoS makes the node's gate and follower (the workers start with
@@ -118,8 +123,11 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now),
 		ClientP99: s.qos.lat.ownFigures()}
 	var errPub error
-	if cfg.Enabled || jobs || len(own.ClientP99) > 0 {
+	if cfg.Enabled || jobs || len(own.ClientP99) > 0 || s.qos.sentP99 {
 		errPub = s.session.PublishQoSDemand(ctx, own)
+		if errPub == nil {
+			s.qos.sentP99 = len(own.ClientP99) > 0
+		}
 	}
 	if !cfg.Enabled && !jobs {
 		s.qos.lat.update(nil)
