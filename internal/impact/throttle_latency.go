@@ -62,7 +62,7 @@ type PoolLatency struct {
 	P99 time.Duration
 }
 
-// String is "pool P (node N) p99 D".
+// String is "pool P (CLASS, node N) p99 D".
 func (l PoolLatency) String() string {
 	return fmt.Sprintf("pool %s (%s, node %s) p99 %v", l.Pool, l.Class, l.Node, l.P99)
 }

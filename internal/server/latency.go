@@ -25,10 +25,13 @@ import (
 //   - Own figure: read from the node's Stats at each check, as fresh as it
 //     gets.
 //   - Others' figures: the qos-share worker publishes the node's figures in
-//     its QoS demand record once a second and reads everyone's, while QoS
-//     is enabled (as before) or while the node's throttle has jobs (so a
-//     cluster without jobs and without QoS writes nothing). A remote
-//     figure is at most about a second older than its node's.
+//     its QoS demand record once a second while QoS is enabled (as before)
+//     or the node served enough client I/O to have a figure (and once
+//     more when it has none left, so that the others drop it at once), and
+//     reads everyone's while QoS is enabled or the node's throttle has
+//     jobs: a cluster without client I/O and without QoS writes nothing, one
+//     without jobs reads nothing. A remote figure is at most about a second
+//     older than its node's.
 //   - The pool's drive class (which selects a level's target) comes from
 //     the drive records the qos-share worker lists anyway.
 //

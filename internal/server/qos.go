@@ -23,8 +23,8 @@ import (
 //	            node's shares (woken at once by a change); the same record
 //	            carries the node's client p99 per pool for the job
 //	            throttles (latency.go), published also with QoS disabled
-//	            while the node has client I/O or jobs, and read while it
-//	            has jobs
+//	            while the node has client I/O (and once more after), and
+//	            read while it has jobs
 //
 // While the configuration limits the maintenance class, the node's job
 // client sends its I/O through the block services, short-circuit reads
@@ -123,7 +123,7 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now),
 		ClientP99: s.qos.lat.ownFigures()}
 	var errPub error
-	if cfg.Enabled || jobs || len(own.ClientP99) > 0 || s.qos.sentP99 {
+	if cfg.Enabled || len(own.ClientP99) > 0 || s.qos.sentP99 {
 		errPub = s.session.PublishQoSDemand(ctx, own)
 		if errPub == nil {
 			s.qos.sentP99 = len(own.ClientP99) > 0
