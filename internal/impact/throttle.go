@@ -117,6 +117,10 @@ type jobThrottle struct {
 	changed  time.Time
 	asked    time.Time
 	latency  latencyState // throttle_latency.go
+	// raised is when the workers last rose (a tick's growth or a latency
+	// return), from raisedFrom; zero if they never did.
+	raised     time.Time
+	raisedFrom float64
 }
 
 // knownPolicy is a policy with its zone loaded, so that Allowance and the
@@ -345,10 +349,15 @@ func (c *Controller) step(j *jobThrottle, now time.Time) {
 	} else {
 		p, desc := c.law.assess(c.load, imp.Level.Thresholds)
 		j.pressure = p.String() + ": " + desc
-		if j.latency.over && p != pressureOver {
+		switch {
+		case p == pressureOver:
+		case j.latency.over:
 			// A client latency back-off is on: the load may cut, not grow.
 			p = pressureNear
 			j.pressure = "near: client latency back-off (" + j.latency.desc + "); load " + j.pressure
+		case p == pressureUnder && now.Before(j.latency.noGrowth):
+			p = pressureNear
+			j.pressure = "near: " + j.latency.noGrowthWhy + "; load " + j.pressure
 		}
 		switch nw := c.law.next(w, p, imp.Level); {
 		case nw < w:
@@ -356,6 +365,7 @@ func (c *Controller) step(j *jobThrottle, now time.Time) {
 			w = nw
 		case nw > w:
 			why = append(why, "grow: busiest "+desc)
+			j.raised, j.raisedFrom = now, w
 			w = nw
 		}
 	}

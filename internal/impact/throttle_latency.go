@@ -31,6 +31,15 @@ import (
 //     any growth. A figure above the target during the hold starts it
 //     again, so a p99 going back and forth across the target holds the
 //     job down rather than making it flap.
+//   - A back-off that starts within LatencyRelapse of the job's last rise
+//     in workers (a tick's growth or a return) is put down to that rise:
+//     the job returns only to the workers it had before it, not to the
+//     level that put the clients over target, and the tick does not grow
+//     it for LatencyProbe after that return. So a job whose own I/O is
+//     what slows the clients settles just under that level, probing it
+//     again every half minute, rather than swinging between it and half
+//     of it every few seconds. A client spike that happens to start so
+//     soon after a rise costs the job that one step for half a minute.
 //
 // Every node's figure counts, not only this node's: a job's I/O touches
 // the drives of every node serving a pool, so a spike on any of them is
@@ -49,6 +58,17 @@ const LatencySettle = 2 * time.Second
 // their I/O plus a second to be published, a job returns about 6 s after
 // a spike ends.
 const LatencyHold = 3 * time.Second
+
+// LatencyRelapse is how soon after a rise in a job's workers a back-off
+// is put down to that rise: the time the new workers' I/O takes to show
+// in the figures (within their 2 s window, a second to be published, half
+// a second to be checked), with some room.
+const LatencyRelapse = 5 * time.Second
+
+// LatencyProbe is how long the tick does not grow a job after a return
+// from a back-off put down to the job's own rise (see LatencyRelapse):
+// the job probes the level that slowed the clients at most that often.
+const LatencyProbe = 30 * time.Second
 
 // PoolLatency is one node's client latency on one pool.
 type PoolLatency struct {
@@ -81,6 +101,11 @@ type latencyState struct {
 	cut    time.Time // the last cut
 	clear  time.Time // since when every pool is under target; zero while one is over
 	desc   string    // the last "client p99 … > target …"
+	relapse string // why before is lower than the workers at the first cut; "" if it is not
+	// noGrowth is until when the tick does not grow the job (after a
+	// return from a relapse), and noGrowthWhy says why.
+	noGrowth    time.Time
+	noGrowthWhy string
 }
 
 // CheckLatency reads the client latency figures and cuts, or gives back,
@@ -146,7 +171,12 @@ func (c *Controller) checkLatency(j *jobThrottle, figs []PoolLatency, now time.T
 			return
 		}
 		if !lat.over {
-			lat.over, lat.before = true, j.workers
+			lat.over, lat.before, lat.relapse = true, j.workers, ""
+			if !j.raised.IsZero() && now.Sub(j.raised) < LatencyRelapse && j.raisedFrom < j.workers {
+				lat.before = j.raisedFrom
+				lat.relapse = fmt.Sprintf(" (not %s: the clients went over target %v after the rise from %s)",
+					formatWorkers(j.workers), now.Sub(j.raised).Round(100*time.Millisecond), formatWorkers(j.raisedFrom))
+			}
 		}
 		lat.cut = now
 		if w := clampWorkers(c.law.roundDown(j.workers*c.law.Backoff), j.impact.Level); w < j.workers {
@@ -166,6 +196,10 @@ func (c *Controller) checkLatency(j *jobThrottle, figs []PoolLatency, now time.T
 		return
 	}
 	lat.over = false
+	if lat.relapse != "" {
+		lat.noGrowth = now.Add(LatencyProbe)
+		lat.noGrowthWhy = fmt.Sprintf("no growth until %s: more workers put the clients over target at %s", lat.noGrowth.Format("15:04:05"), lat.cut.Format("15:04:05"))
+	}
 	back := clampWorkers(max(lat.before, j.workers), j.impact.Level)
 	if back <= j.workers {
 		return
@@ -175,8 +209,9 @@ func (c *Controller) checkLatency(j *jobThrottle, figs []PoolLatency, now time.T
 			LatencyHold, c.load.QoSQueued, formatWorkers(j.workers), formatWorkers(back)), now
 		return
 	}
+	j.raised, j.raisedFrom = now, j.workers
 	j.workers, j.changed = back, now
-	j.reason = fmt.Sprintf("return: client p99 under target on every pool for %v: back to %s workers", LatencyHold, formatWorkers(back))
+	j.reason = fmt.Sprintf("return: client p99 under target on every pool for %v: back to %s workers%s", LatencyHold, formatWorkers(back), lat.relapse)
 }
 
 // describeTargets says what client latency targets p sets at level lv.

@@ -30,6 +30,7 @@ func TestLatencyReaction(t *testing.T) {
 				target := lv.Thresholds.ForClass(class).ClientP99
 				r := newLatencyRig(t, level, class)
 				r.growToMax(lv.MaxWorkers)
+				r.run(10 * time.Second) // a spike, not the job's own last rise
 
 				spike := r.now.Add(1234 * time.Millisecond) // off the checks' grid
 				end := spike.Add(20 * time.Second)
@@ -67,6 +68,7 @@ func TestLatencyReaction(t *testing.T) {
 func TestLatencyNoFlap(t *testing.T) {
 	r := newLatencyRig(t, LevelMedium, DriveClassSSD)
 	r.growToMax(6)
+	r.run(10 * time.Second)
 	start := r.now
 	r.figure = func(now time.Time) time.Duration {
 		if now.Sub(start)/time.Second%2 == 0 {
@@ -139,6 +141,13 @@ func (r *latencyRig) step() {
 	}
 }
 
+// run steps for d.
+func (r *latencyRig) run(d time.Duration) {
+	for end := r.now.Add(d); r.now.Before(end); {
+		r.step()
+	}
+}
+
 func (r *latencyRig) workers() float64 { return r.c.Status().Jobs[0].Target }
 
 func (r *latencyRig) growToMax(max float64) {
@@ -147,5 +156,57 @@ func (r *latencyRig) growToMax(max float64) {
 	}
 	if r.workers() != max {
 		r.t.Fatal(fmt.Sprintf("quiet node: %v workers, want the level's %v", r.workers(), max))
+	}
+}
+
+// TestLatencyRelapse: when the job's own I/O is what puts the clients
+// over target (here: over whenever it has more than 3 workers), a return
+// goes back to the workers it had before the rise that did it, and the
+// tick waits LatencyProbe before trying more: the job settles at 3 and
+// probes 4 about twice a minute, rather than swinging every few seconds.
+func TestLatencyRelapse(t *testing.T) {
+	r := newLatencyRig(t, LevelMedium, DriveClassSSD)
+	r.growToMax(6)
+	r.run(10 * time.Second)
+	start := r.now
+	r.figure = func(time.Time) time.Duration {
+		if r.workers() > 3 {
+			return 30 * time.Millisecond
+		}
+		return 5 * time.Millisecond
+	}
+	var rises []string
+	var at3 time.Duration
+	last := r.workers()
+	for r.now.Before(start.Add(2 * time.Minute)) {
+		r.step()
+		if w := r.workers(); w > last {
+			rises = append(rises, fmt.Sprintf("%v→%v", last, w))
+		}
+		last = r.workers()
+		if last == 3 {
+			at3 += LatencyCheckInterval
+		}
+	}
+	t.Logf("rises: %v; at 3 workers %v of 2m", rises, at3)
+	// The first trip (sitting at 6 for 10 s: not the job's own rise, as
+	// far as the controller can tell) returns to 6 and relapses; from then
+	// on the job comes back to 3 after each probe of 4.
+	probes := 0
+	for _, rise := range rises {
+		if rise == "3→4" {
+			probes++
+		}
+	}
+	if probes > 4 {
+		t.Errorf("rises %v: %d probes of 4 workers in 2 minutes, want at most two a minute", rises, probes)
+	}
+	for _, rise := range rises[min(1, len(rises)):] {
+		if rise != "3→4" && rise != "2→3" {
+			t.Errorf("rises %v: %s after settling, want only probes 3→4 and returns 2→3", rises, rise)
+		}
+	}
+	if at3 < 90*time.Second {
+		t.Errorf("at 3 workers only %v of 2 minutes, want most of it", at3)
 	}
 }
