@@ -96,12 +96,12 @@ type LatencySource interface {
 
 // latencyState is a job's client latency back-off.
 type latencyState struct {
-	over   bool      // in a back-off: no growth until it ends
-	before float64   // workers before its first cut
-	cut    time.Time // the last cut
-	clear  time.Time // since when every pool is under target; zero while one is over
-	desc   string    // the last "client p99 … > target …"
-	relapse string // why before is lower than the workers at the first cut; "" if it is not
+	over    bool      // in a back-off: no growth until it ends
+	before  float64   // workers before its first cut
+	cut     time.Time // the last cut
+	clear   time.Time // since when every pool is under target; zero while one is over
+	desc    string    // the last "client p99 … > target …"
+	relapse string    // why before is lower than the workers at the first cut; "" if it is not
 	// noGrowth is until when the tick does not grow the job (after a
 	// return from a relapse), and noGrowthWhy says why.
 	noGrowth    time.Time
