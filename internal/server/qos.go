@@ -114,9 +114,9 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	s.qos.lat.setClasses(classes)
 	cfg := s.qos.follow.Current()
 	if !cfg.Enabled {
-		// Nothing to share: the gate limits nothing. (A node enabling QoS
-		// shares at once by the demand in the records the nodes with
-		// client I/O published for their latency, evenly among the rest.)
+		// Nothing to share: the gate limits nothing. (When QoS is enabled,
+		// the first shares also count the records that nodes with client
+		// I/O keep publishing for their latency, up to a second old.)
 		s.qos.gate.SetLimits(nil)
 	}
 	now := time.Now()
