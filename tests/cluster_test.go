@@ -188,6 +188,7 @@ func TestCLI(t *testing.T) {
 			{[]string{"job", "events", "list"}, "ID  TIME"},
 			{[]string{"job", "policies", "create", "nightly", "--default", "low", "--window", "mon-fri 20:00-06:00 high"}, "policy nightly: default low, 1 windows"},
 			{[]string{"job", "policies", "list"}, "nightly"},
+			{[]string{"job", "policies", "create", "gentle", "--default", "medium", "--client-p99", "5ms"}, "policy gentle: default medium, 0 windows, client p99 5ms"},
 			{[]string{"job", "status"}, "coordinator  n"},
 		} {
 			if out, code := c.Weft(tc.args...); code != 0 || !strings.Contains(out, tc.want) {
@@ -202,6 +203,7 @@ func TestCLI(t *testing.T) {
 			{[]string{"job", "start", "nosuchtype"}, 1, "unknown job type"},
 			{[]string{"job", "start", "repair", "--priority", "11"}, 1, "priority"},
 			{[]string{"job", "policies", "create", "bad", "--window", "mon-fri 25:00-06:00 high"}, 1, "25:00"},
+			{[]string{"job", "policies", "create", "bad", "--client-p99", "-3ms"}, 2, `--client-p99: impact: invalid argument: client p99 "-3ms"`},
 			{[]string{"job", "view", "abc"}, 2, "job id"},
 			{[]string{"drive", "suspend", "bogus"}, 2, `drive id "bogus"`},
 			{[]string{"drive", "suspend", "d999"}, 1, "drive d999"},
@@ -247,6 +249,8 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		{"POST", "/v1/jobs", `{"type":"drain","params":{"drives":""}}`, 400, `drives=\"\"`},
 		{"POST", "/v1/jobs", `{"type":"treedelete","params":{"path":"/does-not-exist"}}`, 400, "no such directory"},
 		{"POST", "/v1/pools", `{"name":"wide","protection":"ec:32+8"}`, 400, "needs 40 drives"},
+		{"POST", "/v1/job-policies", `{"name":"p","default":"low","client_p99":"-3ms"}`, 400, `client p99 \"-3ms\": want a duration from`},
+		{"POST", "/v1/job-policies", `{"name":"p","default":"low","client_p99":"fast"}`, 400, `client p99 \"fast\": not a duration`},
 	} {
 		req, err := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
 		if err != nil {

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/impact"
 	"github.com/weftfs/weft/internal/job"
 )
 
@@ -27,7 +29,11 @@ func jobStatusCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "low space    %s\n", st.LowSpaceReason)
 				}
 				fmt.Fprintln(w)
-				return printNodeStatus(w, st.Status)
+				if err := printNodeStatus(w, st.Status); err != nil {
+					return err
+				}
+				printThrottle(w, st.Throttle)
+				return nil
 			})
 		},
 	}
@@ -46,4 +52,45 @@ func printNodeStatus(w io.Writer, st job.Status) error {
 		}
 	}
 	return t.flush()
+}
+
+// printThrottle prints the throttle of the node that answered: per job
+// its level, workers, client latency targets, pressure and why its
+// workers last changed ("back off: client p99 12ms > target 10ms on pool
+// fast (node n2)"), then the client latency figures it last read.
+func printThrottle(w io.Writer, st impact.ThrottleStatus) {
+	if st.Tick.IsZero() && len(st.Jobs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nthrottle of the node answering (last tick %s)\n", when(st.Tick))
+	if st.LoadError != "" {
+		fmt.Fprintf(w, "  load error: %s\n", st.LoadError)
+	}
+	if st.PolicyError != "" {
+		fmt.Fprintf(w, "  policy error: %s\n", st.PolicyError)
+	}
+	for _, j := range st.Jobs {
+		win := "default"
+		if j.Window != "" {
+			win = "window " + j.Window
+		}
+		fmt.Fprintf(w, "  %s  policy %s, level %s (%s) %g-%g workers, at %g (%d×%.0f%%)\n",
+			j.Job, j.Policy, j.Level, win, j.MinWorkers, j.MaxWorkers, j.Target, j.Workers, 100*j.Duty)
+		fmt.Fprintf(w, "    client p99 target  %s\n", j.ClientP99)
+		if j.LatencyBackoff != "" {
+			fmt.Fprintf(w, "    held back          %s\n", j.LatencyBackoff)
+		}
+		fmt.Fprintf(w, "    pressure           %s\n", j.Pressure)
+		fmt.Fprintf(w, "    changed %s  %s\n", when(j.Changed), j.Reason)
+	}
+	if !st.LatencyCheck.IsZero() {
+		var figs []string
+		for _, l := range st.Latency {
+			figs = append(figs, l.String())
+		}
+		if len(figs) == 0 {
+			figs = []string{"no pool with client I/O"}
+		}
+		fmt.Fprintf(w, "client latency (checked %s): %s\n", when(st.LatencyCheck), strings.Join(figs, "; "))
+	}
 }

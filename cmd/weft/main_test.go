@@ -66,6 +66,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"qos", "stats", "--seconds", "61"}, "--seconds 61: give 1 to 60"},
 		{[]string{"qos", "stats", "--seconds", "5", "--interval", "10"}, "--interval 10: give 1 to --seconds (5)"},
 		{[]string{"qos", "show", "x"}, "takes no arguments"},
+		{[]string{"job", "policies", "create", "p", "--client-p99", "-3ms"}, `--client-p99: impact: invalid argument: client p99 "-3ms": want a duration from 100µs to 1m0s`},
+		{[]string{"job", "policies", "modify", "p", "--client-p99", "fast"}, `client p99 "fast": not a duration; want one such as 5ms`},
 	} {
 		_, err := run(tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

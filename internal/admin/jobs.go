@@ -47,6 +47,10 @@ type PolicyRequest struct {
 	TimeZone string   `json:"time_zone,omitempty"`
 	Default  string   `json:"default"`
 	Windows  []string `json:"windows,omitempty"`
+	// ClientP99 is the client latency target as impact.ParseClientP99
+	// reads it: "" or "default" for the levels' per drive class, "none"
+	// or "0" for no target, else a duration such as "5ms".
+	ClientP99 string `json:"client_p99,omitempty"`
 }
 
 // JobStatus is GET /v1/job-status: the engine's view and this node's
@@ -216,10 +220,15 @@ func (h *handler) jobRoutes(mux *http.ServeMux) {
 			if update {
 				req.Name = r.PathValue("name")
 			}
+			target, err := impact.ParseClientP99(req.ClientP99)
+			if err != nil {
+				return nil, fmt.Errorf("%w (policy %q)", err, req.Name)
+			}
 			p, err := impact.NewPolicy(req.Name, req.TimeZone, req.Default, req.Windows)
 			if err != nil {
 				return nil, err
 			}
+			p.ClientP99 = target
 			if update {
 				err = h.policies.Update(ctx, p)
 			} else {

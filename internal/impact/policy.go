@@ -2,6 +2,7 @@ package impact
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,72 @@ type Policy struct {
 	// Default is the level outside every window.
 	Default string
 	Windows []Window
+	// ClientP99 is the policy's client latency target for every pool, in
+	// every window: nil means the targets of the level in effect, per
+	// drive class (DriveThreshold.ClientP99); 0 means no target; otherwise
+	// between MinClientP99 and MaxClientP99.
+	ClientP99 *time.Duration `json:",omitempty"`
+}
+
+// Bounds of a policy's client latency target: under 100 µs no drive
+// answers, so a job would be held at its minimum for nothing; past a
+// minute the target is no protection.
+const (
+	MinClientP99 = 100 * time.Microsecond
+	MaxClientP99 = time.Minute
+)
+
+// ParseClientP99 reads a client latency target as the command line and
+// the admin API take it: "" or "default" is nil (the level's targets),
+// "0" or "none" is no target, anything else a duration such as "5ms"
+// between MinClientP99 and MaxClientP99. Errors wrap ErrInvalid and name
+// the input.
+func ParseClientP99(s string) (*time.Duration, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "default":
+		return nil, nil
+	case "0", "none":
+		d := time.Duration(0)
+		return &d, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("%w: client p99 %q: not a duration; want one such as 5ms or 50ms (none: no target; default: the level's per drive class)", ErrInvalid, s)
+	}
+	if err := checkClientP99(d); err != nil {
+		return nil, fmt.Errorf("%w: client p99 %q: %v", ErrInvalid, s, err)
+	}
+	return &d, nil
+}
+
+// checkClientP99 returns why d is not a valid target, nil if it is.
+func checkClientP99(d time.Duration) error {
+	if d == 0 || d >= MinClientP99 && d <= MaxClientP99 {
+		return nil
+	}
+	return fmt.Errorf("want a duration from %v to %v (none: no target; default: the level's per drive class)", MinClientP99, MaxClientP99)
+}
+
+// FormatClientP99 returns a target as ParseClientP99 reads it: "default",
+// "none" or a duration.
+func FormatClientP99(d *time.Duration) string {
+	switch {
+	case d == nil:
+		return "default"
+	case *d == 0:
+		return "none"
+	}
+	return d.String()
+}
+
+// ClientTarget returns the client latency target p sets for a pool of
+// drives of class when level applies: its own ClientP99, or the level's
+// for the class; 0 is no target.
+func (p Policy) ClientTarget(level Level, class string) time.Duration {
+	if p.ClientP99 != nil {
+		return *p.ClientP99
+	}
+	return level.Thresholds.ForClass(class).ClientP99
 }
 
 // BuiltinPolicies returns the built-in policies, fresh values the caller
@@ -38,6 +105,9 @@ type Policy struct {
 //	high       always level high
 //	off_hours  level low mon-fri 08:00-18:00 in the cluster's zone, high
 //	           on nights and weekends
+//
+// None sets its own client latency target: each follows its level's per
+// drive class (low and medium have targets, high none; see Levels).
 func BuiltinPolicies() []Policy {
 	return []Policy{
 		{Name: PolicyLow, Default: LevelLow, Description: "always low impact"},
@@ -102,8 +172,9 @@ func validPolicyName(name string) bool {
 	return true
 }
 
-// Validate checks the name, the time zone (it must load), the default level
-// and every window: known level, times, worker bounds (0 ≤ min ≤ max ≤
+// Validate checks the name, the time zone (it must load), the default level,
+// the client latency target (0, or MinClientP99 to MaxClientP99) and
+// every window: known level, times, worker bounds (0 ≤ min ≤ max ≤
 // MaxWorkersPerNode), and that no two windows overlap. Errors wrap
 // ErrInvalid and name the policy, the window (by number from 1 and in
 // compact syntax) and, for an overlap, the first minute both cover.
@@ -121,6 +192,11 @@ func (p Policy) Validate() error {
 	}
 	if _, err := levelByName(p.Default); err != nil {
 		return fmt.Errorf("%w: policy %q: default level: %v", ErrInvalid, p.Name, err)
+	}
+	if p.ClientP99 != nil {
+		if err := checkClientP99(*p.ClientP99); err != nil {
+			return fmt.Errorf("%w: policy %q: client p99 %v: %v", ErrInvalid, p.Name, *p.ClientP99, err)
+		}
 	}
 	for i, w := range p.Windows {
 		if err := w.validate(); err != nil {

@@ -3,6 +3,7 @@ package impact
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Impact level names. A level is what a window of an impact policy selects.
@@ -40,6 +41,12 @@ type DriveThreshold struct {
 	// the depth a drive can serve in parallel, every extra operation waits,
 	// and clients see it as latency.
 	QueueDepth float64
+	// ClientP99 is the client latency target of a pool of drives of the
+	// class: when the 99th percentile of the clients' block I/O time at
+	// the drives of such a pool, on any node, passes it, the controller
+	// cuts jobs within a second (Controller.CheckLatency). 0 is no target.
+	// A policy's own target (Policy.ClientP99) replaces it.
+	ClientP99 time.Duration
 }
 
 // Thresholds are the load limits of one impact level.
@@ -108,23 +115,44 @@ type Level struct {
 //
 // CPU: utilisation is averaged over all CPUs, so 50% on a node whose
 // clients use half its cores is already contention for a low job.
+//
+// Client p99 targets (the 99th percentile of the clients' block I/O time
+// at the drives of a pool, reads and durable writes alike):
+//
+//	          hdd     ssd     nvme
+//	low       50 ms   10 ms   5 ms
+//	medium   100 ms   20 ms  10 ms
+//	high      none    none   none
+//
+// A client's block operation is up to one 1 MiB unit, and a write is
+// synced before it is acknowledged. On an HDD that is one 8–10 ms service
+// time when the client is alone; at low's queue depth of 2 a client waits
+// behind about one job operation, and the tail of a few queued seeks is
+// 30–40 ms: 50 ms is five service times, where a job is clearly in the
+// way; medium tolerates ten. A SATA/SAS SSD moves 1 MiB in about 2 ms
+// plus a sync of 1–2 ms: 10 ms (low) is five such operations queued
+// ahead of the client. An NVMe drive does it in well under a millisecond
+// (0.4 ms at 2.5 GB/s, a sync with power-loss protection in tens of µs);
+// 5 ms leaves room for the file system's own journal commits, which no
+// throttle can remove. Medium doubles low's targets; high has none, it is
+// the level an administrator chooses to catch up regardless.
 // Paused has no workers to back off; it carries the low thresholds so that
 // status shows meaningful pressure.
 func Levels() []Level {
 	low := Thresholds{
 		CPU:  0.50,
-		HDD:  DriveThreshold{IOPS: 60, QueueDepth: 2},
-		SSD:  DriveThreshold{IOPS: 5000, QueueDepth: 8},
-		NVMe: DriveThreshold{IOPS: 20000, QueueDepth: 16},
+		HDD:  DriveThreshold{IOPS: 60, QueueDepth: 2, ClientP99: 50 * time.Millisecond},
+		SSD:  DriveThreshold{IOPS: 5000, QueueDepth: 8, ClientP99: 10 * time.Millisecond},
+		NVMe: DriveThreshold{IOPS: 20000, QueueDepth: 16, ClientP99: 5 * time.Millisecond},
 	}
 	return []Level{
 		{Name: LevelPaused, MinWorkers: 0, MaxWorkers: 0, Thresholds: low},
 		{Name: LevelLow, MinWorkers: 0.25, MaxWorkers: 2, Thresholds: low},
 		{Name: LevelMedium, MinWorkers: 1, MaxWorkers: 6, Thresholds: Thresholds{
 			CPU:  0.70,
-			HDD:  DriveThreshold{IOPS: 100, QueueDepth: 4},
-			SSD:  DriveThreshold{IOPS: 10000, QueueDepth: 16},
-			NVMe: DriveThreshold{IOPS: 50000, QueueDepth: 32},
+			HDD:  DriveThreshold{IOPS: 100, QueueDepth: 4, ClientP99: 100 * time.Millisecond},
+			SSD:  DriveThreshold{IOPS: 10000, QueueDepth: 16, ClientP99: 20 * time.Millisecond},
+			NVMe: DriveThreshold{IOPS: 50000, QueueDepth: 32, ClientP99: 10 * time.Millisecond},
 		}},
 		{Name: LevelHigh, MinWorkers: 2, MaxWorkers: 16, Thresholds: Thresholds{
 			CPU:  0.90,

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Impact policy records, format version 1.
+// Impact policy records, format version 2.
 //
 // Custom policies live in etcd, one key each; built-ins are compiled in and
 // never stored:
@@ -28,6 +28,9 @@ import (
 //	    "level"        string  paused|low|medium|high
 //	    "min_workers"  number  optional: replaces the level's minimum workers
 //	    "max_workers"  number  optional: replaces the level's maximum workers
+//	"client_p99"   string  (v2) the client latency target: absent means the
+//	                       level's per drive class, "none" no target, else a
+//	                       Go duration ("5ms") from MinClientP99 to MaxClientP99
 //
 // A record is validated after decoding like any new policy: a record that
 // does not validate is ErrCorrupt.
@@ -35,10 +38,16 @@ import (
 // Migration: a change an older weft could misread bumps PolicyRecordVersion
 // and adds a case to decodePolicy converting the older version on read;
 // records are rewritten in the new version when next updated.
+//
+//	v1 → v2  added "client_p99". A v1 reader would ignore it and run the
+//	         policy without its target (or with the level's where it says
+//	         none), hence the bump. A v1 record reads as absent
+//	         "client_p99": the level's targets, as a policy created now
+//	         without --client-p99.
 const (
 	// PolicyRecordVersion is the "v" this binary writes and the newest it
 	// reads.
-	PolicyRecordVersion = 1
+	PolicyRecordVersion = 2
 	// PolicyPrefix is the etcd key prefix of custom impact policies.
 	PolicyPrefix = "/weft/jobs/policies/"
 )
@@ -53,6 +62,7 @@ type policyRecord struct {
 	TimeZone    string         `json:"time_zone,omitempty"`
 	Default     string         `json:"default"`
 	Windows     []windowRecord `json:"windows,omitempty"`
+	ClientP99   string         `json:"client_p99,omitempty"` // v2
 }
 
 type windowRecord struct {
@@ -68,6 +78,9 @@ type windowRecord struct {
 // have been validated.
 func encodePolicy(p Policy) ([]byte, error) {
 	r := policyRecord{V: PolicyRecordVersion, Name: p.Name, Description: p.Description, TimeZone: p.TimeZone, Default: p.Default}
+	if p.ClientP99 != nil {
+		r.ClientP99 = FormatClientP99(p.ClientP99)
+	}
 	for _, w := range p.Windows {
 		r.Windows = append(r.Windows, windowRecord{
 			Days: w.Days.String(), Start: formatTimeOfDay(w.Start), End: formatTimeOfDay(w.End),
@@ -101,6 +114,23 @@ func decodePolicy(key string, b []byte) (Policy, error) {
 		return Policy{}, fmt.Errorf("%w: %s holds policy %q", ErrCorrupt, key, r.Name)
 	}
 	p := Policy{Name: r.Name, Description: r.Description, TimeZone: r.TimeZone, Default: r.Default}
+	switch hdr.V {
+	case 1: // no target in v1: the level's (see the migration above)
+		if r.ClientP99 != "" {
+			return Policy{}, fmt.Errorf("%w: %s: format version 1 with a client_p99", ErrCorrupt, key)
+		}
+	default:
+		if r.ClientP99 != "" {
+			if r.ClientP99 == "default" {
+				return Policy{}, fmt.Errorf("%w: %s: client_p99 %q: absent, not \"default\", means the level's", ErrCorrupt, key, r.ClientP99)
+			}
+			d, err := ParseClientP99(r.ClientP99)
+			if err != nil {
+				return Policy{}, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+			}
+			p.ClientP99 = d
+		}
+	}
 	for i, wr := range r.Windows {
 		w, err := wr.window()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 )
@@ -98,7 +99,7 @@ func TestPolicyStore(t *testing.T) {
 	// Records a newer weft wrote, or garbage, are refused with the key;
 	// List still returns the readable ones.
 	for key, value := range map[string]string{
-		PolicyPrefix + "future":  `{"v":2,"name":"future","default":"low","windows":[{"days":"*","start":"00:00","end":"24:00","level":"ludicrous"}]}`,
+		PolicyPrefix + "future":  `{"v":3,"name":"future","default":"low","windows":[{"days":"*","start":"00:00","end":"24:00","level":"ludicrous"}]}`,
 		PolicyPrefix + "garbage": `{"v":1,`,
 		PolicyPrefix + "misfile": `{"v":1,"name":"other","default":"low"}`,
 		PolicyPrefix + "badwin":  `{"v":1,"name":"badwin","default":"low","windows":[{"days":"mon","start":"9:00","end":"10:00","level":"low"}]}`,
@@ -132,25 +133,109 @@ func TestPolicyStore(t *testing.T) {
 	}
 }
 
-// TestPolicyRecordEncoding pins the JSON of version 1, documented in
+// TestPolicyRecordEncoding pins the JSON of version 2, documented in
 // policy_schema.go, so a change to it is a deliberate format change.
 func TestPolicyRecordEncoding(t *testing.T) {
 	p, err := NewPolicy("nights", "Europe/Paris", LevelLow, []string{"fri 20:00-08:00 high min=0.5 max=8", "sat,sun 10:00-24:00 medium"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := encodePolicy(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{"v":1,"name":"nights","time_zone":"Europe/Paris","default":"low","windows":[` +
+	const windows = `"windows":[` +
 		`{"days":"fri","start":"20:00","end":"08:00","level":"high","min_workers":0.5,"max_workers":8},` +
-		`{"days":"sat,sun","start":"10:00","end":"24:00","level":"medium"}]}`
-	if string(b) != want {
-		t.Fatalf("encoded\n%s\nwant\n%s", b, want)
+		`{"days":"sat,sun","start":"10:00","end":"24:00","level":"medium"}]`
+	for _, tc := range []struct {
+		target string // as ParseClientP99 reads it
+		want   string // the record's client_p99 member, with its comma
+	}{
+		{"", ""},
+		{"none", `,"client_p99":"none"`},
+		{"7.5ms", `,"client_p99":"7.5ms"`},
+	} {
+		if p.ClientP99, err = ParseClientP99(tc.target); err != nil {
+			t.Fatal(err)
+		}
+		b, err := encodePolicy(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"v":2,"name":"nights","time_zone":"Europe/Paris","default":"low",` + windows + tc.want + `}`
+		if string(b) != want {
+			t.Fatalf("target %q: encoded\n%s\nwant\n%s", tc.target, b, want)
+		}
+		back, err := decodePolicy(policyKey("nights"), b)
+		if err != nil || !reflect.DeepEqual(back, p) {
+			t.Fatalf("target %q: decode = %+v, %v; want %+v", tc.target, back, err, p)
+		}
 	}
-	back, err := decodePolicy(policyKey("nights"), b)
-	if err != nil || !reflect.DeepEqual(back, p) {
-		t.Fatalf("decode = %+v, %v; want %+v", back, err, p)
+}
+
+// TestPolicyRecordMigration reads records of every version this weft
+// knows, and refuses client latency targets a record cannot hold.
+func TestPolicyRecordMigration(t *testing.T) {
+	ms := func(n int) *time.Duration { d := time.Duration(n) * time.Millisecond; return &d }
+	for _, tc := range []struct {
+		record string
+		want   *time.Duration // the decoded ClientP99
+		err    error          // nil: decodes
+	}{
+		// Version 1, as weft wrote it before client latency targets: the
+		// level's targets.
+		{record: `{"v":1,"name":"p","default":"low","windows":[{"days":"*","start":"01:00","end":"05:00","level":"high"}]}`},
+		{record: `{"v":2,"name":"p","default":"low"}`},
+		{record: `{"v":2,"name":"p","default":"low","client_p99":"none"}`, want: ms(0)},
+		{record: `{"v":2,"name":"p","default":"low","client_p99":"25ms"}`, want: ms(25)},
+		{record: `{"v":1,"name":"p","default":"low","client_p99":"25ms"}`, err: ErrCorrupt},
+		{record: `{"v":2,"name":"p","default":"low","client_p99":"default"}`, err: ErrCorrupt},
+		{record: `{"v":2,"name":"p","default":"low","client_p99":"-3ms"}`, err: ErrCorrupt},
+		{record: `{"v":2,"name":"p","default":"low","client_p99":"fast"}`, err: ErrCorrupt},
+		{record: `{"v":2,"name":"p","default":"low","client_p99":"2h"}`, err: ErrCorrupt},
+		{record: `{"v":3,"name":"p","default":"low","client_p99":"5ms"}`, err: ErrNewerFormat},
+	} {
+		p, err := decodePolicy(policyKey("p"), []byte(tc.record))
+		switch {
+		case tc.err != nil:
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), policyKey("p")) {
+				t.Errorf("%s: %v, want %v naming the key", tc.record, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.record, err)
+		case !reflect.DeepEqual(p.ClientP99, tc.want):
+			t.Errorf("%s: client p99 %s, want %s", tc.record, FormatClientP99(p.ClientP99), FormatClientP99(tc.want))
+		}
+	}
+}
+
+func TestParseClientP99(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string // want: FormatClientP99 of the result, or the error's text
+		ok       bool
+	}{
+		{"", "default", true},
+		{"Default", "default", true},
+		{"none", "none", true},
+		{"0", "none", true},
+		{"5ms", "5ms", true},
+		{" 250us ", "250µs", true},
+		{"1m", "1m0s", true},
+		{"-3ms", `client p99 "-3ms": want a duration from 100µs to 1m0s`, false},
+		{"50us", `client p99 "50us": want a duration from 100µs`, false},
+		{"fast", `client p99 "fast": not a duration; want one such as 5ms`, false},
+		{"5", `client p99 "5": not a duration`, false},
+	} {
+		d, err := ParseClientP99(tc.in)
+		if !tc.ok {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseClientP99(%q) = %v, want ErrInvalid containing %q", tc.in, err, tc.want)
+			}
+			continue
+		}
+		if err != nil || FormatClientP99(d) != tc.want {
+			t.Errorf("ParseClientP99(%q) = %s, %v; want %s", tc.in, FormatClientP99(d), err, tc.want)
+		}
+	}
+	// A policy built in code is validated too.
+	bad := -time.Millisecond
+	if err := (Policy{Name: "p", Default: LevelLow, ClientP99: &bad}).Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `policy "p": client p99 -1ms`) {
+		t.Errorf("Validate with -1ms: %v", err)
 	}
 }

@@ -66,6 +66,9 @@ type ControllerConfig struct {
 	Expiry time.Duration
 	// Logger receives tick errors when they change; nil discards them.
 	Logger *slog.Logger
+	// Latency reports the pools' client latency for CheckLatency; nil
+	// means no latency targets are checked.
+	Latency LatencySource
 }
 
 // Controller is the node's throttle: for each job running here it keeps a
@@ -80,6 +83,7 @@ type ControllerConfig struct {
 type Controller struct {
 	sampler  LoadSampler
 	policies PolicyLister
+	latency  LatencySource
 	now      func() time.Time
 	zone     *time.Location
 	law      ThrottleLaw
@@ -96,6 +100,9 @@ type Controller struct {
 	load      Load
 	loadErr   error
 	policyErr error
+
+	latencyFigs []PoolLatency // read at the last CheckLatency
+	latencyAt   time.Time
 }
 
 // jobThrottle is the controller's state of one job.
@@ -109,6 +116,11 @@ type jobThrottle struct {
 	reason   string
 	changed  time.Time
 	asked    time.Time
+	latency  latencyState // throttle_latency.go
+	// raised is when the workers last rose (a tick's growth or a latency
+	// return), from raisedFrom; zero if they never did.
+	raised     time.Time
+	raisedFrom float64
 }
 
 // knownPolicy is a policy with its zone loaded, so that Allowance and the
@@ -126,7 +138,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, fmt.Errorf("%w: throttle controller: no load sampler", ErrInvalid)
 	}
 	c := &Controller{
-		sampler: cfg.Sampler, policies: cfg.Policies,
+		sampler: cfg.Sampler, policies: cfg.Policies, latency: cfg.Latency,
 		now: cfg.Now, zone: cfg.Zone, law: cfg.Law, expiry: cfg.Expiry, log: cfg.Logger,
 		jobs: map[string]*jobThrottle{}, zones: map[string]*time.Location{},
 	}
@@ -212,6 +224,14 @@ func (c *Controller) KnownPolicy(name string) bool {
 	c.known = known
 	_, ok = known[name]
 	return ok
+}
+
+// Active reports whether the controller throttles any job now (one the
+// runner asked an allowance for and did not forget).
+func (c *Controller) Active() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.jobs) > 0
 }
 
 // Forget drops jobID's state (the runner calls it when the job stops here).
@@ -329,12 +349,23 @@ func (c *Controller) step(j *jobThrottle, now time.Time) {
 	} else {
 		p, desc := c.law.assess(c.load, imp.Level.Thresholds)
 		j.pressure = p.String() + ": " + desc
+		switch {
+		case p == pressureOver:
+		case j.latency.over:
+			// A client latency back-off is on: the load may cut, not grow.
+			p = pressureNear
+			j.pressure = "near: client latency back-off (" + j.latency.desc + "); load " + j.pressure
+		case p == pressureUnder && now.Before(j.latency.noGrowth):
+			p = pressureNear
+			j.pressure = "near: " + j.latency.noGrowthWhy + "; load " + j.pressure
+		}
 		switch nw := c.law.next(w, p, imp.Level); {
 		case nw < w:
 			why = append(why, "back off: "+desc)
 			w = nw
 		case nw > w:
 			why = append(why, "grow: busiest "+desc)
+			j.raised, j.raisedFrom = now, w
 			w = nw
 		}
 	}
@@ -384,6 +415,10 @@ func describeImpact(policy string, imp Impact, win, note string) string {
 type ThrottleStatus struct {
 	// Tick is the time of the last tick; zero before the first.
 	Tick time.Time
+	// LatencyCheck is the time of the last CheckLatency, and Latency the
+	// client latency figures it read (pools with client I/O only).
+	LatencyCheck time.Time     `json:",omitzero"`
+	Latency      []PoolLatency `json:",omitempty"`
 	// Load is the node's load sampled at the last tick.
 	Load Load
 	// LoadError and PolicyError are the last tick's sampling and policy
@@ -415,13 +450,19 @@ type JobThrottle struct {
 	// Reason says why the allowance last changed, and Changed when.
 	Reason  string
 	Changed time.Time
+	// ClientP99 describes the client latency targets in effect: the
+	// policy's own, or its level's per drive class.
+	ClientP99 string
+	// LatencyBackoff is set while the job is held down for client
+	// latency: the last "client p99 X > target Y on pool P (node N)".
+	LatencyBackoff string `json:",omitempty"`
 }
 
 // Status returns a snapshot of the controller's state.
 func (c *Controller) Status() ThrottleStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := ThrottleStatus{Tick: c.tick, Load: c.load}
+	st := ThrottleStatus{Tick: c.tick, Load: c.load, LatencyCheck: c.latencyAt, Latency: slices.Clone(c.latencyFigs)}
 	st.Load.Drives = slices.Clone(c.load.Drives)
 	if c.loadErr != nil {
 		st.LoadError = c.loadErr.Error()
@@ -436,7 +477,11 @@ func (c *Controller) Status() ThrottleStatus {
 			MinWorkers: j.impact.Level.MinWorkers, MaxWorkers: j.impact.Level.MaxWorkers,
 			Target: j.workers, Workers: a.Workers, Duty: a.Duty,
 			Pressure: j.pressure, Reason: j.reason, Changed: j.changed,
+			ClientP99: describeTargets(c.policyOf(j.applied), j.impact.Level),
 		})
+		if j.latency.over {
+			st.Jobs[len(st.Jobs)-1].LatencyBackoff = j.latency.desc
+		}
 	}
 	slices.SortFunc(st.Jobs, func(a, b JobThrottle) int { return strings.Compare(a.Job, b.Job) })
 	return st

@@ -23,13 +23,14 @@ import (
 //	setup [zone=Z] [start=RFC3339] [every=DURATION]
 //	                      a fresh controller (defaults UTC, Mon
 //	                      2026-03-02 10:00, 5s)
-//	policy name=N [tz=Z] [default=L]
+//	policy name=N [tz=Z] [default=L] [client-p99=D]
 //	                      input: window specs; stores a custom policy
 //	                      (created or replaced); prints ok or the error
 //	delete-policy name=N  removes a custom policy from the store
-//	load [cpu=PCT] [error=MSG]
+//	load [cpu=PCT] [qos=N] [error=MSG]
 //	                      input: "DRIVE CLASS iops=X qd=Y" lines; the load
-//	                      every following sample returns (error=warmup
+//	                      every following sample returns, with N
+//	                      maintenance I/Os queued by QoS (error=warmup
 //	                      returns ErrSampleWarmup)
 //	job id=J policy=P     the runner asks J's allowance with policy P;
 //	                      prints it
@@ -41,6 +42,18 @@ import (
 //	                      then the reason when the allowance changed at
 //	                      that tick, else "hold" and the pressure
 //	status                prints Controller.Status
+//	latency               input: "POOL CLASS NODE p99=DURATION" lines; the
+//	                      client latency figures every following
+//	                      CheckLatency reads (no input: none)
+//	run for=DURATION [check=DURATION]
+//	                      the server's two workers for a while: every
+//	                      `check` (default LatencyCheckInterval) the
+//	                      clock moves on, the runner asks every job's
+//	                      allowance and CheckLatency runs, and a Tick
+//	                      runs when `every` has passed since the last;
+//	                      prints, per job whose allowance changed, time
+//	                      (with tenths), job, level, workers and reason,
+//	                      or "no change"
 func TestThrottleDataDriven(t *testing.T) {
 	runTDFiles(t, "testdata/throttle", func(t *testing.T) func(tdCase) string {
 		s := &throttleScenario{t: t}
@@ -58,7 +71,7 @@ type scriptSampler struct {
 func (s *scriptSampler) Sample() (Load, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Load{CPU: s.load.CPU, Drives: slices.Clone(s.load.Drives)}, s.err
+	return Load{CPU: s.load.CPU, Drives: slices.Clone(s.load.Drives), QoSQueued: s.load.QoSQueued}, s.err
 }
 
 // memPolicies is a PolicyLister over a map, with the store's validation.
@@ -89,9 +102,23 @@ func (m *memPolicies) put(p Policy) {
 	m.policies[p.Name] = p
 }
 
+// scriptLatency returns the client latency figures a scenario set.
+type scriptLatency struct {
+	mu   sync.Mutex
+	figs []PoolLatency
+}
+
+func (s *scriptLatency) ClientLatency() []PoolLatency {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.figs)
+}
+
 type throttleScenario struct {
 	t        *testing.T
 	now      time.Time
+	lastTick time.Time
+	latency  *scriptLatency
 	every    time.Duration
 	zone     *time.Location
 	sampler  *scriptSampler
@@ -110,6 +137,9 @@ func (s *throttleScenario) run(c tdCase) string {
 	case "policy":
 		p, err := NewPolicy(c.Arg("name", ""), c.Arg("tz", ""), c.Arg("default", ""), c.Input)
 		if err != nil {
+			return "error: " + err.Error()
+		}
+		if p.ClientP99, err = ParseClientP99(c.Arg("client-p99", "")); err != nil {
 			return "error: " + err.Error()
 		}
 		s.policies.put(p)
@@ -134,6 +164,10 @@ func (s *throttleScenario) run(c tdCase) string {
 		return s.tick(c)
 	case "status":
 		return s.status()
+	case "latency":
+		return s.setLatency(c)
+	case "run":
+		return s.runFor(c)
 	}
 	s.t.Fatalf("%s: unknown command %q", c.Pos, c.Cmd)
 	return ""
@@ -152,9 +186,11 @@ func (s *throttleScenario) setup(c tdCase) string {
 	}
 	s.sampler = &scriptSampler{}
 	s.policies = &memPolicies{policies: map[string]Policy{}}
+	s.latency = &scriptLatency{}
 	s.jobs = map[string]string{}
+	s.lastTick = s.now
 	s.c, err = NewController(ControllerConfig{
-		Sampler: s.sampler, Policies: s.policies, Zone: s.zone,
+		Sampler: s.sampler, Policies: s.policies, Zone: s.zone, Latency: s.latency,
 		Now: func() time.Time { return s.now },
 	})
 	if err != nil {
@@ -171,6 +207,13 @@ func (s *throttleScenario) setLoad(c tdCase) string {
 			s.t.Fatalf("%s: cpu: %v", c.Pos, err)
 		}
 		l.CPU = pct / 100
+	}
+	if v, ok := c.Args["qos"]; ok {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			s.t.Fatalf("%s: qos: %v", c.Pos, err)
+		}
+		l.QoSQueued = n
 	}
 	for _, line := range c.Input {
 		f := strings.Fields(line)
@@ -230,6 +273,7 @@ func (s *throttleScenario) tick(c tdCase) string {
 		if err := s.c.Tick(context.Background()); err != nil {
 			out = append(out, "tick error: "+err.Error())
 		}
+		s.lastTick = s.now
 		for _, j := range s.c.Status().Jobs {
 			what := "hold, " + j.Pressure
 			if j.Changed.Equal(s.now) {
@@ -238,6 +282,61 @@ func (s *throttleScenario) tick(c tdCase) string {
 			out = append(out, fmt.Sprintf("%s %s %s %s = %d×%.2f | %s",
 				s.now.In(s.zone).Format("Mon 15:04:05"), j.Job, j.Level, formatWorkers(j.Target), j.Workers, j.Duty, what))
 		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *throttleScenario) setLatency(c tdCase) string {
+	var figs []PoolLatency
+	for _, line := range c.Input {
+		f := strings.Fields(line)
+		if len(f) != 4 || !strings.HasPrefix(f[3], "p99=") {
+			s.t.Fatalf("%s: latency line %q: want POOL CLASS NODE p99=DURATION", c.Pos, line)
+		}
+		d, err := time.ParseDuration(strings.TrimPrefix(f[3], "p99="))
+		if err != nil {
+			s.t.Fatalf("%s: %q: %v", c.Pos, line, err)
+		}
+		figs = append(figs, PoolLatency{Pool: f[0], Class: f[1], Node: f[2], P99: d})
+	}
+	s.latency.mu.Lock()
+	s.latency.figs = figs
+	s.latency.mu.Unlock()
+	return "ok"
+}
+
+func (s *throttleScenario) runFor(c tdCase) string {
+	total, err := time.ParseDuration(c.Arg("for", ""))
+	if err != nil {
+		s.t.Fatalf("%s: for: %v", c.Pos, err)
+	}
+	check, err := time.ParseDuration(c.Arg("check", LatencyCheckInterval.String()))
+	if err != nil || check <= 0 {
+		s.t.Fatalf("%s: check: %v", c.Pos, err)
+	}
+	var out []string
+	for end := s.now.Add(total); s.now.Before(end); {
+		s.now = s.now.Add(check)
+		for _, id := range slices.Sorted(maps.Keys(s.jobs)) {
+			s.c.Allowance(id, s.jobs[id])
+		}
+		s.c.CheckLatency()
+		what := "check"
+		if s.now.Sub(s.lastTick) >= s.every {
+			if err := s.c.Tick(context.Background()); err != nil {
+				out = append(out, "tick error: "+err.Error())
+			}
+			s.lastTick, what = s.now, "tick"
+		}
+		for _, j := range s.c.Status().Jobs {
+			if j.Changed.Equal(s.now) {
+				out = append(out, fmt.Sprintf("%s %-5s %s %s %s = %d×%.2f | %s",
+					s.now.In(s.zone).Format("15:04:05.0"), what, j.Job, j.Level, formatWorkers(j.Target), j.Workers, j.Duty, j.Reason))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "no change"
 	}
 	return strings.Join(out, "\n")
 }
@@ -264,6 +363,19 @@ func (s *throttleScenario) status() string {
 			j.Job, j.Policy, j.Level, win, formatWorkers(j.MinWorkers), formatWorkers(j.MaxWorkers),
 			formatWorkers(j.Target), j.Workers, j.Duty, j.Pressure,
 			j.Changed.In(s.zone).Format("Mon 15:04:05"), j.Reason)
+		if st.LatencyCheck.IsZero() {
+			continue // no latency checked in this scenario: as before
+		}
+		fmt.Fprintf(&b, "\n  client p99 target: %s", j.ClientP99)
+		if j.LatencyBackoff != "" {
+			fmt.Fprintf(&b, "\n  latency back-off: %s", j.LatencyBackoff)
+		}
+	}
+	if !st.LatencyCheck.IsZero() {
+		fmt.Fprintf(&b, "\nlatency checked %s:", st.LatencyCheck.In(s.zone).Format("15:04:05.0"))
+		for _, l := range st.Latency {
+			fmt.Fprintf(&b, " %s;", l)
+		}
 	}
 	return b.String()
 }

@@ -2,7 +2,8 @@
 // (other, maintenance, misc), the administrator's limits per pool and class
 // and their parsing, the token buckets that hold a node's share of them,
 // the sharing of a cluster-wide limit among nodes by demand, and the
-// per-second statistics.
+// per-second statistics, with the clients' latency per pool that the job
+// throttle reads.
 //
 // It is not the wiring: it neither reads etcd nor serves gRPC; package
 // cluster stores the configuration, package block calls Gate before the

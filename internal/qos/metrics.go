@@ -11,6 +11,7 @@ import "github.com/prometheus/client_golang/prometheus"
 //	weft_qos_limit_iops{pool,class}               this node's share of an IOPS limit
 //	weft_qos_limit_bytes_per_second{pool,class}   this node's share of a bytes limit
 //	weft_qos_waiting{pool,class}                  I/Os queued by QoS now
+//	weft_qos_client_p99_seconds{pool}             p99 drive time of client I/O, last 1-2 s
 //
 // The rate of queued_seconds_total is the average number of I/Os queued
 // by QoS, that of drive_seconds_total the average pending at the drive.
@@ -18,6 +19,7 @@ type collector struct {
 	g                              *Gate
 	ops, bytes, queued, drive      *prometheus.Desc
 	limitIOPS, limitBytes, waiting *prometheus.Desc
+	clientP99                      *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of g (see the metric names
@@ -33,11 +35,13 @@ func NewCollector(g *Gate) prometheus.Collector {
 		limitIOPS:  prometheus.NewDesc("weft_qos_limit_iops", "This node's share of the cluster-wide IOPS limit of a pool and class.", key, nil),
 		limitBytes: prometheus.NewDesc("weft_qos_limit_bytes_per_second", "This node's share of the cluster-wide bytes-per-second limit of a pool and class.", key, nil),
 		waiting:    prometheus.NewDesc("weft_qos_waiting", "Block I/Os queued by QoS now.", key, nil),
+		clientP99: prometheus.NewDesc("weft_qos_client_p99_seconds",
+			"99th percentile of the drive time of this node's client (other) block I/Os of a pool over the last 1-2 s; absent under 10 I/Os.", []string{"pool"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.bytes, c.queued, c.drive, c.limitIOPS, c.limitBytes, c.waiting} {
+	for _, d := range []*prometheus.Desc{c.ops, c.bytes, c.queued, c.drive, c.limitIOPS, c.limitBytes, c.waiting, c.clientP99} {
 		ch <- d
 	}
 }
@@ -60,5 +64,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range c.g.Waiting() {
 		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), k.Pool, string(k.Class))
+	}
+	for pool, l := range c.g.stats.ClientP99(c.g.now()) {
+		ch <- prometheus.MustNewConstMetric(c.clientP99, prometheus.GaugeValue, l.P99.Seconds(), pool)
 	}
 }

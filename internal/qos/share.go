@@ -24,13 +24,19 @@ type KeyDemand struct {
 const DemandVersion = 1
 
 // NodeDemand is what a node publishes once a second (under its lease):
-// the pools its drives are in and its demand on each Key it saw I/O on.
+// the pools its drives are in, its demand on each Key it saw I/O on, and
+// the client latency of each pool it served enough client I/O of
+// (Stats.ClientP99), for the job throttles of the other nodes.
+//
+// ClientP99 was added without a version bump: a reader that does not
+// know it loses nothing it used; it only does not see the latency.
 type NodeDemand struct {
-	V      int         `json:"v"`
-	Node   string      `json:"node"`
-	At     time.Time   `json:"at"`
-	Pools  []string    `json:"pools"`
-	Demand []KeyDemand `json:"demand,omitempty"`
+	V         int           `json:"v"`
+	Node      string        `json:"node"`
+	At        time.Time     `json:"at"`
+	Pools     []string      `json:"pools"`
+	Demand    []KeyDemand   `json:"demand,omitempty"`
+	ClientP99 []PoolLatency `json:"client_p99,omitempty"`
 }
 
 // MeasureDemand returns the demand of the last complete second before now

@@ -48,7 +48,9 @@ type Sample struct {
 
 // Stats keeps a node's block I/O by StatKey: per second for the last
 // StatsSeconds seconds, and in total since the start (for Prometheus).
-// An I/O counts in the second it completes.
+// An I/O counts in the second it completes. For LatencyClass it also
+// keeps, per second and pool, a histogram of the I/Os' drive times, which
+// ClientP99 reads (latency.go).
 //
 // Locking: one mutex; Record is a few map operations under it.
 type Stats struct {
@@ -58,8 +60,9 @@ type Stats struct {
 }
 
 type second struct {
-	at int64
-	m  map[StatKey]*Counts
+	at  int64
+	m   map[StatKey]*Counts
+	lat map[string]*latHist // LatencyClass I/O by pool; nil until one
 }
 
 // NewStats returns empty statistics.
@@ -74,7 +77,16 @@ func (s *Stats) Record(now time.Time, k StatKey, bytes int64, queued, drive time
 	defer s.mu.Unlock()
 	slot := &s.ring[sec%int64(len(s.ring))]
 	if slot.at != sec || slot.m == nil {
-		slot.at, slot.m = sec, map[StatKey]*Counts{}
+		slot.at, slot.m, slot.lat = sec, map[StatKey]*Counts{}, nil
+	}
+	if k.Class == LatencyClass {
+		if slot.lat == nil {
+			slot.lat = map[string]*latHist{}
+		}
+		if slot.lat[k.Pool] == nil {
+			slot.lat[k.Pool] = &latHist{}
+		}
+		slot.lat[k.Pool].add(drive)
 	}
 	for _, m := range []map[StatKey]*Counts{slot.m, s.total} {
 		if m[k] == nil {

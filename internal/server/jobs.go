@@ -142,6 +142,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 		Sampler:  sampler,
 		Policies: impact.NewPolicyStore(s.etcd),
 		Logger:   s.log,
+		Latency:  s.qos.lat, // the cluster's client p99 per pool (latency.go)
 	})
 	if err != nil {
 		return err
@@ -168,6 +169,12 @@ func (s *Server) startJobs(ctx context.Context) error {
 	// errors would move them faster.
 	every := impact.DefaultThrottleInterval
 	if _, err := s.run.Go("throttle", throttleWorker{ctl}, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	// Client latency is checked between ticks, and can only cut (see
+	// impact/throttle_latency.go): the tick still decides growth.
+	every = impact.LatencyCheckInterval
+	if _, err := s.run.Go("throttle-latency", latencyWorker{ctl}, runner.Options{Idle: every, Delay: every, MinBackoff: every, MaxBackoff: every}); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	if err := s.jobs.Start(ctx); err != nil {

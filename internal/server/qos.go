@@ -20,7 +20,11 @@ import (
 //	qos-share   every QoSShareInterval: learns the pools of the node's
 //	            drives and, while QoS is enabled, publishes the node's
 //	            demand, reads the other nodes' and sets the gate to this
-//	            node's shares (woken at once by a change)
+//	            node's shares (woken at once by a change); the same record
+//	            carries the node's client p99 per pool for the job
+//	            throttles (latency.go), published also with QoS disabled
+//	            while the node has client I/O (and once more after), and
+//	            read while it has jobs
 //
 // While the configuration limits the maintenance class, the node's job
 // client sends its I/O through the block services, short-circuit reads
@@ -34,15 +38,24 @@ const QoSShareInterval = time.Second
 type qosNode struct {
 	gate   *qos.Gate
 	follow *cluster.QoSFollower
+	// lat is the cluster's client latency as the job throttle reads it
+	// (latency.go), kept current by qos-share.
+	lat *latencyView
 	// share is the qos-share worker's handle, woken when the configuration
 	// changes so that a new limit holds at once.
 	share *runner.Handle
+	// sentP99 is whether the node's last published record had client
+	// latency figures: it then publishes once more when they are gone, so
+	// that the other nodes drop them at once rather than when they go
+	// stale. Only the qos-share worker's step touches it.
+	sentP99 bool
 }
 
 // newQoS makes the node's gate and follower (the workers start with
 // startQoS).
 func (s *Server) newQoS() *qosNode {
 	q := &qosNode{gate: qos.NewGate(qos.NewStats())}
+	q.lat = newLatencyView(s.cfg.Name, q.gate.Stats())
 	q.follow = cluster.NewQoSFollower(s.store, s.log, func(qos.Config) {
 		if q.share != nil {
 			q.share.Wake()
@@ -81,9 +94,14 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 		return runner.Idle, err
 	}
 	pools := map[drive.ID]string{}
+	classes := map[string]string{}
 	var names []string
 	for _, d := range drives {
-		if d.Node != s.cfg.Name || d.Status == cluster.StatusRemoved {
+		if d.Status == cluster.StatusRemoved {
+			continue
+		}
+		classes[d.Pool] = d.Class
+		if d.Node != s.cfg.Name {
 			continue
 		}
 		pools[d.ID] = d.Pool
@@ -93,21 +111,37 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	}
 	slices.Sort(names)
 	s.blocks.SetPools(pools)
+	s.qos.lat.setClasses(classes)
 	cfg := s.qos.follow.Current()
 	if !cfg.Enabled {
-		// Nothing to share: no demand published, none read (a node
-		// enabling QoS starts from the even split, at once).
+		// Nothing to share: the gate limits nothing. (When QoS is enabled,
+		// the first shares also count the records that nodes with client
+		// I/O keep publishing for their latency, up to a second old.)
 		s.qos.gate.SetLimits(nil)
-		return runner.Idle, nil
 	}
 	now := time.Now()
-	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now)}
-	errPub := s.session.PublishQoSDemand(ctx, own)
+	jobs := s.throttle != nil && s.throttle.Active()
+	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now),
+		ClientP99: s.qos.lat.ownFigures()}
+	var errPub error
+	if cfg.Enabled || len(own.ClientP99) > 0 || s.qos.sentP99 {
+		errPub = s.session.PublishQoSDemand(ctx, own)
+		if errPub == nil {
+			s.qos.sentP99 = len(own.ClientP99) > 0
+		}
+	}
+	if !cfg.Enabled && !jobs {
+		s.qos.lat.update(nil)
+		return runner.Idle, errPub
+	}
 	all, err := s.store.QoSDemands(ctx)
 	if err != nil {
 		return runner.Idle, errors.Join(errPub, err)
 	}
-	s.qos.gate.SetLimits(qos.Shares(cfg, s.cfg.Name, names, all))
+	s.qos.lat.update(all)
+	if cfg.Enabled {
+		s.qos.gate.SetLimits(qos.Shares(cfg, s.cfg.Name, names, all))
+	}
 	return runner.Idle, errPub
 }
 

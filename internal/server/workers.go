@@ -22,6 +22,9 @@ import (
 //	publish        publishes the drives' usage every UsageInterval
 //	drainer        frees the drives' queued deletes (drainer.go)
 //	throttle       ticks the job throttle every impact.DefaultThrottleInterval (jobs.go)
+//	throttle-latency
+//	               checks the clients' p99 for the job throttle every
+//	               impact.LatencyCheckInterval (latency.go)
 //	events         turns cluster events into jobs on the coordinator (package events)
 //	callbacks      runs the administrators' callbacks for new events on the
 //	               coordinator (job.CallbackWorker); idle on other nodes
@@ -40,6 +43,7 @@ var (
 	_ runner.Worker = publishWorker{}
 	_ runner.Worker = drainWorker{}
 	_ runner.Worker = throttleWorker{}
+	_ runner.Worker = latencyWorker{}
 )
 
 // startWorkers starts the node's own workers (lease, throttle, events and

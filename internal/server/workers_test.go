@@ -29,16 +29,17 @@ func TestNodeWorkers(t *testing.T) {
 	// What each worker may be doing right after the start (no timing is
 	// assumed: a worker without a delay may be in its first step).
 	want := map[string][]string{
-		"admin-api":     {runner.StateRunning}, // serving: one blocking step
-		"block-service": {runner.StateRunning},
-		"lease":         {runner.StateRunning, runner.StateIdle},
-		"drainer":       {runner.StateRunning, runner.StateIdle},
-		"publish":       {runner.StateIdle}, // first step after UsageInterval
-		"throttle":      {runner.StateIdle}, // ticked once by startJobs, then every 5 s
-		"events":        {runner.StateIdle},
-		"callbacks":     {runner.StateIdle, runner.StateRunning}, // first step after job.CallbackInterval
-		"qos-follow":    {runner.StateRunning},                   // watching: one blocking step
-		"qos-share":     {runner.StateRunning, runner.StateIdle}, // every QoSShareInterval
+		"admin-api":        {runner.StateRunning}, // serving: one blocking step
+		"block-service":    {runner.StateRunning},
+		"lease":            {runner.StateRunning, runner.StateIdle},
+		"drainer":          {runner.StateRunning, runner.StateIdle},
+		"publish":          {runner.StateIdle},                      // first step after UsageInterval
+		"throttle":         {runner.StateIdle},                      // ticked once by startJobs, then every 5 s
+		"throttle-latency": {runner.StateIdle, runner.StateRunning}, // every 500 ms
+		"events":           {runner.StateIdle},
+		"callbacks":        {runner.StateIdle, runner.StateRunning}, // first step after job.CallbackInterval
+		"qos-follow":       {runner.StateRunning},                   // watching: one blocking step
+		"qos-share":        {runner.StateRunning, runner.StateIdle}, // every QoSShareInterval
 	}
 	check := func(who string, ws admin.Workers, node string) {
 		t.Helper()
@@ -55,7 +56,7 @@ func TestNodeWorkers(t *testing.T) {
 				t.Errorf("%s: publish before its first interval: %+v", who, w)
 			}
 		}
-		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer events lease publish qos-follow qos-share throttle" {
+		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer events lease publish qos-follow qos-share throttle throttle-latency" {
 			t.Fatalf("%s: workers %s", who, got)
 		}
 	}
