@@ -84,7 +84,7 @@ type Level struct {
 // Levels returns the built-in impact levels, from the least to the most
 // intrusive. The result is a fresh slice the caller may keep.
 //
-// Workers per node (after the OneFS job engine, where a low job runs one or
+// Workers per node (after the job engines we learn from, where a low job runs one or
 // two threads per node, a medium one four to six, a high one a dozen or
 // more):
 //

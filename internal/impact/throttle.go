@@ -15,7 +15,7 @@ import (
 
 // DefaultThrottleInterval is the tick the server should drive the
 // Controller with: short enough that a client load spike is answered within
-// seconds (OneFS samples every 20 s and decides every 60 s; a job that
+// seconds (the job engines we learn from sample every 20 s and decide every 60 s; a job that
 // halves per tick needs three ticks to get out of the way), long enough
 // that a sample averages over many drive operations.
 const DefaultThrottleInterval = 5 * time.Second
