@@ -99,6 +99,6 @@ func FsckInjectPoint(k FsckKind) (string, error) {
 	case FsckUsageCounter:
 		return "meta/create-no-usage", nil
 	}
-	return "", fmt.Errorf("%w: no failpoint of Create injects %q: want %s, %s, %s, %s, %s or %s", ErrInvalid, k,
+	return "", fmt.Errorf("%w: no failpoint injects %q: want %s, %s, %s, %s, %s or %s", ErrInvalid, k,
 		FsckMissingBackpointer, FsckWrongEntry, FsckLinkCount, FsckUnreachable, FsckDanglingEntry, FsckUsageCounter)
 }
