@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -161,7 +162,8 @@ const maxStripeChecks = 3
 
 // checkStripe checks the units of stripe s of lin (see the comment at
 // the top of the file) and returns its findings, after reading the map
-// again: a map that moved is checked again, at most maxStripeChecks
+// again: a map that moved (another generation or other units) is
+// checked again, at most maxStripeChecks
 // times (then its findings stand: blocks replaced that fast are the
 // writers'); a stripe gone has none. It counts the units checked and
 // skipped in res, once.
@@ -179,7 +181,9 @@ func (p *fsckStripes) checkStripe(ctx context.Context, e Env, lin meta.LIN, s me
 			if len(got) == 0 || got[0].Index != s.Index {
 				return nil, nil // truncated meanwhile
 			}
-			if got[0].Gen != s.Gen {
+			// A truncate and a new write make a stripe again from
+			// generation 1: compare the units too.
+			if got[0].Gen != s.Gen || !slices.Equal(got[0].Units, s.Units) {
 				s = got[0]
 				continue
 			}
@@ -193,7 +197,8 @@ func (p *fsckStripes) checkStripe(ctx context.Context, e Env, lin meta.LIN, s me
 }
 
 // checkUnits reads the header of each placed unit's block of s on a
-// drive up, and returns the findings and the counts of units checked and
+// drive up, all at once (one goroutine per unit, ended before it
+// returns), and returns the findings and the counts of units checked and
 // skipped. Errors: the drive list's, the block service client's (not a
 // block's), ctx's.
 func (p *fsckStripes) checkUnits(ctx context.Context, e Env, lin meta.LIN, s meta.Stripe) (fs []meta.FsckFinding, checked, skipped int, err error) {
@@ -201,6 +206,13 @@ func (p *fsckStripes) checkUnits(ctx context.Context, e Env, lin meta.LIN, s met
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	type stat struct {
+		node string
+		hdr  drive.BlockHeader
+		err  error
+	}
+	stats := make([]*stat, len(s.Units))
+	var wg sync.WaitGroup
 	for i, u := range s.Units {
 		sd, ok := ds[u.Drive]
 		if !u.Placed() || !ok || !sd.Up {
@@ -209,22 +221,33 @@ func (p *fsckStripes) checkUnits(ctx context.Context, e Env, lin meta.LIN, s met
 		}
 		bc, err := p.t.layout.blocks(ctx, e, sd.Node)
 		if err != nil {
+			wg.Wait()
 			return nil, 0, 0, fmt.Errorf("block service of node %s: %w", sd.Node, err)
 		}
+		st := &stat{node: sd.Node}
+		stats[i] = st
+		wg.Go(func() { st.hdr, _, _, st.err = bc.Stat(ctx, drive.ID(u.Drive), drive.BlockID(u.Block)) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, 0, 0, err
+	}
+	for i, st := range stats {
+		if st == nil {
+			continue
+		}
+		u, hdr := s.Units[i], st.hdr
 		f := meta.FsckFinding{LIN: lin, Stripe: s.Index, Unit: i, Drive: u.Drive, Block: u.Block}
 		where := fmt.Sprintf("stripe %d unit %d: block %s on drive %d", s.Index, i, u.Block, u.Drive)
-		hdr, _, _, err := bc.Stat(ctx, drive.ID(u.Drive), drive.BlockID(u.Block))
 		switch {
-		case errors.Is(err, drive.ErrNotFound):
+		case errors.Is(st.err, drive.ErrNotFound):
 			f.Kind, f.Detail = meta.FsckMissingUnit, where+": not on the drive"
-		case errors.Is(err, drive.ErrCorrupt):
-			f.Kind, f.Detail = meta.FsckBadHeader, fmt.Sprintf("%s: the header does not read: %v", where, err)
-		case ctx.Err() != nil:
-			return nil, 0, 0, ctx.Err()
-		case err != nil:
+		case errors.Is(st.err, drive.ErrCorrupt):
+			f.Kind, f.Detail = meta.FsckBadHeader, fmt.Sprintf("%s: the header does not read: %v", where, st.err)
+		case st.err != nil:
 			skipped++ // the node or drive does not answer: not checked
 			e.Log().Warn("fsck: a unit's block service did not answer: unit skipped", "lin", lin, "stripe", s.Index, "unit", i,
-				"drive", u.Drive, "node", sd.Node, "err", err)
+				"drive", u.Drive, "node", st.node, "err", st.err)
 			continue
 		case hdr.Owner != uint64(lin) || hdr.Stripe != s.Index || hdr.Unit != uint32(i):
 			f.Kind, f.Detail = meta.FsckBadHeader, fmt.Sprintf("%s: the header names LIN %d stripe %d unit %d", where, hdr.Owner, hdr.Stripe, hdr.Unit)

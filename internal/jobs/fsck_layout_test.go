@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,5 +241,48 @@ func TestFsckOnly(t *testing.T) {
 	c, sum = runFsck(t, e, 2, map[string]string{"only": "layout"})
 	if c["checked"] != 1 || strings.Contains(sum, "back-pointers") || !strings.Contains(sum, "1 pools' usage") {
 		t.Fatalf("only=layout: %v\n%s", c, sum)
+	}
+}
+
+// A unit check that reads a stripe map a writer then replaced (its old
+// blocks deleted) is no finding: the map is read again and the new one
+// checked — whether the generation moved (an overwrite) or started over
+// (a truncate to 0 and a new write).
+func TestFsckLayoutMapMoved(t *testing.T) {
+	de, f := newDataEnv(t)
+	e := fsckDataEnv{de, &memData{m: map[string][]byte{}}}
+	ty := fsckOnFixture(t, f)
+	c := f.Client(clienttest.Unit)
+	data := clienttest.RandBytes(4*clienttest.Unit, 1)
+	lin := f.WriteClosed(c, "f", "ec:4+2", data)
+	p := &fsckStripes{ty}
+	for _, truncate := range []bool{true, false} { // the truncate first: from generation 1 to 1
+		old := f.Stripes(lin)[0]
+		fh, err := c.Open(bg, lin, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if truncate {
+			if err := fh.Truncate(bg, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clienttest.WriteAll(t, fh, clienttest.RandBytes(len(data), 2), 50*clienttest.KiB)
+		if err := fh.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		f.DrainDeletes()
+		now := f.Stripes(lin)[0]
+		if slices.Equal(now.Units, old.Units) || (truncate && now.Gen != old.Gen) {
+			t.Fatalf("truncate %v: the stripe went from %+v to %+v", truncate, old, now)
+		}
+		res := job.ItemResult{Counts: map[string]int64{}}
+		fs, err := p.checkStripe(bg, e, lin, old, &res)
+		if err != nil || len(fs) != 0 || res.Counts["checked"] != int64(len(now.Units)) {
+			t.Fatalf("truncate %v: findings %v, counts %v, %v", truncate, fs, res.Counts, err)
+		}
+		if fs, _, _, err := p.checkUnits(bg, e, lin, old); err != nil || len(fs) != len(old.Units) {
+			t.Fatalf("truncate %v: the old map's units: %v, %v", truncate, fs, err)
+		}
 	}
 }
