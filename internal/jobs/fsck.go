@@ -25,7 +25,7 @@ import (
 // transaction and leaves alone what a client changed meanwhile; a unit
 // is rebuilt through the restriper) unless dry-run=true. Phases:
 //
-//   - entries: items are directories (a LIN scan). Entry-type findings
+//   - entries: items are directories (the root, then a LIN scan). Entry-type findings
 //     are handled at once; an entry whose target does not claim it is
 //     kept as job data ("u/TARGET/PARENT/NAME"), for the links phase: it
 //     is a missing back-pointer, a dangling entry or half of a wrong
@@ -335,7 +335,8 @@ type fsckEntries struct{ t *fsckType }
 func (*fsckEntries) Name() string { return "entries" }
 
 // Split checks the parameters (a job submitted before a check existed
-// still fails cleanly) and cuts the LIN space.
+// still fails cleanly) and cuts the LIN space, with one task for the
+// root.
 func (p *fsckEntries) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.TaskSpec, error) {
 	e, err := fsckEnvOf(env)
 	if err != nil {
@@ -347,7 +348,13 @@ func (p *fsckEntries) Split(ctx context.Context, env job.Env, j *job.Job) ([]job
 	if ns, _ := fsckOnly(j.Params); !ns {
 		return nil, nil
 	}
-	return splitLINs(ctx, e.Meta(), j.Parallelism)
+	tasks, err := splitLINs(ctx, e.Meta(), j.Parallelism)
+	if err != nil {
+		return nil, err
+	}
+	// The root is below meta.FirstLIN, where the LIN scan starts.
+	root := job.TaskSpec{Scope: "root", From: uint64(meta.RootLIN), To: uint64(meta.RootLIN) + 1}
+	return append([]job.TaskSpec{root}, tasks...), nil
 }
 
 // Items lists the directories in [from, to).

@@ -206,3 +206,19 @@ func TestFsckJobPopulated(t *testing.T) {
 		})
 	}
 }
+
+// The root's entries are checked too (the root's LIN is below the
+// range a LIN scan starts at).
+func TestFsckRootEntries(t *testing.T) {
+	m := newMeta(t)
+	e := fsckTestEnv{metaEnv{m}, &memData{m: map[string][]byte{}}}
+	mustFile(t, m, meta.RootLIN, "ok")
+	if err := failpoint.Enable("meta/dangling-entry", "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, m, meta.RootLIN, "dangling")
+	c, sum := runFsck(t, e, 1, map[string]string{"dry-run": "true", "only": "namespace"})
+	if c["dangling-entry.found"] != 1 || !strings.Contains(sum, "checked 2 directory entries") || !strings.Contains(sum, "/dangling") {
+		t.Fatalf("counts %v\n%s", c, sum)
+	}
+}
