@@ -25,11 +25,11 @@ import (
 // transaction and leaves alone what a client changed meanwhile; a unit
 // is rebuilt through the restriper) unless dry-run=true. Phases:
 //
-//   - entries: items are directories (the root, then a LIN scan). Entry-type findings
-//     are handled at once; an entry whose target does not claim it is
-//     kept as job data ("u/TARGET/PARENT/NAME"), for the links phase: it
-//     is a missing back-pointer, a dangling entry or half of a wrong
-//     entry, and only the inodes tell which.
+//   - entries: items are directories (the root, then a LIN scan).
+//     Entry-type findings are handled at once; an entry whose target
+//     does not claim it is kept as job data ("u/TARGET/PARENT/NAME"),
+//     for the links phase: it is a missing back-pointer, a dangling
+//     entry or half of a wrong entry, and only the inodes tell which.
 //   - backpointers: items are pages of linPage LINs, each checked in
 //     one snapshot (meta.FsckBackpointersRange). Each inode's
 //     back-pointers against their entries: stale-backpointer and
