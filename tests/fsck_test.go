@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,6 +35,11 @@ func fsckCounts(t *testing.T, c *harness.Cluster, args ...string) (map[string]in
 	if j.State != job.Succeeded {
 		t.Fatalf("fsck job %d: %+v", r.ID, j)
 	}
+	var took []string
+	for _, p := range j.Phases {
+		took = append(took, fmt.Sprintf("%s %v", p.Name, p.Duration(time.Now()).Round(time.Millisecond)))
+	}
+	t.Logf("fsck %v: job %d: %s", args, j.ID, strings.Join(took, ", "))
 	counts := map[string]int64{}
 	for _, p := range j.Phases {
 		for _, s := range p.Scopes {
@@ -80,12 +86,16 @@ func nlinkOf(fi os.FileInfo) uint64 {
 	return 0
 }
 
-// The namespace checker on a cluster, through the CLI: faults of every
+// The checker on a cluster, through the CLI: namespace faults of every
 // kind injected into a populated namespace are each found exactly as
 // many times by a dry run, which changes nothing; a repair run repairs
 // them all; a run after it finds nothing; nothing else in the namespace
-// changed; and runs beside a create/rename/unlink workload through a
-// mount find nothing and repair nothing.
+// changed. Then the layout (--only layout): block files of files written
+// through the mount removed from their drives' directories, and a stale
+// usage counter (meta/create-no-usage), are found exactly by a dry run,
+// repaired (the files read back whole), and not found again. Last, runs
+// beside a create/write/rename/unlink workload through the mount (of
+// the namespace, then of both halves) find nothing and repair nothing.
 func TestFsckOnCluster(t *testing.T) {
 	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, func(t *testing.T, m harness.Mode) {
@@ -106,24 +116,69 @@ func TestFsckOnCluster(t *testing.T) {
 		}
 		clean := mountDump(t, filepath.Join(c.Mount, "clean"))
 
+		// The layout: a unit of each of three files written through the
+		// mount removed from its drive's directory, and a pool's usage
+		// counter stale.
+		const removed, noUsage = 3, 4
+		drives, err := c.Admin.Drives(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirOf := map[meta.DriveID]string{}
+		for _, d := range drives {
+			dirOf[meta.DriveID(d.ID)] = d.Path
+		}
+		layout := filepath.Join(c.Mount, "layout")
+		must(t, os.Mkdir(layout, 0o755))
+		dirAttr, err := ns.Lookup(ctx, meta.RootLIN, "layout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		contents := map[string][]byte{}
+		for i := range removed {
+			name := fmt.Sprintf("f%d", i)
+			data := bytes.Repeat([]byte{byte('a' + i)}, 300<<10+i)
+			must(t, os.WriteFile(filepath.Join(layout, name), data, 0o644))
+			contents[name] = data
+			a, err := ns.Lookup(ctx, dirAttr.LIN, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss, err := ns.GetStripes(ctx, a.LIN, 0, 1)
+			if err != nil || len(ss) != 1 {
+				t.Fatalf("%s: stripes %+v, %v", name, ss, err)
+			}
+			u := ss[0].Units[i%len(ss[0].Units)]
+			id := u.Block.String()
+			must(t, os.Remove(filepath.Join(dirOf[u.Drive], "blocks", id[:2], id)))
+		}
+		if r, err := bench.Populate(ctx, ns, bench.PopulateOptions{Tops: 1, Dirs: 1, Objects: 5, Under: "/usage",
+			Inject: meta.FsckUsageCounter, Faults: noUsage}); err != nil || r.Injected != noUsage {
+			t.Fatalf("populate --inject usage-counter: %+v %v", r, err)
+		}
+		wantLayout := map[meta.FsckKind]int64{meta.FsckMissingUnit: removed, meta.FsckUsageCounter: 1}
+
 		dry, _ := fsckCounts(t, c, "--dry-run")
-		for _, k := range meta.FsckKinds() {
+		for _, k := range append(meta.FsckKinds(), meta.FsckLayoutKinds()...) {
 			want := int64(faults)
-			if k == meta.FsckEntryType || k == meta.FsckStaleBackpointer {
+			switch k {
+			case meta.FsckEntryType, meta.FsckStaleBackpointer:
 				want = 0
+			case meta.FsckMissingUnit, meta.FsckBadHeader, meta.FsckUsageCounter:
+				want = wantLayout[k]
 			}
 			if dry[string(k)+".found"] != want || dry[string(k)+".repaired"] != 0 {
 				t.Errorf("dry run: %s found %d repaired %d, want %d and 0 (%v)", k, dry[string(k)+".found"], dry[string(k)+".repaired"], want, dry)
 			}
 		}
 		fix, _ := fsckCounts(t, c)
-		for _, k := range meta.FsckKinds() {
+		for _, k := range append(meta.FsckKinds(), meta.FsckLayoutKinds()...) {
 			if fix[string(k)+".found"] != fix[string(k)+".repaired"] || fix[string(k)+".failed"] != 0 || fix[string(k)+".changed"] != 0 {
 				t.Errorf("repair run: %s: %v", k, fix)
 			}
 		}
 		again, j := fsckCounts(t, c, "--dry-run")
-		for _, k := range meta.FsckKinds() {
+		for _, k := range append(meta.FsckKinds(), meta.FsckLayoutKinds()...) {
 			if again[string(k)+".found"] != 0 {
 				t.Errorf("after the repair, %s found %d", k, again[string(k)+".found"])
 			}
@@ -132,6 +187,12 @@ func TestFsckOnCluster(t *testing.T) {
 			!strings.Contains(out, "no findings") {
 			t.Errorf("weft fsck status:\n%s", out)
 		}
+		for name, data := range contents {
+			if got, err := os.ReadFile(filepath.Join(layout, name)); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("%s after the repair: %d bytes, %v", name, len(got), err)
+			}
+		}
+
 		if got := mountDump(t, filepath.Join(c.Mount, "clean")); !slices.Equal(got, clean) {
 			t.Errorf("the repair changed /clean")
 		}
@@ -161,7 +222,7 @@ func TestFsckOnCluster(t *testing.T) {
 					b := filepath.Join(work, fmt.Sprintf("w%d-%d.r", w, (i+7)%30))
 					switch i % 4 {
 					case 0:
-						if os.WriteFile(a, []byte("x"), 0o644) == nil {
+						if os.WriteFile(a, bytes.Repeat([]byte("x"), 1+i%5000), 0o644) == nil {
 							ops.Add(1)
 						}
 					case 1:
@@ -180,9 +241,11 @@ func TestFsckOnCluster(t *testing.T) {
 				}
 			}()
 		}
-		for range 2 {
-			busy, _ := fsckCounts(t, c)
-			for _, k := range meta.FsckKinds() {
+		// The namespace twice, the layout once (its stripes pass over
+		// the workload's files costs a few seconds a run).
+		for _, args := range [][]string{{"--only", "namespace"}, nil} {
+			busy, _ := fsckCounts(t, c, args...)
+			for _, k := range append(meta.FsckKinds(), meta.FsckLayoutKinds()...) {
 				if busy[string(k)+".found"] != 0 {
 					t.Errorf("a run beside the workload found %s: %v", k, busy)
 				}

@@ -120,7 +120,9 @@ of KIND:
   wrong-entry           the entry naming a LIN that was never allocated
   link-count            the inode's link count one too high
   unreachable           the inode only: no entry, not an orphan
-  dangling-entry        the entry only: no inode`,
+  dangling-entry        the entry only: no inode
+  usage-counter         the inode and entry, without the pool's usage
+                        counted (one finding, the pool's, whatever N)`,
 		Example: `  weft bench populate --tops 4 --dirs 222 --objects 1000        # ~1,000,000 files in /populate
   weft bench populate --tops 1 --dirs 10 --objects 1000 --under /small --json
   weft --admin 127.0.0.1:7080 bench populate --pki /tmp/c1/pki --tops 2 --dirs 50 --objects 500

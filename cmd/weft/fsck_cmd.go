@@ -18,14 +18,15 @@ import (
 func newFsckCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fsck",
-		Short: "Check and repair the namespace online (the fsck job)",
-		Long: `weft fsck checks the namespace while clients use it, and repairs what it
-finds unless told not to. It is a job of the job engine (type fsck, in the
+		Short: "Check and repair the namespace and its layout online (the fsck job)",
+		Long: `weft fsck checks the namespace and its layout while clients use them, and
+repairs what it finds unless told not to. It is a job of the job engine (type fsck, in the
 mark exclusion set): it is throttled by its impact policy, checkpointed,
 and survives node failures like every job; weft job view, pause, resume
 and cancel work on it too. These commands are its short forms.
 
-What it checks, in three passes over the namespace:
+What it checks, in three passes over the namespace, then two over the
+layout (--only namespace or --only layout runs one half):
 
   entries        every directory entry names an inode that exists
                  (dangling-entry) and has the entry's type (entry-type)
@@ -37,13 +38,22 @@ What it checks, in three passes over the namespace:
                  directory: 2 + its subdirectories) (link-count); every
                  inode is linked, or an orphan the collect job will purge
                  (unreachable)
+  stripes        every unit of every file's stripe maps names a block that
+                 is on its drive (missing-unit), with a header naming the
+                 file, stripe and unit, and a generation not newer than the
+                 map's (bad-header); units on drives that are down are
+                 skipped (the repair job's business)
+  usage          each pool's usage counters (inodes, bytes, allocated)
+                 match its inodes and stripe maps, computed in one snapshot
+                 (usage-counter)
 
 A repair re-checks its finding in the transaction that fixes it, and
 leaves alone what a client changed meanwhile (counted as CHANGED). An
 unreachable inode, or one whose only entry is gone, is linked into
-/lost+found (created, mode 0700, if missing) under its inode number.
-
-The stripe-map checks (--only layout) are not built yet.`,
+/lost+found (created, mode 0700, if missing) under its inode number. A missing or bad unit is rebuilt from the other
+units of its stripe, as mediascan does (a stripe too damaged for that goes
+to the lost-data list: weft file lost list). A stale usage counter gets
+the difference added, once.`,
 		Example: `  weft fsck start --dry-run && weft fsck status
   weft fsck start --speed 2000
   weft job view 12 --watch     # the same job, by its id
@@ -62,11 +72,12 @@ func fsckStartCmd(g *globals) *cobra.Command {
 		impact   string
 	)
 	c := &cobra.Command{
-		Use:   "start [--dry-run] [--speed N] [--only namespace] [--priority N] [--policy P]",
+		Use:   "start [--dry-run] [--speed N] [--only namespace|layout] [--priority N] [--policy P]",
 		Short: "Start an fsck job and print its id",
 		Long: `Starts an fsck job over the whole namespace. With --dry-run it finds and
-reports, and changes nothing. --speed bounds the checks (one per directory
-or inode) each node makes a second; without it the impact policy alone
+reports, and changes nothing. --only namespace or --only layout runs one
+half (default: both, the namespace first). --speed bounds the checks (one
+per directory, inode or unit) each node makes a second; without it the impact policy alone
 paces the job. The job runs at priority 6 and the low impact policy unless
 --priority and --policy say otherwise.
 
@@ -82,11 +93,9 @@ Exit status: 0 when the job is started, 1 when the cluster refused it,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			switch only {
-			case "namespace":
-			case "layout":
-				return usageError{fmt.Errorf("--only layout: the layout checks (stripe maps against blocks) are not built yet; use --only namespace")}
+			case "", "namespace", "layout":
 			default:
-				return usageError{fmt.Errorf("--only %q: want namespace", only)}
+				return usageError{fmt.Errorf("--only %q: want namespace or layout (leave --only out to check both)", only)}
 			}
 			if priority != 0 && (priority < 1 || priority > 10) {
 				return usageError{fmt.Errorf("--priority %d: want 1 (highest) to 10", priority)}
@@ -95,7 +104,10 @@ Exit status: 0 when the job is started, 1 when the cluster refused it,
 			if err != nil {
 				return err
 			}
-			params := map[string]string{"only": only}
+			params := map[string]string{}
+			if only != "" {
+				params["only"] = only
+			}
 			if dry {
 				params["dry-run"] = "true"
 			}
@@ -119,7 +131,7 @@ Exit status: 0 when the job is started, 1 when the cluster refused it,
 	}
 	c.Flags().BoolVar(&dry, "dry-run", false, "find and report only: repair nothing")
 	c.Flags().UintVar(&speed, "speed", 0, "at most N checks a second on each node (0: no limit but the impact policy)")
-	c.Flags().StringVar(&only, "only", "namespace", "what to check: namespace (layout is not built yet)")
+	c.Flags().StringVar(&only, "only", "", "check one half only: namespace or layout (default: both)")
 	c.Flags().IntVar(&priority, "priority", 0, "job priority 1 (highest) to 10 (default: fsck's, 6)")
 	c.Flags().StringVar(&impact, "policy", "", "impact policy: low, medium, high, off_hours or a custom one (default: low)")
 	return c
@@ -210,7 +222,7 @@ func printFsckCounts(w io.Writer, j job.JobView) {
 	}
 	fmt.Fprintf(w, "\nfindings so far (%d checks):\n", c["checked"])
 	t := newTable(w, "KIND", "FOUND", "REPAIRED", "CHANGED", "FAILED")
-	for _, k := range meta.FsckKinds() {
+	for _, k := range append(meta.FsckKinds(), meta.FsckLayoutKinds()...) {
 		get := func(what string) string { return strconv.FormatInt(c[string(k)+"."+what], 10) }
 		t.row(string(k), get("found"), get("repaired"), get("changed"), get("failed"))
 	}

@@ -95,7 +95,9 @@ type PopulateOptions struct {
 	// tree (meta.FsckInjectPoint names those that can be): Faults
 	// creates through Meta.Create with the kind's failpoint on, named
 	// fsck-KIND-NNNNNN, spread round robin over the subdirectories
-	// d00000…, so that fsck has exactly Faults findings of the kind.
+	// d00000…, so that fsck has exactly Faults findings of the kind
+	// (usage-counter: one, the pool's, whatever Faults; its counters
+	// lack Faults inodes).
 	// The failpoint is process-wide: nothing else in the process should
 	// create meanwhile.
 	Inject meta.FsckKind

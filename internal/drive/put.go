@@ -44,6 +44,10 @@ import (
 // ErrNoSpace (checked against the Capacity and with statfs first, and for
 // ENOSPC while writing),
 // ctx.Err() wrapped (the temp file is removed), ErrClosed.
+//
+// Failpoints: drive/put-before-sync, drive/put-before-link and
+// drive/put-before-dirsync (see link); drive/put-lose-block, an
+// injection point: the put returns nil without storing the block.
 func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length int64) (err error) {
 	if err := d.checkWrite("put", hdr.ID, length, true); err != nil {
 		return err
@@ -53,6 +57,15 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	defer func() { d.counters.end(OpWrite, start, moved, err != nil) }()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("drive %v: put block %v: %w", d.ID(), hdr.ID, err)
+	}
+	// Injection point for the fsck job's layout checks (any action but
+	// off; its error is not returned): the put is acknowledged and the
+	// block not stored, as a disk that lost an acknowledged write would.
+	if failpoint.Eval("drive/put-lose-block") != nil {
+		if _, err := io.CopyN(io.Discard, data, length); err != nil {
+			return fmt.Errorf("%w: drive %v: put block %v: reading the data: %v", ErrInvalid, d.ID(), hdr.ID, err)
+		}
+		return nil
 	}
 
 	dir, final := d.blockPath(hdr.ID)

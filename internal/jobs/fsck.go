@@ -15,18 +15,21 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// Fsck returns the fsck job type: the online namespace checker. It checks
-// every directory entry against the inode it names and every inode's
-// back-pointers, link count and reachability (meta's FsckEntries,
-// FsckBackpointersRange and FsckLinksRange), and repairs each finding as it finds
-// it (meta.FsckRepair, which re-checks in its own transaction and leaves
-// alone what a client changed meanwhile) unless dry-run=true. Phases:
+// Fsck returns the fsck job type: the online checker of the namespace
+// and its layout. It checks every directory entry against the inode it
+// names and every inode's back-pointers, link count and reachability
+// (meta's FsckEntries, FsckBackpointersRange and FsckLinksRange), then
+// every unit of every stripe map against the block its drive holds, and
+// each pool's usage counters (fsck_layout.go); it repairs each finding
+// as it finds it (meta.FsckRepair, which re-checks in its own
+// transaction and leaves alone what a client changed meanwhile; a unit
+// is rebuilt through the restriper) unless dry-run=true. Phases:
 //
-//   - entries: items are directories (a LIN scan). Entry-type findings
-//     are handled at once; an entry whose target does not claim it is
-//     kept as job data ("u/TARGET/PARENT/NAME"), for the links phase: it
-//     is a missing back-pointer, a dangling entry or half of a wrong
-//     entry, and only the inodes tell which.
+//   - entries: items are directories (the root, then a LIN scan).
+//     Entry-type findings are handled at once; an entry whose target
+//     does not claim it is kept as job data ("u/TARGET/PARENT/NAME"),
+//     for the links phase: it is a missing back-pointer, a dangling
+//     entry or half of a wrong entry, and only the inodes tell which.
 //   - backpointers: items are pages of linPage LINs, each checked in
 //     one snapshot (meta.FsckBackpointersRange). Each inode's
 //     back-pointers against their entries: stale-backpointer and
@@ -39,20 +42,28 @@ import (
 //     entries naming it: missing-backpointer, link-count, unreachable
 //     (linked into /lost+found as its LIN); a LIN with kept entries and
 //     no inode: dangling-entry.
+//   - stripes: items are regular files with stripes (a LIN scan): each
+//     placed unit on a drive up against its block's header:
+//     missing-unit, bad-header; other units counted "skipped".
+//   - usage: one item: each pool's usage counters against its inodes
+//     and stripe maps, in one snapshot: usage-counter.
 //   - report: one item: the table per kind (found, repaired, changed
 //     meanwhile, failed) and the first findings with their paths (kept
 //     as job data "f/KIND/..." by the phases, at most fsckFirst per kind).
 //
 // Parameters: dry-run (true: find and report, change nothing), only
-// (namespace, the default; layout, the stripe-map checks, is not built
-// yet and is refused), speed (at most N checks a second per node, each
-// directory or inode checked counting one; 0 or absent: no limit).
+// (namespace: the first three phases; layout: stripes and usage; absent:
+// all), speed (at most N checks a second per node, each directory,
+// inode or unit checked counting one; 0 or absent: no limit). A phase
+// of the half not asked for has no tasks.
 //
-// Counters (ItemResult.Counts): "checked" (entries, inodes), and per kind
+// Counters (ItemResult.Counts): "checked" (entries, inodes, units,
+// pools), "skipped" (units not checked), and per kind
 // "KIND.found", "KIND.repaired", "KIND.changed" (no longer held when its
 // repair re-checked it), "KIND.failed" (the repair failed: logged, the
-// scan goes on). A job's counts may count an item twice after a crash or
-// a steal; a repair is never made twice (the second finds nothing).
+// scan goes on), "lost" (stripes the stripes phase found lost). A job's
+// counts may count an item twice after a crash or a steal; a repair is
+// never made twice (the second finds nothing).
 //
 // The job belongs to the mark set, as DESIGN's table of job types has
 // it: it never runs beside collect, integrityscan or multiscan. (Its
@@ -62,8 +73,8 @@ import (
 func Fsck() job.Type { return newFsck() }
 
 func newFsck() *fsckType {
-	t := &fsckType{buckets: map[job.JobID]*fsckBucket{}}
-	t.phases = []job.Phase{&fsckEntries{t}, &fsckBackpointers{t}, &fsckLinks{t}, &fsckReport{}}
+	t := &fsckType{buckets: map[job.JobID]*fsckBucket{}, layout: newFsckLayoutDeps()}
+	t.phases = []job.Phase{&fsckEntries{t}, &fsckBackpointers{t}, &fsckLinks{t}, &fsckStripes{t}, &fsckUsage{t}, &fsckReport{}}
 	return t
 }
 
@@ -95,10 +106,12 @@ func fsckEnvOf(e job.Env) (FsckEnv, error) {
 	return x, nil
 }
 
-// fsckType is the fsck job type. Its only state is the speed limit's
-// token buckets, one per job on this node.
+// fsckType is the fsck job type. Its state is the speed limit's token
+// buckets, one per job on this node, and the layout phases' ways to the
+// drives (with the drive list they cache).
 type fsckType struct {
 	phases []job.Phase
+	layout *fsckLayoutDeps
 
 	mu      sync.Mutex
 	buckets map[job.JobID]*fsckBucket
@@ -127,11 +140,9 @@ func (*fsckType) CheckParams(p map[string]string) error {
 		return fmt.Errorf("%w: fsck dry-run=%q: want true or false", job.ErrInvalid, v)
 	}
 	switch v := p["only"]; v {
-	case "", "namespace":
-	case "layout":
-		return fmt.Errorf("%w: fsck only=layout: the layout checks (stripe maps against blocks) are not built yet; use only=namespace", job.ErrInvalid)
+	case "", "namespace", "layout":
 	default:
-		return fmt.Errorf("%w: fsck only=%q: want namespace", job.ErrInvalid, v)
+		return fmt.Errorf("%w: fsck only=%q: want namespace or layout (leave it out to check both)", job.ErrInvalid, v)
 	}
 	if _, err := fsckSpeed(p); err != nil {
 		return err
@@ -199,16 +210,18 @@ func (t *fsckType) pace(ctx context.Context, j *job.Job, n int) error {
 	return nil
 }
 
-// fsckItem is one item's work: its counts, and the findings it handles.
+// fsckItem is one item's work: its counts, and the findings it handles
+// with repair (meta.FsckRepair unless the phase sets another).
 type fsckItem struct {
-	e    FsckEnv
-	j    *job.Job
-	res  job.ItemResult
-	full map[meta.FsckKind]bool // kinds whose first findings are all kept
+	e      FsckEnv
+	j      *job.Job
+	res    job.ItemResult
+	full   map[meta.FsckKind]bool // kinds whose first findings are all kept
+	repair func(context.Context, meta.FsckFinding) (bool, error)
 }
 
 func newFsckItem(e FsckEnv, j *job.Job) *fsckItem {
-	return &fsckItem{e: e, j: j, res: job.ItemResult{Items: 1, Counts: map[string]int64{}}}
+	return &fsckItem{e: e, j: j, res: job.ItemResult{Items: 1, Counts: map[string]int64{}}, repair: e.Meta().FsckRepair}
 }
 
 // handle counts findings and, unless the job is a dry run, repairs them.
@@ -223,7 +236,7 @@ func (it *fsckItem) handle(ctx context.Context, fs []meta.FsckFinding) error {
 		it.res.Errors++
 		outcome := "dry run: not repaired"
 		if !dry {
-			ok, err := m.FsckRepair(ctx, f)
+			ok, err := it.repair(ctx, f)
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
@@ -241,7 +254,7 @@ func (it *fsckItem) handle(ctx context.Context, fs []meta.FsckFinding) error {
 		}
 		p := fsckPath(ctx, m, f)
 		it.res.Note = fmt.Sprintf("%s %s: %s (%s)", f.Kind, p, f.Detail, outcome)
-		it.e.Log().Info("fsck finding", "job", it.j.ID, "kind", f.Kind, "path", p, "lin", f.LIN, "detail", f.Detail, "outcome", outcome)
+		it.e.Log().Info("fsck finding", "job", it.j.ID, "kind", f.Kind, "path", p, "lin", f.LIN, "pool", f.Pool, "detail", f.Detail, "outcome", outcome)
 		if err := it.keepFirst(ctx, f, p, outcome); err != nil {
 			return err
 		}
@@ -284,11 +297,28 @@ func (it *fsckItem) keepFirst(ctx context.Context, f meta.FsckFinding, p, outcom
 	if err != nil {
 		return err
 	}
-	return d.PutData(ctx, it.j.ID, fmt.Sprintf("%s%016x/%016x/%s", pfx, f.LIN, f.Parent, hex.EncodeToString([]byte(f.Name))), b)
+	return d.PutData(ctx, it.j.ID, pfx+fsckShownKey(f), b)
 }
 
-// fsckPath is the path a finding is about: its entry's, or its inode's.
+// fsckShownKey is the key of a finding kept for the report, after
+// "f/KIND/": LIN, then the entry's parent and hex name, or the unit's
+// stripe and unit index; the hex pool for a usage finding.
+func fsckShownKey(f meta.FsckFinding) string {
+	switch f.Kind {
+	case meta.FsckUsageCounter:
+		return "pool/" + hex.EncodeToString([]byte(f.Pool))
+	case meta.FsckMissingUnit, meta.FsckBadHeader:
+		return fmt.Sprintf("%016x/%016x/%04x", f.LIN, f.Stripe, f.Unit)
+	}
+	return fmt.Sprintf("%016x/%016x/%s", f.LIN, f.Parent, hex.EncodeToString([]byte(f.Name)))
+}
+
+// fsckPath is the path a finding is about: its entry's, or its inode's;
+// for a usage finding, its pool.
 func fsckPath(ctx context.Context, m *meta.Meta, f meta.FsckFinding) string {
+	if f.Kind == meta.FsckUsageCounter {
+		return fmt.Sprintf("(pool %q)", f.Pool)
+	}
 	if f.Name == "" {
 		return pathOf(ctx, m, f.LIN)
 	}
@@ -305,7 +335,8 @@ type fsckEntries struct{ t *fsckType }
 func (*fsckEntries) Name() string { return "entries" }
 
 // Split checks the parameters (a job submitted before a check existed
-// still fails cleanly) and cuts the LIN space.
+// still fails cleanly) and cuts the LIN space, with one task for the
+// root.
 func (p *fsckEntries) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.TaskSpec, error) {
 	e, err := fsckEnvOf(env)
 	if err != nil {
@@ -314,7 +345,16 @@ func (p *fsckEntries) Split(ctx context.Context, env job.Env, j *job.Job) ([]job
 	if err := p.t.CheckParams(j.Params); err != nil {
 		return nil, err
 	}
-	return splitLINs(ctx, e.Meta(), j.Parallelism)
+	if ns, _ := fsckOnly(j.Params); !ns {
+		return nil, nil
+	}
+	tasks, err := splitLINs(ctx, e.Meta(), j.Parallelism)
+	if err != nil {
+		return nil, err
+	}
+	// The root is below meta.FirstLIN, where the LIN scan starts.
+	root := job.TaskSpec{Scope: "root", From: uint64(meta.RootLIN), To: uint64(meta.RootLIN) + 1}
+	return append([]job.TaskSpec{root}, tasks...), nil
 }
 
 // Items lists the directories in [from, to).
@@ -392,6 +432,9 @@ func (*fsckBackpointers) Split(ctx context.Context, env job.Env, j *job.Job) ([]
 	if err != nil {
 		return nil, err
 	}
+	if ns, _ := fsckOnly(j.Params); !ns {
+		return nil, nil
+	}
 	_, tasks, err := linPages(ctx, e.Meta(), "pages", j.Parallelism)
 	return tasks, err
 }
@@ -439,6 +482,9 @@ func (*fsckLinks) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.Tas
 	e, err := envOf(env)
 	if err != nil {
 		return nil, err
+	}
+	if ns, _ := fsckOnly(j.Params); !ns {
+		return nil, nil
 	}
 	hi, tasks, err := linPages(ctx, e.Meta(), "pages", j.Parallelism)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weftfs/weft/internal/bench"
 	"github.com/weftfs/weft/internal/failpoint"
@@ -28,23 +27,7 @@ func (e fsckTestEnv) JobData() TierData { return e.data }
 // returns the sum of the counters and the report's summary.
 func runFsck(t *testing.T, e fsckTestEnv, id job.JobID, params map[string]string) (map[string]int64, string) {
 	t.Helper()
-	ty := newFsck()
-	if err := ty.CheckParams(params); err != nil {
-		t.Fatal(err)
-	}
-	j := &job.Job{ID: id, Type: "fsck", Params: params, Parallelism: 3, Created: time.Now()}
-	counts := map[string]int64{}
-	var summary string
-	for i, ph := range ty.Phases() {
-		j.Phase = i
-		r, _ := runPhase(t, e, j, ph)
-		for k, v := range r.Counts {
-			counts[k] += v
-		}
-		j.Reports = append(j.Reports, job.PhaseReport{Name: ph.Name(), Scopes: []job.ScopeReport{{Scope: "all", Counts: r.Counts}}})
-		summary = r.Summary
-	}
-	return counts, summary
+	return runFsckType(t, e, newFsck(), id, params)
 }
 
 // For each injected kind: a dry run reports exactly the number injected
@@ -221,5 +204,21 @@ func TestFsckJobPopulated(t *testing.T) {
 				t.Fatalf("no repaired path left:\n%s", strings.Join(after, "\n"))
 			}
 		})
+	}
+}
+
+// The root's entries are checked too (the root's LIN is below the
+// range a LIN scan starts at).
+func TestFsckRootEntries(t *testing.T) {
+	m := newMeta(t)
+	e := fsckTestEnv{metaEnv{m}, &memData{m: map[string][]byte{}}}
+	mustFile(t, m, meta.RootLIN, "ok")
+	if err := failpoint.Enable("meta/dangling-entry", "1*error"); err != nil {
+		t.Fatal(err)
+	}
+	mustFile(t, m, meta.RootLIN, "dangling")
+	c, sum := runFsck(t, e, 1, map[string]string{"dry-run": "true", "only": "namespace"})
+	if c["dangling-entry.found"] != 1 || !strings.Contains(sum, "checked 2 directory entries") || !strings.Contains(sum, "/dangling") {
+		t.Fatalf("counts %v\n%s", c, sum)
 	}
 }

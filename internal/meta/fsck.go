@@ -108,13 +108,32 @@ type FsckFinding struct {
 	// link-count finding counted as links (a missing-backpointer repair
 	// adds them).
 	Pending []Link `json:"pending,omitempty"`
+	// Stripe, Unit, Drive and Block name the unit of a layout finding
+	// (missing-unit, bad-header): the stripe map's unit Unit of stripe
+	// Stripe names Block on Drive.
+	Stripe uint64  `json:"stripe,omitempty"`
+	Unit   int     `json:"unit,omitempty"`
+	Drive  DriveID `json:"drive,omitempty"`
+	Block  BlockID `json:"block,omitzero"`
+	// Pool, Delta and Fixes are a usage-counter finding's: the pool, what
+	// its counters lack (the namespace's usage less the counters', in one
+	// snapshot) and how many corrections the pool had had in that
+	// snapshot (FsckUsage).
+	Pool  string `json:"pool,omitempty"`
+	Delta Usage  `json:"delta,omitzero"`
+	Fixes uint64 `json:"fixes,omitempty"`
 	// Detail says what was found, for the report.
 	Detail string `json:"detail"`
 }
 
 // String formats f for logs and reports.
 func (f FsckFinding) String() string {
-	if f.Name != "" {
+	switch {
+	case f.Kind == FsckUsageCounter:
+		return fmt.Sprintf("%s: pool %q: %s", f.Kind, f.Pool, f.Detail)
+	case f.Kind == FsckMissingUnit || f.Kind == FsckBadHeader:
+		return fmt.Sprintf("%s: LIN %d stripe %d unit %d (drive %d, block %s): %s", f.Kind, f.LIN, f.Stripe, f.Unit, f.Drive, f.Block, f.Detail)
+	case f.Name != "":
 		return fmt.Sprintf("%s: LIN %d, entry %q in LIN %d: %s", f.Kind, f.LIN, f.Name, f.Parent, f.Detail)
 	}
 	return fmt.Sprintf("%s: LIN %d: %s", f.Kind, f.LIN, f.Detail)
@@ -568,13 +587,17 @@ func (o *op) cutOff(n *inode) (bool, error) {
 // still holds there: it reports true if it repaired, false if f no longer
 // holds (changed meanwhile: nothing written). A repair that needs
 // /lost+found creates it (mode 0700, owned by root) if the root has no
-// such entry. Idempotent: a repaired finding no longer holds. Errors:
-// ErrInvalid (an unknown kind), ErrExists (/lost+found is not a
-// directory, or already has the entry named by the LIN: rename it), the
-// store's.
+// such entry. A usage-counter finding is repaired by FsckRepairUsage.
+// Idempotent: a repaired finding no longer holds. Errors: ErrInvalid (an
+// unknown kind, or a layout kind whose repair is a restripe's),
+// ErrExists (/lost+found is not a directory, or already has the entry
+// named by the LIN: rename it), the store's.
 func (m *Meta) FsckRepair(ctx context.Context, f FsckFinding) (bool, error) {
+	if f.Kind == FsckUsageCounter {
+		return m.FsckRepairUsage(ctx, f)
+	}
 	if !slices.Contains(FsckKinds(), f.Kind) {
-		return false, fmt.Errorf("%w: finding kind %q: want one of %v", ErrInvalid, f.Kind, FsckKinds())
+		return false, fmt.Errorf("%w: finding kind %q: meta repairs %v and %s", ErrInvalid, f.Kind, FsckKinds(), FsckUsageCounter)
 	}
 	// A repair may link an inode into /lost+found, which it may have to
 	// create: its LIN is taken before the transaction (unused if not).

@@ -17,13 +17,16 @@ import (
 //	meta/orphan-inode           the inode only: no entry, no link, no
 //	                            orphan record                            → unreachable
 //	meta/dangling-entry         the entry only: no inode                 → dangling-entry
+//	meta/create-no-usage        the inode and entry without the usage
+//	                            counters' +1 inode (a usage update
+//	                            skipped)                                 → usage-counter
 //
 // Each create evaluates the points once, before its transaction, so that
 // N*error injects exactly N faults however often the transaction retries.
 
 // createFault is what one Create injects.
 type createFault struct {
-	noBackpointer, wrongLIN, wrongNlink, orphan, dangling bool
+	noBackpointer, wrongLIN, wrongNlink, orphan, dangling, noUsage bool
 }
 
 // wrongLINBit makes the LIN an injected entry names: far above any LIN
@@ -38,6 +41,7 @@ func evalCreateFault() createFault {
 		wrongNlink:    on("meta/wrong-nlink"),
 		orphan:        on("meta/orphan-inode"),
 		dangling:      on("meta/dangling-entry"),
+		noUsage:       on("meta/create-no-usage"),
 	}
 }
 
@@ -71,7 +75,9 @@ func (o *op) createFaulty(p, n *inode, name string, f createFault) {
 	if !f.dangling {
 		o.inodes[n.lin] = n
 		o.mark(n)
-		o.addUsage(n.pool, Usage{Inodes: 1})
+		if !f.noUsage {
+			o.addUsage(n.pool, Usage{Inodes: 1})
+		}
 	}
 }
 
@@ -90,7 +96,9 @@ func FsckInjectPoint(k FsckKind) (string, error) {
 		return "meta/orphan-inode", nil
 	case FsckDanglingEntry:
 		return "meta/dangling-entry", nil
+	case FsckUsageCounter:
+		return "meta/create-no-usage", nil
 	}
-	return "", fmt.Errorf("%w: no failpoint injects %q: want %s, %s, %s, %s or %s", ErrInvalid, k,
-		FsckMissingBackpointer, FsckWrongEntry, FsckLinkCount, FsckUnreachable, FsckDanglingEntry)
+	return "", fmt.Errorf("%w: no failpoint injects %q: want %s, %s, %s, %s, %s or %s", ErrInvalid, k,
+		FsckMissingBackpointer, FsckWrongEntry, FsckLinkCount, FsckUnreachable, FsckDanglingEntry, FsckUsageCounter)
 }

@@ -451,7 +451,7 @@ func fsckBesideWorkload(t *testing.T, client, checker *Meta) {
 				d, other := dirs[w], dirs[(w+1)%workers]
 				name := fmt.Sprintf("f%d", rnd.IntN(20))
 				var err error
-				switch rnd.IntN(6) {
+				switch rnd.IntN(7) {
 				case 0:
 					_, err = m.Create(bg, d, name, NewInode{Mode: 0o644})
 				case 1:
@@ -471,6 +471,18 @@ func fsckBesideWorkload(t *testing.T, client, checker *Meta) {
 						break
 					}
 					err = m.Rename(bg, d, "d"+name, other, fmt.Sprintf("dr%d-%d", w, i), 0)
+				case 6: // a stripe written: usage (bytes, allocated) changes
+					var a Attr
+					if a, err = m.Lookup(bg, d, name); err == nil && a.Type == TypeFile {
+						idx := uint64(rnd.IntN(3))
+						ss, _ := m.GetStripes(bg, a.LIN, idx, 1)
+						gen := uint64(0)
+						if len(ss) == 1 && ss[0].Index == idx {
+							gen = ss[0].Gen
+						}
+						_, err = m.CommitStripe(bg, a.LIN, stripe(idx, DriveID(1+w), byte(i)), gen,
+							CommitOptions{StripeSize: 1024, Size: idx*1024 + 100})
+					}
 				}
 				if err == nil { // collisions and missing names are the workload's normal
 					done.Add(1)
@@ -485,6 +497,9 @@ func fsckBesideWorkload(t *testing.T, client, checker *Meta) {
 	for ; runs < 5 || done.Load() < 1000 && runs < 300; runs++ {
 		if r := fsckRun(t, checker, false); r.total() != 0 {
 			t.Errorf("a run beside the workload found %v:\n%v", r.found, r.findings)
+		}
+		if u, err := checker.FsckUsage(bg); err != nil || len(u.Findings) != 0 || u.Disagree != 0 {
+			t.Errorf("a usage check beside the workload: %+v, %v", u, err)
 		}
 	}
 	close(stop)

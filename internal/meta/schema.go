@@ -25,6 +25,7 @@ package meta
 //	"z" lin                          orphan: inode with no links, open or awaiting cleanup
 //	"q" drive block                  delete queue: LIN, stripe, length, enqueued time
 //	"u" shard                        usage deltas (per pool) of one of UsageShards shards
+//	"U" pool                         usage corrections: how many fsck has made to the pool's usage
 //
 // An inode's times and open records follow its inode key, so one range read
 // returns the inode with them (stat, unlink and close each read them
@@ -35,6 +36,11 @@ package meta
 // a uvarint length then bytes. A decoder accepts trailing bytes it does not
 // know, so that a minor version can append fields; anything that an older
 // binary would misread needs a new FormatVersion.
+//
+// The "U" keys (added in format 2 without a version bump: no binary
+// before them reads or writes them, and an absent key reads as zero
+// corrections) let the fsck job's usage check correct a pool's counters
+// at most once per snapshot it computed from (see fsck_layout.go).
 //
 // Versions and migrations: FormatVersion is stored in "F" by Format. Open
 // refuses a store with a newer version (ErrNewerFormat) and migrates an
@@ -83,20 +89,21 @@ const UsageShards = 256
 
 // Record-type prefixes.
 const (
-	pfxFormat  = 'F'
-	pfxNextLIN = 'L'
-	pfxInode   = 'i'
-	pfxEntry   = 'e'
-	pfxXattr   = 'x'
-	pfxStripe  = 's'
-	pfxUnder   = 'r'
-	pfxLost    = 'l'
-	pfxMarker  = 'R'
-	pfxSession = 'O'
-	pfxOrphan  = 'z'
-	pfxDelete  = 'q'
-	pfxUsage   = 'u'
-	pfxDeleg   = 'd'
+	pfxFormat   = 'F'
+	pfxNextLIN  = 'L'
+	pfxInode    = 'i'
+	pfxEntry    = 'e'
+	pfxXattr    = 'x'
+	pfxStripe   = 's'
+	pfxUnder    = 'r'
+	pfxLost     = 'l'
+	pfxMarker   = 'R'
+	pfxSession  = 'O'
+	pfxOrphan   = 'z'
+	pfxDelete   = 'q'
+	pfxUsage    = 'u'
+	pfxUsageFix = 'U'
+	pfxDeleg    = 'd'
 )
 
 // Suffixes of keys that follow an inode's key.
@@ -176,6 +183,8 @@ func keyDelete(d DriveID, b BlockID) []byte {
 func keyUsage(shard int) []byte {
 	return binary.BigEndian.AppendUint16([]byte{pfxUsage}, uint16(shard))
 }
+
+func keyUsageFix(pool string) []byte { return append([]byte{pfxUsageFix}, pool...) }
 
 // linAt decodes the 8-byte LIN at key[off:].
 func linAt(key []byte, off int) LIN { return LIN(binary.BigEndian.Uint64(key[off : off+8])) }
@@ -710,4 +719,18 @@ func decodeUsage(key, b []byte) (usageShard, error) {
 		u[p] = Usage{Inodes: d.i(), Bytes: d.i(), Allocated: d.i()}
 	}
 	return u, d.done("usage", key)
+}
+
+// Usage corrections record ("U" pool): the number of corrections fsck
+// made to the pool's usage counters (absent: none).
+
+func encodeUsageFix(fixes uint64) []byte { e := newEnc(); e.u(fixes); return e.bytesOut() }
+
+func decodeUsageFix(key, b []byte) (uint64, error) {
+	if b == nil {
+		return 0, nil
+	}
+	d := newDec("usage corrections", b)
+	fixes := d.u()
+	return fixes, d.done("usage corrections", key)
 }
