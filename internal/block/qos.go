@@ -154,7 +154,7 @@ func (s *Service) SetPools(pools map[drive.ID]string) {
 func (s *Service) admit(ctx context.Context, d drive.ID, dir qos.Dir, n int64) (qos.Done, error) {
 	gate := s.gate.Load()
 	if gate == nil {
-		return func() {}, nil
+		return func(bool) {}, nil
 	}
 	t := TagOf(ctx)
 	s.mu.RLock()
