@@ -45,3 +45,19 @@ func TestFineCSV(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsCSV: weft qos stats --csv (without --fine) prints a header
+// row and a row per interval, pool and class.
+func TestStatsCSV(t *testing.T) {
+	at := time.Date(2026, 11, 24, 13, 0, 0, 0, time.UTC).Unix()
+	var out bytes.Buffer
+	if err := printStatsCSV(&out, []qos.Row{{Start: at, Seconds: 5, Pool: "default", Class: qos.Maintenance,
+		Counts: qos.Counts{Ops: 200, Bytes: 3 << 20}, IOPS: 40, MBps: 0.6291456, Pending: 0.05, Queued: 9.25}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "start,seconds,pool,class,ops,bytes,iops,mb_per_sec,pending,queued\n" +
+		"2026-11-24T13:00:00Z,5,default,maintenance,200,3145728,40.000,0.629146,0.050000,9.250000\n"
+	if out.String() != want {
+		t.Errorf("CSV:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
