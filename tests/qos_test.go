@@ -20,7 +20,9 @@ import (
 // second over the whole cluster (each 5-second interval of weft qos
 // stats at most 5 % over, and the drives' own read counters over 10 s of
 // the scan within -10 % and +5 %), while a client writing through the
-// mount at the same time is not queued by QoS at all.
+// mount at the same time is not queued by QoS at all; weft qos stats
+// --fine --csv then shows the scan's job and the mount's writes, with
+// the writer's pid.
 func TestQoSLimitsMaintenance(t *testing.T) {
 	t.Parallel()
 	const limit = 40.0
