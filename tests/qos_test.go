@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -19,7 +20,9 @@ import (
 // second over the whole cluster (each 5-second interval of weft qos
 // stats at most 5 % over, and the drives' own read counters over 10 s of
 // the scan within -10 % and +5 %), while a client writing through the
-// mount at the same time is not queued by QoS at all.
+// mount at the same time is not queued by QoS at all; weft qos stats
+// --fine --csv then shows the scan's job and the mount's writes, with
+// the writer's pid.
 func TestQoSLimitsMaintenance(t *testing.T) {
 	t.Parallel()
 	const limit = 40.0
@@ -123,6 +126,49 @@ func TestQoSLimitsMaintenance(t *testing.T) {
 	t.Logf("scan %v (%d of %d intervals at the limit); client wrote 48 MiB in %v, peak %.0f IOPS", took.Round(time.Millisecond), busy, len(st.Rows), clientTook.Round(time.Millisecond), peak)
 	if peak <= limit*1.05 {
 		t.Errorf("client I/O peaked at %.1f IOPS: not above the maintenance limit, as if it were held too", peak)
+	}
+	checkFineStats(t, c, id.String())
+}
+
+// checkFineStats runs weft qos stats --fine --csv over the last minute:
+// it has rows of maintenance reads of job jobID from a node's jobs, and
+// rows of the mount's writes (client mount-...) with the pid of the
+// writing process.
+func checkFineStats(t *testing.T, c *harness.Cluster, jobID string) {
+	t.Helper()
+	out, code := c.Weft("qos", "stats", "--fine", "--csv", "--seconds", "60", "--interval", "60")
+	if code != 0 {
+		t.Fatalf("weft qos stats --fine --csv: exit %d:\n%s", code, out)
+	}
+	var lines []string // stdout: stderr's lines start with "weft: "
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "weft: ") {
+			lines = append(lines, l)
+		}
+	}
+	recs, err := csv.NewReader(strings.NewReader(strings.Join(lines, "\n"))).ReadAll()
+	if err != nil || len(recs) < 2 || recs[0][0] != "node" {
+		t.Fatalf("weft qos stats --fine --csv: %v\n%s", err, out)
+	}
+	col := map[string]int{}
+	for i, name := range recs[0] {
+		col[name] = i
+	}
+	var jobRows, mountRows, withPID int
+	for _, r := range recs[1:] {
+		switch {
+		case r[col["class"]] == "maintenance" && r[col["job"]] == jobID && strings.HasPrefix(r[col["client"]], "node-"):
+			jobRows++
+		case r[col["class"]] == "other" && r[col["rw"]] == "w" && strings.HasPrefix(r[col["client"]], "mount-"):
+			mountRows++
+			if r[col["pid"]] != "" {
+				withPID++
+			}
+		}
+	}
+	t.Logf("weft qos stats --fine --csv: %d rows, %d of job %s, %d of the mount's writes (%d with a pid)", len(recs)-1, jobRows, jobID, mountRows, withPID)
+	if jobRows == 0 || mountRows == 0 || withPID == 0 {
+		t.Errorf("weft qos stats --fine --csv: want rows of job %s from a node's jobs and of the mount's writes with a pid:\n%s", jobID, out)
 	}
 }
 

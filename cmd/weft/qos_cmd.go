@@ -42,12 +42,13 @@ memory).
 ` + specHelp + `
 
 While QoS holds back maintenance I/O on a node, the job throttle there
-adds no workers to its jobs. Not built yet: per-job, per-process and
-per-size-class statistics (--fine, --csv).`,
+adds no workers to its jobs. weft qos stats --fine breaks the I/O down
+per node, job, client, process and size class.`,
 		Example: `  weft qos set pool=*,maintenance=300IOPS,other=unlimited
   weft qos enable
   weft qos show
-  weft qos stats --seconds 10 --interval 5`,
+  weft qos stats --seconds 10 --interval 5
+  weft qos stats --fine --csv > io.csv`,
 	}
 	var replace bool
 	set := &cobra.Command{
@@ -117,59 +118,7 @@ second). A node that does not answer is named on stderr.`,
 			return nil
 		},
 	}
-	var seconds, interval int
-	stats := &cobra.Command{
-		Use:   "stats [--seconds N] [--interval K]",
-		Short: "Show each pool's and class's I/O over the last seconds, from every node",
-		Long: `Asks every node that is up for its statistics of the last N complete
-seconds and prints, per interval of K seconds, pool and class:
-
-  IOPS     block reads and writes per second
-  MB/S     megabytes (10^6 bytes) per second
-  PENDING  the average number of I/Os at the drives (outside QoS)
-  QUEUED   the average number of I/Os waiting in QoS
-  SECONDS  the interval's length
-
-summed over the nodes. Every pool and class with I/O in the window has
-a row in every interval.`,
-		Example: `  weft qos stats                      # the last 10 s, per second
-  weft qos stats --seconds 60 --interval 10
-  weft qos stats --json`,
-		Args: exactArgs(0, "no arguments"),
-		RunE: func(c *cobra.Command, args []string) error {
-			if seconds < 1 || seconds > qos.StatsSeconds {
-				return usageError{fmt.Errorf("--seconds %d: give 1 to %d (the nodes keep %d seconds)", seconds, qos.StatsSeconds, qos.StatsSeconds)}
-			}
-			if interval < 1 || interval > seconds {
-				return usageError{fmt.Errorf("--interval %d: give 1 to --seconds (%d)", interval, seconds)}
-			}
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			st, err := cl.QoSStats(c.Context(), seconds, interval)
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return printJSON(c.OutOrStdout(), st)
-			}
-			t := newTable(c.OutOrStdout(), "TIME", "POOL", "CLASS", "IOPS", "MB/S", "PENDING", "QUEUED", "SECONDS")
-			for _, r := range st.Rows {
-				t.row(time.Unix(r.Start, 0).Format("15:04:05"), r.Pool, string(r.Class), fmtFloat(r.IOPS, 1), fmtFloat(r.MBps, 2),
-					fmtFloat(r.Pending, 3), fmtFloat(r.Queued, 3), strconv.Itoa(r.Seconds))
-			}
-			if err := t.flush(); err != nil {
-				return err
-			}
-			for _, e := range st.Errors {
-				fmt.Fprintln(c.ErrOrStderr(), "weft: "+e)
-			}
-			return nil
-		},
-	}
-	stats.Flags().IntVar(&seconds, "seconds", 10, "how many past seconds (1-60)")
-	stats.Flags().IntVar(&interval, "interval", 1, "seconds per row (1 to --seconds)")
+	stats := newQoSStatsCmd(g)
 	cmd.AddCommand(set, enable, disable, show, stats)
 	return cmd
 }

@@ -25,6 +25,10 @@ type QoSNode interface {
 	// QoSLimits returns the node's shares of the limits, by pool and
 	// class.
 	QoSLimits() map[qos.Key]qos.Limit
+	// QoSFine returns the node's fine statistics of the last seconds
+	// seconds (at most qos.StatsSeconds) and how many of their I/Os were
+	// counted under an Other key (qos.Stats.FineSeconds).
+	QoSFine(seconds int) (samples []qos.FineSample, overflow int64)
 }
 
 // QoSChange is the body of PUT /v1/qos: Enable switches enforcement on or
@@ -47,11 +51,38 @@ type QoSShare struct {
 }
 
 // QoSNodeState is GET /v1/node/qos: one node's shares and its statistics
-// of the last Seconds seconds.
+// of the last Seconds seconds; with ?fine=1 also its fine statistics
+// (Fine; absent from a node of a version that keeps none).
 type QoSNodeState struct {
 	Node    string       `json:"node"`
 	Shares  []QoSShare   `json:"shares"`
 	Samples []qos.Sample `json:"samples,omitempty"`
+	Fine    *QoSFine     `json:"fine,omitempty"`
+}
+
+// QoSFine is a node's fine statistics: its samples, and how many of
+// their I/Os were counted under an Other key, past qos.MaxFineKeys keys
+// in a second.
+type QoSFine struct {
+	Samples  []qos.FineSample `json:"samples"`
+	Overflow int64            `json:"overflow,omitempty"`
+}
+
+// QoSFineStats is GET /v1/qos/stats/fine: the I/O of each node that
+// answered (Nodes) per FineKey in intervals of Interval seconds over the
+// Seconds complete seconds before the request (From to To, Unix
+// seconds); Overflow counts, by node, the I/Os summed under an Other key
+// because a second had qos.MaxFineKeys keys already. Errors names the
+// nodes that did not answer (or keep no fine statistics).
+type QoSFineStats struct {
+	Seconds  int              `json:"seconds"`
+	Interval int              `json:"interval"`
+	From     int64            `json:"from"`
+	To       int64            `json:"to"`
+	Nodes    []string         `json:"nodes"`
+	Rows     []qos.FineRow    `json:"rows"`
+	Overflow map[string]int64 `json:"overflow,omitempty"`
+	Errors   []string         `json:"errors,omitempty"`
 }
 
 // QoSShow is GET /v1/qos: the configuration (Specs as the administrator
@@ -82,9 +113,11 @@ type QoSStats struct {
 //
 //	GET /v1/qos          QoSShow
 //	PUT /v1/qos          QoSChange → qos.Config (the new version)
-//	GET /v1/qos/stats    QoSStats (?seconds=N, 1..60, default 10;
-//	                     ?interval=K, 1..N, default 1)
-//	GET /v1/node/qos     QoSNodeState of this node (?seconds=N, 0..60)
+//	GET /v1/qos/stats       QoSStats (?seconds=N, 1..60, default 10;
+//	                        ?interval=K, 1..N, default 1)
+//	GET /v1/qos/stats/fine  QoSFineStats (the same parameters)
+//	GET /v1/node/qos        QoSNodeState of this node (?seconds=N, 0..60;
+//	                        ?fine=1: with its fine statistics)
 //
 // A bad specification or parameter is a 400 naming it and the forms
 // accepted. The cluster-wide routes ask every node that is up through
@@ -96,7 +129,7 @@ func (h *handler) qosRoutes(mux *http.ServeMux) {
 			return nil, err
 		}
 		show := QoSShow{Config: c, Specs: c.Specs()}
-		show.Nodes, show.Errors, err = h.qosNodes(ctx, 0)
+		show.Nodes, show.Errors, err = h.qosNodes(ctx, 0, false)
 		if show.Specs == nil {
 			show.Specs = []string{}
 		}
@@ -133,17 +166,13 @@ func (h *handler) qosRoutes(mux *http.ServeMux) {
 		return c, err
 	}))
 	mux.HandleFunc("GET "+APIVersion+"/qos/stats", h.withBody(func(ctx context.Context, r *http.Request) (any, error) {
-		seconds, err := intParam(r, "seconds", 10, 1, qos.StatsSeconds)
-		if err != nil {
-			return nil, err
-		}
-		interval, err := intParam(r, "interval", 1, 1, seconds)
+		seconds, interval, err := statsParams(r)
 		if err != nil {
 			return nil, err
 		}
 		to := time.Now().Unix()
 		from := to - int64(seconds)
-		nodes, errs, err := h.qosNodes(ctx, seconds)
+		nodes, errs, err := h.qosNodes(ctx, seconds, false)
 		if err != nil {
 			return nil, err
 		}
@@ -159,13 +188,59 @@ func (h *handler) qosRoutes(mux *http.ServeMux) {
 		}
 		return st, nil
 	}))
+	mux.HandleFunc("GET "+APIVersion+"/qos/stats/fine", h.withBody(func(ctx context.Context, r *http.Request) (any, error) {
+		seconds, interval, err := statsParams(r)
+		if err != nil {
+			return nil, err
+		}
+		to := time.Now().Unix()
+		from := to - int64(seconds)
+		nodes, errs, err := h.qosNodes(ctx, seconds, true)
+		if err != nil {
+			return nil, err
+		}
+		st := QoSFineStats{Seconds: seconds, Interval: interval, From: from, To: to, Nodes: []string{}, Rows: []qos.FineRow{}}
+		for _, n := range nodes {
+			if n.Fine == nil {
+				errs = append(errs, fmt.Sprintf("node %s: keeps no fine statistics (a weft older than this one?)", n.Node))
+				continue
+			}
+			st.Nodes = append(st.Nodes, n.Node)
+			st.Rows = append(st.Rows, qos.FineRows(n.Node, n.Fine.Samples, from, to, interval)...)
+			if n.Fine.Overflow > 0 {
+				if st.Overflow == nil {
+					st.Overflow = map[string]int64{}
+				}
+				st.Overflow[n.Node] = n.Fine.Overflow
+			}
+		}
+		qos.SortFineRows(st.Rows)
+		slices.Sort(errs)
+		st.Errors = errs
+		return st, nil
+	}))
 	mux.HandleFunc("GET "+APIVersion+"/node/qos", h.withBody(func(ctx context.Context, r *http.Request) (any, error) {
 		seconds, err := intParam(r, "seconds", 0, 0, qos.StatsSeconds)
 		if err != nil {
 			return nil, err
 		}
-		return h.ownQoS(seconds)
+		fine, err := intParam(r, "fine", 0, 0, 1)
+		if err != nil {
+			return nil, err
+		}
+		return h.ownQoS(seconds, fine == 1)
 	}))
+}
+
+// statsParams reads the ?seconds and ?interval of the stats routes.
+func statsParams(r *http.Request) (seconds, interval int, err error) {
+	if seconds, err = intParam(r, "seconds", 10, 1, qos.StatsSeconds); err != nil {
+		return 0, 0, err
+	}
+	if interval, err = intParam(r, "interval", 1, 1, seconds); err != nil {
+		return 0, 0, err
+	}
+	return seconds, interval, nil
 }
 
 // intParam reads query parameter name: def when absent, else an integer
@@ -182,12 +257,19 @@ func intParam(r *http.Request, name string, def, lo, hi int) (int, error) {
 	return v, nil
 }
 
-// ownQoS is this node's QoSNodeState.
-func (h *handler) ownQoS(seconds int) (QoSNodeState, error) {
+// ownQoS is this node's QoSNodeState, with its fine statistics if fine.
+func (h *handler) ownQoS(seconds int, fine bool) (QoSNodeState, error) {
 	if h.qos == nil {
 		return QoSNodeState{}, fmt.Errorf("%w: node %s keeps no QoS state", errUnavailable, h.node.Name)
 	}
 	st := QoSNodeState{Node: h.node.Name, Shares: []QoSShare{}, Samples: h.qos.QoSSamples(seconds)}
+	if fine {
+		st.Fine = &QoSFine{}
+		st.Fine.Samples, st.Fine.Overflow = h.qos.QoSFine(seconds)
+		if st.Fine.Samples == nil {
+			st.Fine.Samples = []qos.FineSample{}
+		}
+	}
 	for k, l := range h.qos.QoSLimits() {
 		st.Shares = append(st.Shares, QoSShare{Pool: k.Pool, Class: k.Class, IOPS: l.IOPS, BytesPerSec: l.BytesPerSec})
 	}
@@ -204,10 +286,11 @@ const qosNodeTimeout = 5 * time.Second
 
 // qosNodes asks every node that is up for its QoSNodeState (this one
 // directly, the others through their admin API, at once, each within
-// qosNodeTimeout); errs says which did not answer, and why. err is the
-// control plane's. The goroutines are the request's: each ends with its
-// node's answer or its deadline, and qosNodes waits for all of them.
-func (h *handler) qosNodes(ctx context.Context, seconds int) (states []QoSNodeState, errs []string, err error) {
+// qosNodeTimeout), with the fine statistics if fine; errs says which did
+// not answer, and why. err is the control plane's. The goroutines are
+// the request's: each ends with its node's answer or its deadline, and
+// qosNodes waits for all of them.
+func (h *handler) qosNodes(ctx context.Context, seconds int, fine bool) (states []QoSNodeState, errs []string, err error) {
 	nodes, err := h.store.ListNodes(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -224,11 +307,15 @@ func (h *handler) qosNodes(ctx context.Context, seconds int) (states []QoSNodeSt
 			var st QoSNodeState
 			var err error
 			if n.Name == h.node.Name {
-				st, err = h.ownQoS(seconds)
+				st, err = h.ownQoS(seconds, fine)
 			} else {
 				nctx, cancel := context.WithTimeout(ctx, qosNodeTimeout)
 				defer cancel()
-				err = NewClient(n.AdminAddr, h.peer...).do(nctx, http.MethodGet, fmt.Sprintf("%s/node/qos?seconds=%d", APIVersion, seconds), nil, &st)
+				path := fmt.Sprintf("%s/node/qos?seconds=%d", APIVersion, seconds)
+				if fine {
+					path += "&fine=1"
+				}
+				err = NewClient(n.AdminAddr, h.peer...).do(nctx, http.MethodGet, path, nil, &st)
 				if err == nil && st.Node != n.Name {
 					err = fmt.Errorf("its admin address %s is answered by node %q", n.AdminAddr, st.Node)
 				}
@@ -270,4 +357,12 @@ func (c *Client) QoSStats(ctx context.Context, seconds, interval int) (QoSStats,
 	var v QoSStats
 	q := url.Values{"seconds": {strconv.Itoa(seconds)}, "interval": {strconv.Itoa(interval)}}
 	return v, c.do(ctx, http.MethodGet, APIVersion+"/qos/stats?"+q.Encode(), nil, &v)
+}
+
+// QoSFineStats returns the fine QoS statistics of every node over the
+// last seconds seconds in intervals of interval seconds.
+func (c *Client) QoSFineStats(ctx context.Context, seconds, interval int) (QoSFineStats, error) {
+	var v QoSFineStats
+	q := url.Values{"seconds": {strconv.Itoa(seconds)}, "interval": {strconv.Itoa(interval)}}
+	return v, c.do(ctx, http.MethodGet, APIVersion+"/qos/stats/fine?"+q.Encode(), nil, &v)
 }

@@ -149,12 +149,12 @@ func (s *Service) SetPools(pools map[drive.ID]string) {
 }
 
 // admit passes one I/O of n bytes on drive d through the gate; the Done
-// it returns must be called once the drive has answered. Without a gate
-// it admits at once.
+// it returns must be called once the drive has answered, saying whether
+// the I/O moved a whole block. Without a gate it admits at once.
 func (s *Service) admit(ctx context.Context, d drive.ID, dir qos.Dir, n int64) (qos.Done, error) {
 	gate := s.gate.Load()
 	if gate == nil {
-		return func() {}, nil
+		return func(bool) {}, nil
 	}
 	t := TagOf(ctx)
 	s.mu.RLock()

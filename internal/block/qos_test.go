@@ -113,3 +113,46 @@ func TestQoSTagPrecedence(t *testing.T) {
 		t.Errorf("tag = %+v, want %+v", got, want)
 	}
 }
+
+// TestQoSFineStats: the fine statistics of a node's I/O carry the job,
+// client and pid of each call's tag, and its size class: a put and a
+// read of a whole 2 MiB block are whole units, a 1 MiB read of part of
+// it is a large part, a small read by its bytes.
+func TestQoSFineStats(t *testing.T) {
+	n := startNode(t, t.TempDir(), drive.SyncNever)
+	st := qos.NewStats()
+	n.svc.SetGate(qos.NewGate(st))
+	n.svc.SetPools(map[drive.ID]string{1: "fast"})
+	ctx := WithTag(context.Background(), qos.Tag{Class: qos.Other, Client: "m1", PID: 4242})
+	hdr := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 1}
+	if err := n.client.Put(ctx, 1, hdr, payload(2<<20, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ off, n int64 }{{0, -1}, {0, 2 << 20}, {0, 1 << 20}, {4096, 100}} {
+		if _, _, err := n.client.Get(WithTag(ctx, qos.Tag{Job: "j9"}), 1, hdr.ID, r.off, r.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, over := st.FineSeconds(time.Now().Add(time.Second), 3)
+	got := map[qos.FineKey]int64{}
+	for _, s := range fs {
+		got[s.Key()] += s.Ops
+	}
+	k := func(dir qos.Dir, job string, size qos.SizeClass) qos.FineKey {
+		return qos.FineKey{StatKey: qos.StatKey{Pool: "fast", Class: qos.Other, Dir: dir}, Job: job, Client: "m1", PID: 4242, Size: size}
+	}
+	want := map[qos.FineKey]int64{
+		k(qos.Write, "", qos.SizeUnit):   1,
+		k(qos.Read, "j9", qos.SizeUnit):  2,
+		k(qos.Read, "j9", qos.SizeLarge): 1,
+		k(qos.Read, "j9", qos.Size4K):    1,
+	}
+	if over != 0 || len(got) != len(want) {
+		t.Errorf("fine keys %v (overflow %d), want %v", got, over, want)
+	}
+	for key, w := range want {
+		if got[key] != w {
+			t.Errorf("%+v: %d ops, want %d", key, got[key], w)
+		}
+	}
+}

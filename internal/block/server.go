@@ -66,7 +66,7 @@ func (g *server) Put(stream pb.BlockService_PutServer) error {
 		return toStatus(err)
 	}
 	err = d.Put(stream.Context(), hdr, r, start.GetLength())
-	done()
+	done(true) // a put writes a whole block
 	if err != nil {
 		return toStatus(err)
 	}
@@ -112,7 +112,7 @@ func (g *server) Get(req *pb.GetRequest, stream pb.BlockService_GetServer) error
 		return toStatus(err)
 	}
 	data, hdr, err := d.Get(stream.Context(), id, req.GetOffset(), req.GetLength())
-	done()
+	done(err == nil && req.GetOffset() == 0 && int64(len(data)) == hdr.Length)
 	if err != nil {
 		return toStatus(err)
 	}
@@ -150,7 +150,7 @@ func (g *server) Adopt(ctx context.Context, req *pb.AdoptRequest) (*pb.AdoptResp
 		return nil, toStatus(err)
 	}
 	err = d.Adopt(ctx, hdr, req.GetStagedName(), req.GetLength())
-	done()
+	done(true) // an adoption writes a whole block
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -210,7 +210,7 @@ func (g *server) Verify(ctx context.Context, req *pb.VerifyRequest) (*pb.VerifyR
 		return nil, toStatus(err)
 	}
 	err = d.Verify(ctx, id)
-	done()
+	done(true) // a verify reads the whole block
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // BlockClient is the part of a node's block service the client uses;
@@ -68,11 +69,12 @@ type unitRef struct {
 }
 
 // tagged returns ctx whose block calls carry the client's QoS tag for
-// u (its class and id, u's pool, the job of ctx) where ctx does not say
-// otherwise.
+// u (its class and id, u's pool, the job and the pid of ctx) where ctx
+// does not say otherwise.
 func (c *Client) tagged(ctx context.Context, u unitRef) context.Context {
 	t := c.tag
 	t.Pool = u.pool
+	t.PID = qos.PIDOf(ctx)
 	if c.jobOf != nil {
 		t.Job = c.jobOf(ctx)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // File is one open handle of a regular file. Handles of the same LIN in
@@ -171,7 +172,7 @@ func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 				return n, err
 			}
 		}
-		full := ino.writeLocked(idx, within, p[n:n+m])
+		full := ino.writeLocked(idx, within, p[n:n+m], qos.PIDOf(ctx))
 		ino.size = max(ino.size, pos+int64(m))
 		ino.mu.Unlock()
 		f.c.st.bytesWritten.Add(int64(m))

@@ -56,6 +56,18 @@ type dstripe struct {
 	buf []byte // stripe data; only the bytes in ext are meaningful
 	ext spans
 	err error // why the last write-out failed, if it did
+	// pid is the pid (qos.PIDOf) of the writes buffered in it when one
+	// process made them all, 0 when unknown or several: its write-out
+	// runs on the Client's context, not the writer's, and carries it in
+	// the QoS tag of its block calls.
+	pid int
+}
+
+// addPID notes a write by pid in d (pid 0: unknown).
+func (d *dstripe) addPID(pid int) {
+	if d.pid != pid {
+		d.pid = 0
+	}
 }
 
 // newInode returns the state of lin with geometry geo.
@@ -161,14 +173,16 @@ func (ino *inode) waitLocked(ctx context.Context) error {
 	}
 }
 
-// writeLocked copies p into the buffered stripe idx at offset off (within
-// the stripe) and reports whether the stripe is now complete.
-func (ino *inode) writeLocked(idx int64, off int, p []byte) (full bool) {
+// writeLocked copies p, written by pid (0: unknown), into the buffered
+// stripe idx at offset off (within the stripe) and reports whether the
+// stripe is now complete.
+func (ino *inode) writeLocked(idx int64, off int, p []byte, pid int) (full bool) {
 	d := ino.dirty[idx]
 	if d == nil {
-		d = &dstripe{idx: idx}
+		d = &dstripe{idx: idx, pid: pid}
 		ino.dirty[idx] = d
 	}
+	d.addPID(pid)
 	ino.grow(d, off+len(p))
 	copy(d.buf[off:], p)
 	d.ext = d.ext.add(off, off+len(p))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // startWrite moves buffered stripe idx to inflight and writes it out on a
@@ -49,7 +51,7 @@ func (ino *inode) startWrite(ctx context.Context, idx int64) bool {
 // newer writes) with its error on failure. It holds a write-out slot.
 func (ino *inode) writeOut(d *dstripe) {
 	c := ino.c
-	s, err := ino.writeStripe(c.ctx, d)
+	s, err := ino.writeStripe(qos.WithPID(c.ctx, d.pid), d)
 	<-c.wsem
 	ino.mu.Lock()
 	delete(ino.inflight, d.idx)
@@ -77,6 +79,7 @@ func (ino *inode) writeOut(d *dstripe) {
 func (ino *inode) requeueLocked(d *dstripe, err error) {
 	d.err = err
 	if nd := ino.dirty[d.idx]; nd != nil {
+		d.addPID(nd.pid)
 		ino.grow(d, len(nd.buf))
 		for _, r := range nd.ext {
 			copy(d.buf[r.lo:r.hi], nd.buf[r.lo:r.hi])

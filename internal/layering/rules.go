@@ -62,7 +62,7 @@ func Weft() Table {
 				"internal/meta", "internal/placement"}},
 			{Pkg: "internal/topology", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/erasure",
 				"internal/meta"}},
-			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta"}},
+			{Pkg: "internal/vfs", Kind: Part, Imports: []string{"internal/client", "internal/meta", "internal/qos"}},
 			{Pkg: "internal/client", Kind: Part, Imports: []string{"internal/block", "internal/drive",
 				"internal/erasure", "internal/meta", "internal/placement", "internal/qos"}},
 			{Pkg: "internal/cluster", Kind: Part, Imports: []string{"internal/drive", "internal/erasure", "internal/pki", "internal/policy", "internal/qos"}},

@@ -178,8 +178,9 @@ func (g *Gate) unwait(k Key) {
 }
 
 // Done ends an I/O that Admit let through: call it once the drive has
-// answered.
-type Done func()
+// answered, saying whether the I/O moved a whole block (its size class
+// in the fine statistics, SizeOf).
+type Done func(whole bool)
 
 // Admit lets one I/O of tag's pool and class, direction dir and n bytes
 // through: at once if its pool and class are not limited, else once its
@@ -187,7 +188,7 @@ type Done func()
 // share that grows takes effect for the I/Os already waiting). It returns
 // ctx's error if ctx ends first (the I/O must then not be done). The returned
 // Done records the I/O, its time queued and its time at the drive, in
-// the statistics.
+// the statistics, the fine ones under tag's job, client and pid.
 func (g *Gate) Admit(ctx context.Context, tag Tag, dir Dir, n int64) (Done, error) {
 	k := Key{Pool: tag.Pool, Class: tag.Class}
 	start := g.now()
@@ -225,8 +226,10 @@ func (g *Gate) Admit(ctx context.Context, tag Tag, dir Dir, n int64) (Done, erro
 	if queued {
 		admitted = g.now()
 	}
-	return func() {
+	fk := FineKey{StatKey: StatKey{Pool: k.Pool, Class: k.Class, Dir: dir}, Job: tag.Job, Client: tag.Client, PID: max(tag.PID, 0)}
+	return func(whole bool) {
 		end := g.now()
-		g.stats.Record(end, StatKey{Pool: k.Pool, Class: k.Class, Dir: dir}, n, admitted.Sub(start), end.Sub(admitted))
+		fk.Size = SizeOf(n, whole)
+		g.stats.RecordFine(end, fk, n, admitted.Sub(start), end.Sub(admitted))
 	}, nil
 }

@@ -171,7 +171,7 @@ func TestGateAdmit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done()
+		done(false)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()

@@ -10,7 +10,7 @@ import (
 const StatsSeconds = 60
 
 // StatKey is what the statistics are kept by: the pool, the class and the
-// direction.
+// direction. The fine statistics refine it (FineKey).
 type StatKey struct {
 	Pool  string
 	Class Class
@@ -48,7 +48,9 @@ type Sample struct {
 
 // Stats keeps a node's block I/O by StatKey: per second for the last
 // StatsSeconds seconds, and in total since the start (for Prometheus).
-// An I/O counts in the second it completes. For LatencyClass it also
+// Per second it also keeps the fine statistics, by FineKey (at most
+// MaxFineKeys a second, fine.go), which sum to the same I/O. An I/O
+// counts in the second it completes. For LatencyClass it also
 // keeps, per second and pool, a histogram of the I/Os' drive times, which
 // ClientP99 reads (latency.go).
 //
@@ -63,22 +65,38 @@ type second struct {
 	at  int64
 	m   map[StatKey]*Counts
 	lat map[string]*latHist // LatencyClass I/O by pool; nil until one
+	// fine is the I/O by FineKey; others counts its Other keys and
+	// overflow the I/Os counted under them.
+	fine     map[FineKey]*FineCounts
+	others   int
+	overflow int64
 }
 
 // NewStats returns empty statistics.
 func NewStats() *Stats { return &Stats{total: map[StatKey]*Counts{}} }
 
 // Record counts one I/O of k of bytes completed at now, after queued
-// time in QoS and drive time at the drive.
+// time in QoS and drive time at the drive: RecordFine with no job,
+// client or pid, and the size class of a part of a block.
 func (s *Stats) Record(now time.Time, k StatKey, bytes int64, queued, drive time.Duration) {
+	s.RecordFine(now, FineKey{StatKey: k, Size: SizeOf(bytes, false)}, bytes, queued, drive)
+}
+
+// RecordFine counts one I/O of k of bytes completed at now, after queued
+// time in QoS and drive time at the drive, under k's StatKey and, in
+// the fine statistics, under k (or its Other key, past MaxFineKeys).
+func (s *Stats) RecordFine(now time.Time, fk FineKey, bytes int64, queued, drive time.Duration) {
+	k := fk.StatKey
 	c := Counts{Ops: 1, Bytes: bytes, QueueNanos: int64(queued), DriveNanos: int64(drive)}
 	sec := now.Unix()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot := &s.ring[sec%int64(len(s.ring))]
 	if slot.at != sec || slot.m == nil {
-		slot.at, slot.m, slot.lat = sec, map[StatKey]*Counts{}, nil
+		*slot = second{at: sec, m: map[StatKey]*Counts{}, fine: map[FineKey]*FineCounts{}}
 	}
+	fk.Other = false
+	slot.recordFine(fk, bytes, int64(queued), int64(drive))
 	if k.Class == LatencyClass {
 		if slot.lat == nil {
 			slot.lat = map[string]*latHist{}
@@ -88,7 +106,7 @@ func (s *Stats) Record(now time.Time, k StatKey, bytes int64, queued, drive time
 		}
 		slot.lat[k.Pool].add(drive)
 	}
-	for _, m := range []map[StatKey]*Counts{slot.m, s.total} {
+	for _, m := range [...]map[StatKey]*Counts{slot.m, s.total} {
 		if m[k] == nil {
 			m[k] = &Counts{}
 		}

@@ -164,6 +164,12 @@ func (s *Server) QoSSamples(seconds int) []qos.Sample {
 	return s.qos.gate.Stats().Seconds(time.Now(), seconds)
 }
 
+// QoSFine returns the node's fine QoS statistics of the last seconds
+// seconds and their overflow (admin.QoSNode).
+func (s *Server) QoSFine(seconds int) ([]qos.FineSample, int64) {
+	return s.qos.gate.Stats().FineSeconds(time.Now(), seconds)
+}
+
 // QoSLimits returns the shares of the limits the node holds now
 // (admin.QoSNode).
 func (s *Server) QoSLimits() map[qos.Key]qos.Limit { return s.qos.gate.Limits() }

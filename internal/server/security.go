@@ -142,10 +142,10 @@ func (s *Server) clientTLS() *tls.Config {
 }
 
 // dialBlocks connects to a node's block service as this node, for the
-// jobs: its calls are of QoS class maintenance, and name the job of their
-// context.
+// jobs: its calls are of QoS class maintenance, from client node-NAME,
+// and name the job of their context.
 func (s *Server) dialBlocks(addr string) (*block.Client, error) {
-	opts := []block.DialOption{block.WithDefaultTag(qos.Tag{Class: qos.Maintenance}),
+	opts := []block.DialOption{block.WithDefaultTag(qos.Tag{Class: qos.Maintenance, Client: s.jobsClientID()}),
 		block.WithContextTag(func(ctx context.Context) qos.Tag { return qos.Tag{Job: jobOf(ctx)} })}
 	if s.tls != nil {
 		opts = append(opts, block.WithTLS(s.clientTLS()))
@@ -184,3 +184,7 @@ func jobOf(ctx context.Context) string {
 	}
 	return ""
 }
+
+// jobsClientID names the node's jobs as the client of their block I/O
+// in the QoS statistics: node-NAME (a mount is mount-SESSION).
+func (s *Server) jobsClientID() string { return "node-" + s.cfg.Name }

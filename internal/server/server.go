@@ -179,9 +179,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	// The jobs' data path: QoS class maintenance.
+	// The jobs' data path: QoS class maintenance, client node-NAME.
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
-		BlockTLS: s.clientTLS(), Class: qos.Maintenance, JobOf: jobOf,
+		BlockTLS: s.clientTLS(), Class: qos.Maintenance, ClientID: s.jobsClientID(), JobOf: jobOf,
 		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }}); err != nil {
 		return s, err
 	}

@@ -45,8 +45,11 @@ func newRawFS(fs *vfs.FS, log *slog.Logger) *rawFS {
 
 func (r *rawFS) String() string { return "weft" }
 
-// callerCtx returns the context of one request, carrying the caller's uid
-// and gid.
+// callerCtx returns the context of one request, carrying the caller's
+// uid, gid and pid (the kernel's id of the calling thread; for a request
+// the kernel makes on its own, such as the write-back of a shared
+// mapping's pages, not the writer's), which the QoS statistics of the
+// request's block calls show.
 //
 // It deliberately ignores the kernel's interrupt (the handlers' cancel
 // channel): a
@@ -56,7 +59,7 @@ func (r *rawFS) String() string { return "weft" }
 // fails with EINTR, which Go does not retry. Requests are bounded by the
 // layers below (RPC and metadata timeouts) instead.
 func callerCtx(h *gofuse.InHeader) context.Context {
-	return vfs.WithCaller(context.Background(), vfs.Caller{UID: h.Uid, GID: h.Gid})
+	return vfs.WithCaller(context.Background(), vfs.Caller{UID: h.Uid, GID: h.Gid, PID: h.Pid})
 }
 
 // fillAttr converts vfs attributes to FUSE's.
