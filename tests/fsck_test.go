@@ -94,7 +94,7 @@ func nlinkOf(fi os.FileInfo) uint64 {
 // through the mount removed from their drives' directories, and a stale
 // usage counter (meta/create-no-usage), are found exactly by a dry run,
 // repaired (the files read back whole), and not found again. Last, runs
-// beside a create/write/rename/unlink workload through the mount (of
+// beside a create/write/rename/unlink workload from two mounts (of
 // the namespace, then of both halves) find nothing and repair nothing.
 func TestFsckOnCluster(t *testing.T) {
 	t.Parallel()
@@ -207,16 +207,20 @@ func TestFsckOnCluster(t *testing.T) {
 			}
 		}
 
-		// Beside a workload through the mount.
-		work := filepath.Join(c.Mount, "work")
-		must(t, os.Mkdir(work, 0o755))
+		// Beside a workload from two mounts, in one directory (each
+		// mount's changes recall the other's delegation of it).
+		must(t, os.Mkdir(filepath.Join(c.Mount, "work"), 0o755))
+		second := filepath.Join(t.TempDir(), "mnt2")
+		c.MountAt(second)
+		works := []string{filepath.Join(c.Mount, "work"), filepath.Join(second, "work")}
 		var stop atomic.Bool
 		var ops atomic.Int64
 		var wg sync.WaitGroup
-		for w := range 3 {
+		for w := range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				work := works[w%2]
 				for i := 0; !stop.Load(); i++ {
 					a := filepath.Join(work, fmt.Sprintf("w%d-%d", w, i%30))
 					b := filepath.Join(work, fmt.Sprintf("w%d-%d.r", w, (i+7)%30))
