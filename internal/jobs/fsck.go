@@ -53,7 +53,7 @@ import (
 //
 // Parameters: dry-run (true: find and report, change nothing), only
 // (namespace: the first three phases; layout: stripes and usage; absent:
-// all), speed (at most N checks a second per node, each directory,
+// all), speed (at most N checks a second per node, each directory entry,
 // inode or unit checked counting one; 0 or absent: no limit). A phase
 // of the half not asked for has no tasks.
 //
@@ -372,14 +372,17 @@ func (p *fsckEntries) Process(ctx context.Context, env job.Env, j *job.Job, _ st
 	if err != nil {
 		return job.ItemResult{}, err
 	}
-	if err := p.t.pace(ctx, j, 1); err != nil {
-		return job.ItemResult{}, err
-	}
 	it := newFsckItem(e, j)
 	dir := meta.LIN(item)
 	for after := ""; ; {
 		page, err := e.Meta().FsckEntries(ctx, dir, after, 0)
 		if err != nil {
+			return job.ItemResult{}, err
+		}
+		// Each entry is a check (the directory's own, if empty): a
+		// speed in directories would not bind on a namespace of a few
+		// large ones. Paced after the read, the next page waits.
+		if err := p.t.pace(ctx, j, max(page.Checked, 1)); err != nil {
 			return job.ItemResult{}, err
 		}
 		it.res.Counts["checked"] += int64(page.Checked)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/bench"
 	"github.com/weftfs/weft/internal/failpoint"
@@ -220,5 +221,39 @@ func TestFsckRootEntries(t *testing.T) {
 	c, sum := runFsck(t, e, 1, map[string]string{"dry-run": "true", "only": "namespace"})
 	if c["dangling-entry.found"] != 1 || !strings.Contains(sum, "checked 2 directory entries") || !strings.Contains(sum, "/dangling") {
 		t.Fatalf("counts %v\n%s", c, sum)
+	}
+}
+
+// The entries phase counts each entry against the speed, not each
+// directory: two directories of 300 entries at speed=1000 take at least
+// the 0.3 s the first one's entries cost (a speed in directories would
+// let both through at once).
+func TestFsckEntriesPaceByEntry(t *testing.T) {
+	m := newMeta(t)
+	e := fsckTestEnv{metaEnv{m}, &memData{m: map[string][]byte{}}}
+	var dirs []meta.LIN
+	for d := range 2 {
+		dir := mustDir(t, m, meta.RootLIN, fmt.Sprintf("d%d", d))
+		for i := range 300 {
+			mustFile(t, m, dir, fmt.Sprintf("f%03d", i))
+		}
+		dirs = append(dirs, dir)
+	}
+	ty := newFsck()
+	j := &job.Job{ID: 5, Type: "fsck", Params: map[string]string{"speed": "1000", "dry-run": "true"}}
+	start := time.Now()
+	var checked int64
+	for _, d := range dirs {
+		r, err := (&fsckEntries{ty}).Process(bg, e, j, "", uint64(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked += r.Counts["checked"]
+	}
+	if checked < 600 {
+		t.Fatalf("checked %d entries, want 600", checked)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("600 entries at speed 1000 took %v, want at least the first 300's 0.3 s", d)
 	}
 }
