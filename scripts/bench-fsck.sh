@@ -117,10 +117,11 @@ fsck() {
 
 # profile DIR SECONDS: a CPU profile of every node of DIR's cluster.
 profile() {
-	local i=0 a
+	local i=0 a crt
+	crt=$(ls "$1"/c/pki/admin-*.crt | head -1)
 	for a in $(tr ',' ' ' <"$1/c/admin.addrs"); do
 		i=$((i + 1))
-		curl -sk --cert "$1/c/pki/admin.crt" --key "$1/c/pki/admin.key" \
+		curl -sk --cert "$crt" --key "${crt%.crt}.key" \
 			-o "$1/cpu-n$i.pprof" "https://$a/debug/pprof/profile?seconds=$2" &
 	done
 	wait
