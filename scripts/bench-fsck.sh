@@ -24,8 +24,9 @@
 #      a local cluster has an etcd member on each of its first three
 #      nodes, so 1, 2 and 3 nodes also mean 1, 2 and 3 members;
 #   6. repairs: per kind in REPAIR_KINDS, a fresh 3-node cluster with a
-#      tree of 1 x 100 x 1 objects and FAULTS files made with the kind's
-#      fault (every file but the tree's 100 then has the fault); a dry
+#      tree of 1 x 100 x 1 objects (702 inodes, 500 files) and FAULTS
+#      files made with the kind's fault (20,000 of 20,500 files with the
+#      default); a dry
 #      run, a repairing run (`weft fsck start --only namespace`), a dry
 #      run that must find nothing; reported: repaired/s of the repairing
 #      run, found/s of the dry run.
