@@ -113,8 +113,13 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	s.blocks.SetPools(pools)
 	s.qos.lat.setClasses(classes)
 	cfg := s.qos.follow.Current()
-	if !cfg.Enabled {
-		// Nothing to share: the gate limits nothing. (When QoS is enabled,
+	// Limits to share: QoS enabled with a finite limit somewhere. Enabled
+	// with every class unlimited, as disabled, the gate limits nothing
+	// and the nodes neither publish nor read demand for it (a write to
+	// etcd per node and second that would buy nothing).
+	limited := slices.ContainsFunc(qos.Classes(), cfg.Limits)
+	if !limited {
+		// Nothing to share: the gate limits nothing. (When limits apply,
 		// the first shares also count the records that nodes with client
 		// I/O keep publishing for their latency, up to a second old.)
 		s.qos.gate.SetLimits(nil)
@@ -124,13 +129,13 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now),
 		ClientP99: s.qos.lat.ownFigures()}
 	var errPub error
-	if cfg.Enabled || len(own.ClientP99) > 0 || s.qos.sentP99 {
+	if limited || len(own.ClientP99) > 0 || s.qos.sentP99 {
 		errPub = s.session.PublishQoSDemand(ctx, own)
 		if errPub == nil {
 			s.qos.sentP99 = len(own.ClientP99) > 0
 		}
 	}
-	if !cfg.Enabled && !jobs {
+	if !limited && !jobs {
 		s.qos.lat.update(nil)
 		return runner.Idle, errPub
 	}
@@ -139,7 +144,7 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 		return runner.Idle, errors.Join(errPub, err)
 	}
 	s.qos.lat.update(all)
-	if cfg.Enabled {
+	if limited {
 		s.qos.gate.SetLimits(qos.Shares(cfg, s.cfg.Name, names, all))
 	}
 	return runner.Idle, errPub

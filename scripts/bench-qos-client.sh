@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# What a repair costs a client, and what QoS costs the data path — all
+# against baselines measured in the same run (issue 16's "client
+# protection" and "cost" benchmarks).
+#
+# 1. Client protection, twice: the repair at the low policy (its client
+#    latency targets the drive class's: 10 ms for ssd), and at a policy
+#    "guard" of low with --client-p99 at GUARD (default 1.2) times the
+#    block services' own client p99 during the baseline. Each: a fresh
+#    3-node x 4-drive local cluster (ec:4+2),
+#    DATA bytes written through the mount, the page cache dropped. fio
+#    reads the data at random (BS blocks) as fast as it can for 10 s: the
+#    client's ceiling (O_DIRECT: the mount's reads, not the page
+#    cache's); then at a steady rate of RATE_PCT % of it for
+#    RUNTIME s: the baseline (MB/s, p99 completion latency). Node n3 is
+#    killed and a repair runs at the policy while the same
+#    steady fio runs again (for RUNTIME s, or until the repair ends if it
+#    ends first): the client's MB/s and p99 during the repair against the
+#    baseline. Targets: >= 0.90 of the throughput, p99 <= 1.20x.
+# 2. Repair at high, clients idle. The same cluster shape, fresh, the
+#    same data, n3 killed, a repair at the high policy with no client.
+#    Its rate at the drives (bytes read and written by every drive, from
+#    the nodes' weft_drive_bytes_total counters, over the repair's
+#    duration) against the raw drive bandwidth measured just before by
+#    the live nodes' block files read cold (cat, after dropping the page
+#    cache) and as many bytes written by dd (O_DIRECT, 1 MiB, to a
+#    scratch file beside them); and the machine's CPU busy meanwhile
+#    (/proc/stat). Target: >= 0.70.
+# 3. Cost. Sequential writes through the mount (fio, 1 MiB, WSIZE), ROUNDS
+#    times alternating QoS disabled and QoS enabled with every class
+#    unlimited: the medians, and their ratio. Target: within 3 %.
+# Needs root (mount, drop_caches), fio and python3. The machine's speed
+# swings 2-5x between runs: compare the ratios of one run.
+#   DATA      bytes written for parts 1 and 2 (default 1g)
+#   BS        fio's random read block size (default 64k)
+#   RATE_PCT  the steady rate, % of the measured ceiling (default 50)
+#   RUNTIME   seconds of each steady fio (default 30)
+#   WSIZE     bytes of each sequential write round (default 512m)
+#   ROUNDS    rounds of part 3 per setting (default 5)
+#   PARTS     which parts to run (default "1 2 3")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${DATA:-1g}
+bs=${BS:-64k}
+ratepct=${RATE_PCT:-50}
+runtime=${RUNTIME:-30}
+wsize=${WSIZE:-512m}
+rounds=${ROUNDS:-5}
+parts=${PARTS:-1 2 3}
+work=$(mktemp -d /var/tmp/weft-qos-client.XXXXXX)
+go build -o "$work/weft-bin" ./cmd/weft
+weft="$work/weft-bin"
+up=""
+mnt=""
+down() {
+  if [ -n "$mnt" ]; then kill -TERM "$mnt" 2>/dev/null || true; wait "$mnt" 2>/dev/null || true; mnt=""; fi
+  if [ -n "$up" ]; then kill -TERM "$up" 2>/dev/null || true; wait "$up" 2>/dev/null || true; up=""; fi
+}
+cleanup() { down; rm -rf "$work"; }
+trap cleanup EXIT
+
+# start DIR: a fresh insecure cluster, and a mount at DIR/mnt that reads
+# and writes every unit through the block services (--no-local-io), as a
+# client on a machine of its own does: a mount beside the drives reads
+# them directly, which neither QoS nor the client latency sees.
+start() {
+  dir=$1
+  mkdir -p "$dir/mnt"
+  "$weft" local up --insecure --dir "$dir/cluster" --mount "" --lease-ttl 3s --repair-grace 1h >"$dir/up.log" 2>&1 &
+  up=$!
+  for _ in $(seq 1 120); do grep -q '^ready:' "$dir/up.log" && break; sleep 1; done
+  grep -q '^ready:' "$dir/up.log" || { cat "$dir/up.log" >&2; exit 1; }
+  WEFT_ADMIN=$(paste -sd, "$dir/cluster/admin.addrs")
+  export WEFT_ADMIN
+  "$weft" --insecure mount --no-local-io "$dir/mnt" >"$dir/mount.log" 2>&1 &
+  mnt=$!
+  for _ in $(seq 1 60); do grep -q " $dir/mnt fuse" /proc/mounts && break; sleep 0.5; done
+  grep -q " $dir/mnt fuse" /proc/mounts || { cat "$dir/mount.log" >&2; exit 1; }
+}
+writedata() {
+  fio --name=data --directory="$dir/mnt" --rw=write --bs=1m --size="$data" --numjobs=2 --nrfiles=8 --end_fsync=1 \
+      --ioengine=psync --group_reporting >/dev/null
+  sync; echo 3 >/proc/sys/vm/drop_caches
+}
+# randread OUT [RATE]: fio random reads of the data, time-based, into OUT
+# (json); with RATE (bytes/s) at that steady rate.
+randread() {
+  local out=$1 rate=${2:-} secs=${3:-$runtime}
+  fio --name=data --directory="$dir/mnt" --rw=randread --bs="$bs" --size="$data" --numjobs=2 --nrfiles=8 --direct=1 \
+      --time_based --runtime="$secs" --ioengine=psync --group_reporting --output-format=json \
+      ${rate:+--rate="$((rate / 2))"} >"$out"
+}
+fiojson() { # FILE FIELD: read MB/s ("bw") or p99 ms ("p99") of a fio json
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+s = open(sys.argv[1]).read(); r = json.loads(s[s.index("{"):])["jobs"][0]["read"]
+if sys.argv[2] == "bw": print("%.2f" % (r["bw_bytes"] / 1e6))
+else: print("%.3f" % (r["clat_ns"]["percentile"]["99.000000"] / 1e6))
+PY
+}
+killn3() {
+  "$weft" local node kill n3 --dir "$dir/cluster" >/dev/null
+  for _ in $(seq 1 60); do "$weft" node list | grep -q '^n3 .*down' && break; sleep 1; done
+}
+repair() { # POLICY: start a repair, print its id
+  "$weft" job start repair --policy "$1" --priority 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
+}
+ended() { "$weft" job view "$1" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if j["state"] in ("succeeded","failed","cancelled") else 1)'; }
+drivebytes() { # the live nodes' drive bytes, read + written, summed
+  for a in $(cat "$dir/cluster/admin.addrs"); do curl -s --max-time 5 "http://$a/metrics" || true; done |
+    awk '/^weft_drive_bytes_total/ { s += $NF } END { printf "%.0f\n", s }'
+}
+
+# protect POLICY LABEL: part 1 on a fresh cluster with the repair at
+# POLICY ("guard" is made first: low with --client-p99 at GUARD x the
+# block services' client p99 measured during the baseline).
+protect() {
+  local policy=$1 label=$2
+  start "$work/p1-$label"
+  writedata
+  randread "$dir/ceiling.json" "" 10
+  ceiling=$(fiojson "$dir/ceiling.json" bw)
+  rate=$(python3 -c "print(int($ceiling * 1e6 * $ratepct / 100))")
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  randread "$dir/base.json" "$rate" &
+  local fio=$!
+  sleep $((runtime - 3))
+  local blockp99
+  blockp99=$(blockp99)
+  wait $fio
+  local target=""
+  if [ "$policy" = guard ]; then
+    if [ "$blockp99" = 0.000000 ]; then
+      echo "bench-qos-client: no weft_qos_client_p99_seconds during the baseline (too few client I/Os?)" >&2; exit 1
+    fi
+    target=$(python3 -c "print('%dus' % max(1, round($blockp99 * ${GUARD:-1.2} * 1e6)))")
+    "$weft" job policies create guard --default low --client-p99 "$target" >/dev/null
+  fi
+  killn3
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  id=$(repair "$policy")
+  t0=$(date +%s)
+  randread "$dir/during.json" "$rate"
+  t1=$(date +%s)
+  while ! ended "$id"; do sleep 1; done
+  t2=$(date +%s)
+  down
+  python3 - "$label" "$ceiling" "$rate" "$(fiojson "$dir/base.json" bw)" "$(fiojson "$dir/base.json" p99)" \
+    "$(fiojson "$dir/during.json" bw)" "$(fiojson "$dir/during.json" p99)" "$((t1 - t0))" "$((t2 - t0))" "$blockp99" "${target:--}" <<'PY'
+import sys
+label, ceil, rate, bb, bp, db, dp, fs, rs, blk, target = sys.argv[1:]
+print("Client protection, repair at %s (fio randread, O_DIRECT, at %.1f MB/s, %d%% of its %s MB/s ceiling; the block services' client p99 during the baseline %.3f ms; target %s):" % (label, int(rate) / 1e6, round(float(rate) / float(ceil) / 1e4), ceil, float(blk) * 1e3, target))
+print("| | MB/s | p99 ms |")
+print("|---|---|---|")
+print("| client alone | %s | %s |" % (bb, bp))
+print("| during the repair (%s s of fio; repair %s s) | %s | %s |" % (fs, rs, db, dp))
+print("| ratio (target >= 0.90, <= 1.20) | **%.2f** | **%.2f** |" % (float(db) / float(bb), float(dp) / float(bp)))
+print()
+PY
+}
+blockp99() { # the highest weft_qos_client_p99_seconds of the live nodes
+  for a in $(cat "$dir/cluster/admin.addrs"); do curl -s --max-time 5 "http://$a/metrics" || true; done |
+    awk '/^weft_qos_client_p99_seconds/ { if ($NF > m) m = $NF } END { printf "%.6f\n", m }'
+}
+
+if [[ " $parts " == *" 1 "* ]]; then
+  protect low low
+  protect guard guard
+fi
+
+if [[ " $parts " == *" 2 "* ]]; then
+  start "$work/p2"
+  writedata
+  killn3
+  # Raw drive bandwidth: the live nodes' block files read cold, and as
+  # many bytes written with O_DIRECT beside them.
+  blocks=$(find "$dir/cluster/nodes/n1" "$dir/cluster/nodes/n2" -path '*/blocks/*' -type f 2>/dev/null | awk 'NR <= 2000')
+  total=$(echo "$blocks" | xargs -r stat -c %s | awk '{ s += $1 } END { print s + 0 }')
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  r0=$(date +%s.%N)
+  echo "$blocks" | xargs -r -n 64 cat >/dev/null
+  r1=$(date +%s.%N)
+  scratch=$(dirname "$(echo "$blocks" | head -1)")/../dd-scratch
+  w0=$(date +%s.%N)
+  dd if=/dev/zero of="$scratch" bs=1M count=$((total / 1048576 + 1)) oflag=direct conv=fsync status=none
+  w1=$(date +%s.%N)
+  rm -f "$scratch"
+  before=$(drivebytes)
+  cpu0=$(awk '/^cpu / { print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat)
+  id=$(repair high)
+  t0=$(date +%s.%N)
+  while ! ended "$id"; do sleep 0.5; done
+  t1=$(date +%s.%N)
+  after=$(drivebytes)
+  cpu1=$(awk '/^cpu / { print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat)
+  down
+  python3 - "$total" "$r0" "$r1" "$w0" "$w1" "$before" "$after" "$t0" "$t1" $cpu0 $cpu1 <<'PY'
+import sys
+total, r0, r1, w0, w1, b, a, t0, t1, busy0, all0, busy1, all1 = map(float, sys.argv[1:])
+rd, wr = total / (r1 - r0) / 1e6, total / (w1 - w0) / 1e6
+raw = 2 / (1 / rd + 1 / wr)  # the bandwidth of moving each byte once, half read half written
+rep = (a - b) / (t1 - t0) / 1e6
+print()
+print("Repair at high, clients idle (%.0f MB of block files as the raw sample):" % (total / 1e6))
+print("| | MB/s |")
+print("|---|---|")
+print("| raw read (cat of the block files, cold) | %.1f |" % rd)
+print("| raw write (dd, O_DIRECT) | %.1f |" % wr)
+print("| raw, reads and writes mixed (harmonic mean) | %.1f |" % raw)
+print("| repair at the drives (read + written, %.1f s) | %.1f |" % (t1 - t0, rep))
+print("| repair / raw (target >= 0.70) | **%.2f** |" % (rep / raw))
+print("| the machine's CPU busy during the repair | %.0f %% |" % (100 * (busy1 - busy0) / (all1 - all0)))
+PY
+fi
+
+if [[ " $parts " == *" 3 "* ]]; then
+  start "$work/p3"
+  : >"$dir/rounds.txt"
+  for i in $(seq 1 "$rounds"); do
+    for mode in off on; do
+      if [ $mode = on ]; then
+        "$weft" qos set "pool=*,maintenance=unlimited,other=unlimited,misc=unlimited" >/dev/null
+        "$weft" qos enable >/dev/null
+      else
+        "$weft" qos disable >/dev/null
+      fi
+      sleep 2 # every node follows the configuration
+      rm -f "$dir/mnt/seq."*
+      bw=$(fio --name=seq --directory="$dir/mnt" --rw=write --bs=1m --size="$wsize" --numjobs=1 --end_fsync=1 \
+          --ioengine=psync --output-format=json | python3 -c 'import json,sys; s=sys.stdin.read(); print("%.2f" % (json.loads(s[s.index("{"):])["jobs"][0]["write"]["bw_bytes"]/1e6))')
+      echo "$mode $bw" >>"$dir/rounds.txt"
+    done
+  done
+  down
+  python3 - "$work/p3/rounds.txt" <<'PY'
+import sys, statistics
+r = {"off": [], "on": []}
+for line in open(sys.argv[1]):
+    m, v = line.split(); r[m].append(float(v))
+off, on = statistics.median(r["off"]), statistics.median(r["on"])
+print()
+print("Cost (sequential write through the mount, median of %d rounds each, alternating):" % len(r["off"]))
+print("| QoS | MB/s (rounds) | median |")
+print("|---|---|---|")
+print("| disabled | %s | %.1f |" % (", ".join("%.1f" % v for v in r["off"]), off))
+print("| enabled, all unlimited | %s | %.1f |" % (", ".join("%.1f" % v for v in r["on"]), on))
+print("| enabled / disabled (target within 3 %%) | | **%.3f** |" % (on / off))
+PY
+fi
