@@ -3,6 +3,7 @@ package block
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -25,6 +26,8 @@ const (
 	mdJob    = "weft-qos-job"
 	mdClient = "weft-qos-client"
 	mdPID    = "weft-qos-pid"
+	// mdP99 is qos.Tag.P99 in whole microseconds.
+	mdP99 = "weft-qos-p99"
 )
 
 type outTagKey struct{}
@@ -78,6 +81,9 @@ func tagMetadata(ctx context.Context, def qos.Tag, of func(context.Context) qos.
 	if t.PID != 0 {
 		add(mdPID, strconv.Itoa(t.PID))
 	}
+	if us := t.P99.Microseconds(); us > 0 {
+		add(mdP99, strconv.FormatInt(us, 10))
+	}
 	if len(kv) == 0 {
 		return ctx
 	}
@@ -118,6 +124,9 @@ func readTag(ctx context.Context) qos.Tag {
 	}
 	t := qos.Tag{Class: qos.ParseClass(get(mdClass)), Pool: get(mdPool), Job: get(mdJob), Client: get(mdClient)}
 	t.PID, _ = strconv.Atoi(get(mdPID))
+	if us, err := strconv.ParseInt(get(mdP99), 10, 64); err == nil && us > 0 && us < int64(time.Hour/time.Microsecond) {
+		t.P99 = time.Duration(us) * time.Microsecond
+	}
 	return t
 }
 

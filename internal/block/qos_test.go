@@ -104,12 +104,12 @@ func TestQoSTagPrecedence(t *testing.T) {
 	}
 	def := qos.Tag{Class: qos.Maintenance, Client: "default", PID: 7}
 	ctx := context.WithValue(context.Background(), jobKey{}, "42")
-	ctx = WithTag(ctx, qos.Tag{Pool: "fast"})
+	ctx = WithTag(ctx, qos.Tag{Pool: "fast", P99: 2345 * time.Microsecond})
 	ctx = WithTag(ctx, qos.Tag{Class: qos.Other}) // adds to the tag before
 	out := tagMetadata(ctx, def, of)
 	md, _ := metadata.FromOutgoingContext(out)
 	got := TagOf(metadata.NewIncomingContext(context.Background(), md))
-	if want := (qos.Tag{Class: qos.Other, Pool: "fast", Job: "42", Client: "from-context", PID: 7}); got != want {
+	if want := (qos.Tag{Class: qos.Other, Pool: "fast", Job: "42", Client: "from-context", PID: 7, P99: 2345 * time.Microsecond}); got != want {
 		t.Errorf("tag = %+v, want %+v", got, want)
 	}
 }
@@ -153,6 +153,34 @@ func TestQoSFineStats(t *testing.T) {
 	for key, w := range want {
 		if got[key] != w {
 			t.Errorf("%+v: %d ops, want %d", key, got[key], w)
+		}
+	}
+}
+
+// TestQoSClientReportsP99: a client's calls carry its own p99 of the
+// pool (qos.Tag.P99), and the node's ClientP99 answers it where it is
+// above the drive's own figure; a figure beyond an hour, or not a
+// number, is not taken.
+func TestQoSClientReportsP99(t *testing.T) {
+	n := startNode(t, t.TempDir(), drive.SyncNever)
+	st := qos.NewStats()
+	n.svc.SetGate(qos.NewGate(st))
+	n.svc.SetPools(map[drive.ID]string{1: "fast"})
+	ctx := WithTag(context.Background(), qos.Tag{Class: qos.Other, Client: "m1", P99: 250 * time.Millisecond})
+	for i := range qos.MinLatencyOps {
+		hdr := drive.BlockHeader{ID: drive.NewBlockID(), Owner: 1, Stripe: uint64(i)}
+		if err := n.client.Put(ctx, 1, hdr, payload(4096, uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, ok := st.ClientP99(time.Now())["fast"]
+	if !ok || !l.Reported || l.P99 != 250*time.Millisecond {
+		t.Fatalf("ClientP99 = %+v, want the client's 250ms, reported", l)
+	}
+	for _, v := range []string{"4000000000", "fast", "-5"} {
+		md := metadata.NewIncomingContext(context.Background(), metadata.Pairs(mdClass, "other", mdP99, v))
+		if tag := TagOf(md); tag.P99 != 0 {
+			t.Errorf("p99 %q read as %v", v, tag.P99)
 		}
 	}
 }

@@ -78,14 +78,28 @@ func (c *Client) tagged(ctx context.Context, u unitRef) context.Context {
 	if c.jobOf != nil {
 		t.Job = c.jobOf(ctx)
 	}
+	if c.meter != nil {
+		t.P99 = c.meter.P99(time.Now(), u.pool)
+	}
 	return block.WithTag(ctx, block.OutgoingTag(ctx).Or(t))
+}
+
+// measure records, for the client's meter, a unit read or write of u
+// that started at start and has just ended (with err: a call that failed
+// or was cancelled says nothing of the latency the throttle protects).
+func (c *Client) measure(u unitRef, start time.Time, err error) {
+	if c.meter != nil && err == nil {
+		now := time.Now()
+		c.meter.Record(now, u.pool, now.Sub(start))
+	}
 }
 
 // getUnit reads length bytes at off of a unit and checks that the block is
 // the one the stripe map names; a whole-unit read is also checked against
 // the unit's CRC from the stripe map. A mismatch is an error wrapping
 // drive.ErrCorrupt.
-func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byte, error) {
+func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) (_ []byte, rerr error) {
+	defer func(start time.Time) { c.measure(u, start, rerr) }(time.Now())
 	ctx = c.tagged(ctx, u)
 	id := drive.BlockID(u.unit.Block)
 	var data []byte
@@ -135,7 +149,8 @@ func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) ([]byt
 // carrying its segment CRCs segs (drive.AppendSegmentCRCs of data; nil:
 // the node computes them). A unit for a drive on this machine is staged in
 // the drive directory and adopted by its node (see stageUnit).
-func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte, segs []uint32) error {
+func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte, segs []uint32) (rerr error) {
+	defer func(start time.Time) { c.measure(u, start, rerr) }(time.Now())
 	ctx = c.tagged(ctx, u)
 	bc, err := c.blocks(ctx, u.node)
 	if err != nil {

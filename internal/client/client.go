@@ -196,6 +196,10 @@ type Client struct {
 	jobOf   func(context.Context) string
 	// tag is the QoS tag of every block call (Config.Class, ClientID).
 	tag qos.Tag
+	// meter measures the client's own unit reads and writes per pool,
+	// whose p99 its calls carry (qos.Tag.P99), when its class is the one
+	// the job throttle protects (qos.LatencyClass); nil otherwise.
+	meter *qos.Meter
 }
 
 // New returns a Client. It fails with an error wrapping ErrInvalid when
@@ -226,6 +230,9 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		clusterID:  cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
 		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, jobOf: cfg.JobOf,
 		tag: qos.Tag{Class: cfg.Class, Client: cfg.ClientID},
+	}
+	if cfg.Class == qos.LatencyClass {
+		c.meter = qos.NewMeter()
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

@@ -1,6 +1,9 @@
 package qos
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // Class is the I/O class of a block call. The zero value is not a class;
 // ParseClass turns anything unknown into Misc.
@@ -45,6 +48,9 @@ type Tag struct {
 	Job    string
 	Client string
 	PID    int
+	// P99 is the caller's own p99 of its recent calls to Pool (a
+	// client's Meter), 0 if it has none; see meter.go.
+	P99 time.Duration
 }
 
 // Dir is the direction of a block I/O.
@@ -74,6 +80,9 @@ func (t Tag) Or(def Tag) Tag {
 	}
 	if t.PID == 0 {
 		t.PID = def.PID
+	}
+	if t.P99 == 0 {
+		t.P99 = def.P99
 	}
 	return t
 }

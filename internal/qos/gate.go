@@ -188,7 +188,8 @@ type Done func(whole bool)
 // share that grows takes effect for the I/Os already waiting). It returns
 // ctx's error if ctx ends first (the I/O must then not be done). The returned
 // Done records the I/O, its time queued and its time at the drive, in
-// the statistics, the fine ones under tag's job, client and pid.
+// the statistics, the fine ones under tag's job, client and pid; a
+// client's own p99 the tag carries is kept for ClientP99 (ReportP99).
 func (g *Gate) Admit(ctx context.Context, tag Tag, dir Dir, n int64) (Done, error) {
 	k := Key{Pool: tag.Pool, Class: tag.Class}
 	start := g.now()
@@ -225,6 +226,9 @@ func (g *Gate) Admit(ctx context.Context, tag Tag, dir Dir, n int64) (Done, erro
 	admitted := start
 	if queued {
 		admitted = g.now()
+	}
+	if tag.Class == LatencyClass && tag.P99 > 0 {
+		g.stats.ReportP99(admitted, k.Pool, tag.Client, tag.P99)
 	}
 	fk := FineKey{StatKey: StatKey{Pool: k.Pool, Class: k.Class, Dir: dir}, Job: tag.Job, Client: tag.Client, PID: max(tag.PID, 0)}
 	return func(whole bool) {

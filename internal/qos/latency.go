@@ -85,12 +85,17 @@ type PoolLatency struct {
 	// Ops is the number of I/Os it was measured over (at least
 	// MinLatencyOps).
 	Ops int64 `json:"ops"`
+	// Reported is set when P99 is a client's own figure of its calls
+	// (Stats.ReportP99), higher than the drive's.
+	Reported bool `json:"reported,omitempty"`
 }
 
 // ClientP99 returns the 99th percentile of the drive time of each pool's
 // LatencyClass I/O over the LatencyWindow ending at now (the current
 // second so far and the one before), for the pools with at least
-// MinLatencyOps such I/Os in it, by pool name.
+// MinLatencyOps such I/Os in it, by pool name — or, where higher, the
+// highest p99 a client reported of its own calls to the pool within the
+// window (ReportP99; Reported is then set).
 func (s *Stats) ClientP99(now time.Time) map[string]PoolLatency {
 	cur := now.Unix()
 	sum := map[string]*latHist{}
@@ -107,11 +112,18 @@ func (s *Stats) ClientP99(now time.Time) map[string]PoolLatency {
 			sum[pool].merge(h)
 		}
 	}
+	reported := s.reportedLocked(now)
 	s.mu.Unlock()
 	out := map[string]PoolLatency{}
 	for pool, h := range sum {
 		if h.n >= MinLatencyOps {
 			out[pool] = PoolLatency{Pool: pool, P99: h.quantile(0.99), Ops: h.n}
+		}
+	}
+	// The clients' own figures (meter.go): the higher one counts.
+	for pool, p99 := range reported {
+		if l := out[pool]; p99 > l.P99 {
+			out[pool] = PoolLatency{Pool: pool, P99: p99, Ops: max(l.Ops, MinLatencyOps), Reported: true}
 		}
 	}
 	return out

@@ -59,6 +59,9 @@ type Stats struct {
 	mu    sync.Mutex
 	ring  [StatsSeconds + 1]second
 	total map[StatKey]*Counts
+	// reported holds the clients' own figures (ReportP99), by pool and
+	// client; nil until one.
+	reported map[string]map[string]reportedP99
 }
 
 type second struct {
