@@ -48,8 +48,8 @@ type Sample struct {
 
 // Stats keeps a node's block I/O by StatKey: per second for the last
 // StatsSeconds seconds, and in total since the start (for Prometheus).
-// Per second it also keeps the fine statistics, by FineKey (at most
-// MaxFineKeys a second, fine.go), which sum to the same I/O. An I/O
+// Per second it keeps the fine statistics, by FineKey (at most
+// MaxFineKeys a second, fine.go); Seconds sums them by StatKey. An I/O
 // counts in the second it completes. For LatencyClass it also
 // keeps, per second and pool, a histogram of the I/Os' drive times, which
 // ClientP99 reads (latency.go).
@@ -66,10 +66,9 @@ type Stats struct {
 
 type second struct {
 	at  int64
-	m   map[StatKey]*Counts
 	lat map[string]*latHist // LatencyClass I/O by pool; nil until one
-	// fine is the I/O by FineKey; others counts its Other keys and
-	// overflow the I/Os counted under them.
+	// fine is the I/O by FineKey (Seconds sums it by StatKey); others
+	// counts its Other keys and overflow the I/Os counted under them.
 	fine     map[FineKey]*FineCounts
 	others   int
 	overflow int64
@@ -95,8 +94,8 @@ func (s *Stats) RecordFine(now time.Time, fk FineKey, bytes int64, queued, drive
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot := &s.ring[sec%int64(len(s.ring))]
-	if slot.at != sec || slot.m == nil {
-		*slot = second{at: sec, m: map[StatKey]*Counts{}, fine: map[FineKey]*FineCounts{}}
+	if slot.at != sec || slot.fine == nil {
+		*slot = second{at: sec, fine: map[FineKey]*FineCounts{}}
 	}
 	fk.Other = false
 	slot.recordFine(fk, bytes, int64(queued), int64(drive))
@@ -109,29 +108,34 @@ func (s *Stats) RecordFine(now time.Time, fk FineKey, bytes int64, queued, drive
 		}
 		slot.lat[k.Pool].add(drive)
 	}
-	for _, m := range [...]map[StatKey]*Counts{slot.m, s.total} {
-		if m[k] == nil {
-			m[k] = &Counts{}
-		}
-		m[k].add(c)
+	if s.total[k] == nil {
+		s.total[k] = &Counts{}
 	}
+	s.total[k].add(c)
 }
 
 // Seconds returns the samples of the last n complete seconds before now
 // (at most StatsSeconds), oldest first, then by pool, class and
-// direction. A second without I/O of a key has no sample.
+// direction: the fine statistics summed by StatKey. A second without I/O
+// of a key has no sample.
 func (s *Stats) Seconds(now time.Time, n int) []Sample {
 	n = min(max(n, 0), StatsSeconds)
 	cur := now.Unix()
 	var out []Sample
 	s.mu.Lock()
 	for sec := cur - int64(n); sec < cur; sec++ {
-		slot := s.ring[sec%int64(len(s.ring))]
+		slot := &s.ring[sec%int64(len(s.ring))]
 		if slot.at != sec {
 			continue
 		}
-		for k, c := range slot.m {
-			out = append(out, Sample{At: sec, Pool: k.Pool, Class: k.Class, Dir: k.Dir, Counts: *c})
+		sums := map[StatKey]Counts{}
+		for k, c := range slot.fine {
+			sum := sums[k.StatKey]
+			sum.add(c.Counts)
+			sums[k.StatKey] = sum
+		}
+		for k, c := range sums {
+			out = append(out, Sample{At: sec, Pool: k.Pool, Class: k.Class, Dir: k.Dir, Counts: c})
 		}
 	}
 	s.mu.Unlock()
