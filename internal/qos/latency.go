@@ -97,28 +97,18 @@ type PoolLatency struct {
 // highest p99 a client reported of its own calls to the pool within the
 // window (ReportP99; Reported is then set).
 func (s *Stats) ClientP99(now time.Time) map[string]PoolLatency {
-	cur := now.Unix()
-	sum := map[string]*latHist{}
 	s.mu.Lock()
-	for sec := cur - int64(LatencyWindow/time.Second) + 1; sec <= cur; sec++ {
-		slot := &s.ring[sec%int64(len(s.ring))]
-		if slot.at != sec {
-			continue
+	sum := windowHists(now, func(sec int64) map[string]*latHist {
+		if slot := &s.ring[sec%int64(len(s.ring))]; slot.at == sec {
+			return slot.lat
 		}
-		for pool, h := range slot.lat {
-			if sum[pool] == nil {
-				sum[pool] = &latHist{}
-			}
-			sum[pool].merge(h)
-		}
-	}
+		return nil
+	})
 	reported := s.reportedLocked(now)
 	s.mu.Unlock()
 	out := map[string]PoolLatency{}
 	for pool, h := range sum {
-		if h.n >= MinLatencyOps {
-			out[pool] = PoolLatency{Pool: pool, P99: h.quantile(0.99), Ops: h.n}
-		}
+		out[pool] = PoolLatency{Pool: pool, P99: h.quantile(0.99), Ops: h.n}
 	}
 	// The clients' own figures (meter.go): the higher one counts.
 	for pool, p99 := range reported {
@@ -127,4 +117,26 @@ func (s *Stats) ClientP99(now time.Time) map[string]PoolLatency {
 		}
 	}
 	return out
+}
+
+// windowHists merges, per pool, the histograms of the seconds of the
+// LatencyWindow ending at now (of returns a second's, nil if its ring no
+// longer holds it) and returns those of at least MinLatencyOps I/Os.
+func windowHists(now time.Time, of func(sec int64) map[string]*latHist) map[string]*latHist {
+	cur := now.Unix()
+	sum := map[string]*latHist{}
+	for sec := cur - int64(LatencyWindow/time.Second) + 1; sec <= cur; sec++ {
+		for pool, h := range of(sec) {
+			if sum[pool] == nil {
+				sum[pool] = &latHist{}
+			}
+			sum[pool].merge(h)
+		}
+	}
+	for pool, h := range sum {
+		if h.n < MinLatencyOps {
+			delete(sum, pool)
+		}
+	}
+	return sum
 }

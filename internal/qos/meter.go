@@ -70,25 +70,14 @@ func (m *Meter) P99(now time.Time, pool string) time.Duration {
 	defer m.mu.Unlock()
 	if d := now.Sub(m.at); d >= meterRefresh || d < 0 {
 		m.at = now
-		cur := now.Unix()
-		sum := map[string]*latHist{}
-		for sec := cur - int64(LatencyWindow/time.Second) + 1; sec <= cur; sec++ {
-			slot := &m.ring[sec%int64(len(m.ring))]
-			if slot.at != sec {
-				continue
-			}
-			for p, h := range slot.lat {
-				if sum[p] == nil {
-					sum[p] = &latHist{}
-				}
-				sum[p].merge(h)
-			}
-		}
 		clear(m.p99)
-		for p, h := range sum {
-			if h.n >= MinLatencyOps {
-				m.p99[p] = h.quantile(0.99)
+		for p, h := range windowHists(now, func(sec int64) map[string]*latHist {
+			if slot := &m.ring[sec%int64(len(m.ring))]; slot.at == sec {
+				return slot.lat
 			}
+			return nil
+		}) {
+			m.p99[p] = h.quantile(0.99)
 		}
 	}
 	return m.p99[pool]
