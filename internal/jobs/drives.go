@@ -41,38 +41,62 @@ func clusterDrives(ctx context.Context, e Env) ([]serviceDrive, error) {
 	return out, nil
 }
 
-// driveNodes maps the drives in service to their nodes, read through a
-// driveLister at most every driveNodesTTL: drive scans and rebalance need
-// it for every item, and drives change nodes rarely (a moved drive's
-// items fail until the map is read again, then are retried).
+// driveNodes maps the drives in service to their nodes (and keeps each
+// one's serviceDrive), read through a driveLister at most every
+// driveNodesTTL: drive scans, rebalance and fsck need it for every item,
+// and drives change nodes rarely (a moved drive's items fail until the
+// map is read again, then are retried; a drive gone down meanwhile is
+// found down by its block service's answer, or by the next read).
 type driveNodes struct {
-	list  driveLister
-	mu    sync.Mutex
-	at    time.Time
-	nodes map[meta.DriveID]string
+	list   driveLister
+	mu     sync.Mutex
+	at     time.Time
+	nodes  map[meta.DriveID]string
+	drives map[meta.DriveID]serviceDrive
 }
 
 const driveNodesTTL = 5 * time.Second
 
 func newDriveNodes(list driveLister) *driveNodes { return &driveNodes{list: list} }
 
-// get returns the map (shared: do not modify it).
+// get returns the node of each drive (shared: do not modify it).
 func (n *driveNodes) get(ctx context.Context, e Env) (map[meta.DriveID]string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.refresh(ctx, e); err != nil {
+		return nil, err
+	}
+	return n.nodes, nil
+}
+
+// inService returns each drive's serviceDrive (shared: do not modify it).
+func (n *driveNodes) inService(ctx context.Context, e Env) (map[meta.DriveID]serviceDrive, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.refresh(ctx, e); err != nil {
+		return nil, err
+	}
+	return n.drives, nil
+}
+
+// refresh reads the drives again if the maps are older than
+// driveNodesTTL. Locking: n.mu held.
+func (n *driveNodes) refresh(ctx context.Context, e Env) error {
 	if n.nodes != nil && time.Since(n.at) < driveNodesTTL {
-		return n.nodes, nil
+		return nil
 	}
 	ds, err := n.list(ctx, e)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := make(map[meta.DriveID]string, len(ds))
+	n.nodes = make(map[meta.DriveID]string, len(ds))
+	n.drives = make(map[meta.DriveID]serviceDrive, len(ds))
 	for _, d := range ds {
-		m[meta.DriveID(d.ID)] = d.Node
+		n.nodes[meta.DriveID(d.ID)] = d.Node
+		n.drives[meta.DriveID(d.ID)] = d
 	}
-	n.nodes, n.at = m, time.Now()
-	return m, nil
+	n.at = time.Now()
+	return nil
 }
 
 // of returns the node serving drive d; who names the job in the error.

@@ -74,7 +74,7 @@ func Fsck() job.Type { return newFsck() }
 
 func newFsck() *fsckType {
 	t := &fsckType{buckets: map[job.JobID]*fsckBucket{}, layout: newFsckLayoutDeps()}
-	t.phases = []job.Phase{&fsckEntries{t}, &fsckBackpointers{t}, &fsckLinks{t}, &fsckStripes{t}, &fsckUsage{t}, &fsckReport{}}
+	t.phases = []job.Phase{&fsckEntries{t}, &fsckBackpointers{t}, &fsckLinks{t}, &fsckStripes{t}, &fsckUsage{singleTask{"usage"}, t}, &fsckReport{singleTask{"report"}}}
 	return t
 }
 

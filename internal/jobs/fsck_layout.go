@@ -41,45 +41,21 @@ type headerReader interface {
 	Stat(ctx context.Context, d drive.ID, id drive.BlockID) (drive.BlockHeader, int64, time.Time, error)
 }
 
-// fsckLayoutDeps are the stripes phase's ways to the drives, the block
-// services and the restriper (the node's; tests pass their own).
+// fsckLayoutDeps are the stripes phase's ways to the drives (the drives
+// in service, cached: driveNodes), the block services and the restriper
+// (the node's; tests pass their own).
 type fsckLayoutDeps struct {
-	drives driveLister
+	drives *driveNodes
 	blocks func(ctx context.Context, e Env, node string) (headerReader, error)
 	repair damagedRepairer
-
-	mu sync.Mutex
-	at time.Time
-	ds map[meta.DriveID]serviceDrive
 }
 
 func newFsckLayoutDeps() *fsckLayoutDeps {
-	return &fsckLayoutDeps{drives: clusterDrives,
+	return &fsckLayoutDeps{drives: newDriveNodes(clusterDrives),
 		blocks: func(ctx context.Context, e Env, node string) (headerReader, error) { return e.Blocks(ctx, node) },
 		repair: func(ctx context.Context, e Env, lin meta.LIN, index uint64, d meta.DriveID, block meta.BlockID, why string) (restripe.RepairResult, error) {
 			return e.Restriper().RepairDamaged(ctx, lin, index, d, block, why)
 		}}
-}
-
-// driveMap returns the drives in service by id, read at most every
-// driveNodesTTL (a drive that went down since is found down by its
-// block service's answer, or by the next read).
-func (d *fsckLayoutDeps) driveMap(ctx context.Context, e Env) (map[meta.DriveID]serviceDrive, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ds != nil && time.Since(d.at) < driveNodesTTL {
-		return d.ds, nil
-	}
-	list, err := d.drives(ctx, e)
-	if err != nil {
-		return nil, fmt.Errorf("fsck: listing the drives: %w", err)
-	}
-	m := make(map[meta.DriveID]serviceDrive, len(list))
-	for _, sd := range list {
-		m[meta.DriveID(sd.ID)] = sd
-	}
-	d.ds, d.at = m, time.Now()
-	return m, nil
 }
 
 // fsckOnly returns which halves job parameters p ask for.
@@ -202,9 +178,9 @@ func (p *fsckStripes) checkStripe(ctx context.Context, e Env, lin meta.LIN, s me
 // skipped. Errors: the drive list's, the block service client's (not a
 // block's), ctx's.
 func (p *fsckStripes) checkUnits(ctx context.Context, e Env, lin meta.LIN, s meta.Stripe) (fs []meta.FsckFinding, checked, skipped int, err error) {
-	ds, err := p.t.layout.driveMap(ctx, e)
+	ds, err := p.t.layout.drives.inService(ctx, e)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, 0, 0, fmt.Errorf("fsck: listing the drives: %w", err)
 	}
 	type stat struct {
 		node string
@@ -290,23 +266,19 @@ func (p *fsckStripes) repairUnit(ctx context.Context, e Env, j *job.Job, f meta.
 
 // fsckUsage is the usage phase: one item that checks every pool's usage
 // counters (meta.FsckUsage, one snapshot) and corrects the stale ones.
-type fsckUsage struct{ t *fsckType }
+type fsckUsage struct {
+	singleTask
+	t *fsckType
+}
 
 func (*fsckUsage) Name() string { return "usage" }
 
 // Split makes the one task, unless the job checks the namespace only.
-func (*fsckUsage) Split(_ context.Context, _ job.Env, j *job.Job) ([]job.TaskSpec, error) {
+func (p *fsckUsage) Split(ctx context.Context, env job.Env, j *job.Job) ([]job.TaskSpec, error) {
 	if _, layout := fsckOnly(j.Params); !layout {
 		return nil, nil
 	}
-	return []job.TaskSpec{{Scope: "usage", From: 0, To: 1}}, nil
-}
-
-func (*fsckUsage) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
-	if from < to && limit > 0 {
-		return []uint64{from}, nil
-	}
-	return nil, nil
+	return p.singleTask.Split(ctx, env, j)
 }
 
 // Process checks the pools' usage: "checked" counts the pools compared;

@@ -34,13 +34,13 @@ var _ FsckEnv = fsckDataEnv{}
 // of its topology, its nodes' block services.
 func fsckOnFixture(t *testing.T, f *clienttest.Fixture) *fsckType {
 	ty := newFsck()
-	ty.layout.drives = func(context.Context, Env) ([]serviceDrive, error) {
+	ty.layout.drives = newDriveNodes(func(context.Context, Env) ([]serviceDrive, error) {
 		var out []serviceDrive
 		for _, d := range f.Topo.States() {
 			out = append(out, serviceDrive{ID: drive.ID(d.ID), Node: d.Node, Up: d.Up})
 		}
 		return out, nil
-	}
+	})
 	var mu sync.Mutex
 	clients := map[string]*block.Client{}
 	ty.layout.blocks = func(_ context.Context, _ Env, node string) (headerReader, error) {
@@ -72,7 +72,7 @@ func runFsckType(t *testing.T, e FsckEnv, ty *fsckType, id job.JobID, params map
 	if err := ty.CheckParams(params); err != nil {
 		t.Fatal(err)
 	}
-	ty.layout.ds = nil // the drive list as it is now
+	ty.layout.drives = newDriveNodes(ty.layout.drives.list) // the drive list as it is now
 	j := &job.Job{ID: id, Type: "fsck", Params: params, Parallelism: 3, Created: time.Now()}
 	counts := map[string]int64{}
 	var summary string

@@ -14,20 +14,9 @@ import (
 
 // fsckReport is the fsck job's report phase: one item that sums the
 // earlier phases' counters per kind and lists the first findings kept.
-type fsckReport struct{}
+type fsckReport struct{ singleTask }
 
 func (*fsckReport) Name() string { return "report" }
-
-func (*fsckReport) Split(context.Context, job.Env, *job.Job) ([]job.TaskSpec, error) {
-	return []job.TaskSpec{{Scope: "report", From: 0, To: 1}}, nil
-}
-
-func (*fsckReport) Items(_ context.Context, _ job.Env, _ string, from, to uint64, limit int) ([]uint64, error) {
-	if from < to && limit > 0 {
-		return []uint64{from}, nil
-	}
-	return nil, nil
-}
 
 // Process writes the summary: the table per kind, then the findings kept.
 func (*fsckReport) Process(ctx context.Context, env job.Env, j *job.Job, _ string, _ uint64) (job.ItemResult, error) {
