@@ -296,14 +296,7 @@ func (p *fsckUsage) Process(ctx context.Context, env job.Env, j *job.Job, _ stri
 		return job.ItemResult{}, err
 	}
 	it := newFsckItem(e, j)
-	pools := map[string]bool{}
-	for pool := range r.Counted {
-		pools[pool] = true
-	}
-	for pool := range r.Stored {
-		pools[pool] = true
-	}
-	it.res.Counts["checked"] = int64(len(pools))
+	it.res.Counts["checked"] = int64(len(r.Pools()))
 	if r.Disagree > 0 {
 		e.Log().Warn("fsck: files whose Allocated differs from their stripe maps (the pools' usage is computed from the stripe maps)", "job", j.ID, "files", r.Disagree)
 	}

@@ -12,7 +12,8 @@ import (
 
 // BenchmarkFsckScan measures the namespace checks of the fsck job over a
 // consistent tree of fsckBenchDirs directories of fsckBenchFiles files,
-// each pass as the job makes it, one goroutine, against memkv (the
+// each pass as the job makes it (the layout half's usage pass too; the
+// tree's files have no stripes), one goroutine, against memkv (the
 // checker's own CPU) and an embedded etcd of one member (client, member
 // and benchmark share this machine's CPUs). The baseline "read" reads
 // every inode once (ScanInodes pages of 256, what the job's entries phase
@@ -69,6 +70,11 @@ func BenchmarkFsckScan(b *testing.B) {
 						if _, fs, err := m.FsckBackpointersRange(bg, lo, lo+256); err != nil || len(fs) > 0 {
 							b.Fatal(err, fs)
 						}
+					}
+				}},
+				{"usage", func(b *testing.B) {
+					if r, err := m.FsckUsage(bg); err != nil || len(r.Findings) > 0 {
+						b.Fatal(err, r.Findings)
 					}
 				}},
 				{"links", func(b *testing.B) {

@@ -3,6 +3,8 @@ package meta
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 
 	"github.com/weftfs/weft/internal/kv"
@@ -82,13 +84,19 @@ const fsckScanPage = 1024
 // decode.
 func (m *Meta) FsckUsage(ctx context.Context) (FsckUsageResult, error) {
 	var r FsckUsageResult
-	err := m.store.View(ctx, func(tx kv.Tx) error {
-		r = FsckUsageResult{Counted: map[string]Usage{}, Stored: map[string]Usage{}}
-		stripes := &stripeCursor{tx: tx, next: []byte{pfxStripe}, end: []byte{pfxStripe + 1}}
-		for start := []byte{pfxInode}; start != nil; {
-			kvs, next, err := tx.Scan(start, []byte{pfxInode + 1}, fsckScanPage)
+	err := m.view(ctx, func(o *op) error {
+		r = FsckUsageResult{Counted: map[string]Usage{}}
+		stripes := &stripeCursor{tx: o.tx, end: []byte{pfxStripe}}
+		for from := LIN(0); ; {
+			kvs, more, err := o.scanInodeKeys(from, LIN(math.MaxUint64), fsckScanPage)
 			if err != nil {
 				return err
+			}
+			if len(kvs) > 0 {
+				// The stripe maps of the LINs up to this page's last.
+				last := linAt(kvs[len(kvs)-1].Key, 1)
+				stripes.extend(keyStripe(last+1, 0))
+				from = last + 1
 			}
 			for _, p := range kvs {
 				if len(p.Key) != 9 {
@@ -116,43 +124,21 @@ func (m *Meta) FsckUsage(ctx context.Context) (FsckUsageResult, error) {
 				c.add(u)
 				r.Counted[n.pool] = c
 			}
-			start = next
+			if !more || from == 0 {
+				break
+			}
 		}
-		kvs, _, err := tx.Scan([]byte{pfxUsage}, []byte{pfxUsage + 1}, 0)
-		if err != nil {
+		var err error
+		if r.Stored, err = storedUsage(o.tx); err != nil {
 			return err
 		}
-		for _, p := range kvs {
-			sh, err := decodeUsage(p.Key, p.Value)
-			if err != nil {
-				return err
-			}
-			for pool, d := range sh {
-				s := r.Stored[pool]
-				s.add(d)
-				r.Stored[pool] = s
-			}
-		}
-		pools := map[string]bool{}
-		for p := range r.Counted {
-			pools[p] = true
-		}
-		for p := range r.Stored {
-			pools[p] = true
-		}
-		for _, pool := range slices.Sorted(func(yield func(string) bool) {
-			for p := range pools {
-				if !yield(p) {
-					return
-				}
-			}
-		}) {
+		for _, pool := range r.Pools() {
 			c, s := r.Counted[pool], r.Stored[pool]
 			if c == s {
 				continue
 			}
 			k := keyUsageFix(pool)
-			b, err := tx.Get(k)
+			b, err := o.tx.Get(k)
 			if err != nil {
 				return err
 			}
@@ -167,20 +153,40 @@ func (m *Meta) FsckUsage(ctx context.Context) (FsckUsageResult, error) {
 		}
 		return nil
 	})
-	return r, storeErr(err)
+	return r, err
+}
+
+// Pools returns the pools r compared: those with usage counted or
+// stored, in name order.
+func (r FsckUsageResult) Pools() []string {
+	pools := maps.Clone(r.Counted)
+	maps.Copy(pools, r.Stored)
+	return slices.Sorted(maps.Keys(pools))
 }
 
 // stripeCursor walks the stripe maps in key (LIN) order alongside the
-// inodes, so that a whole-namespace scan reads each range once.
+// inodes, so that a whole-namespace scan reads each range once. Its
+// reads end where the inodes read so far end (extend): a read with a
+// limit up to the table's far end would cost the store a visit of every
+// key to that end (see scanInodeKeys).
 type stripeCursor struct {
 	tx        kv.Tx
 	buf       []kv.KV
-	next, end []byte // the next range read; next nil: read to the end
+	next, end []byte // the next range read, up to end; next nil: read to end
+}
+
+// extend lets the cursor read on up to end (above the current one).
+func (c *stripeCursor) extend(end []byte) {
+	if c.next == nil {
+		c.next = c.end
+	}
+	c.end = end
 }
 
 // sumTo returns the placed bytes and the count of the stripe maps of lin,
 // skipping those of lower LINs (stripes whose inode is gone: a file
-// being deleted in several transactions, not counted in any pool).
+// being deleted in several transactions, not counted in any pool). lin's
+// maps must be below the cursor's end.
 func (c *stripeCursor) sumTo(lin LIN) (uint64, int, error) {
 	var alloc uint64
 	count := 0

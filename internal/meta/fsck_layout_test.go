@@ -1,6 +1,8 @@
 package meta
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/weftfs/weft/internal/failpoint"
@@ -82,5 +84,35 @@ func TestFsckUsage(t *testing.T) {
 	}
 	if _, err := m.FsckRepair(bg, FsckFinding{Kind: FsckMissingUnit}); err == nil {
 		t.Fatal("meta repaired a missing unit")
+	}
+}
+
+// TestFsckUsagePages: the usage check reads the inodes and the stripe
+// maps a page at a time, each stripe read ending where the inodes read
+// so far end: over more than a page of files with stripes (and a file
+// of more than a page of stripes), every map is counted once, and the
+// counts agree with the counters.
+func TestFsckUsagePages(t *testing.T) {
+	m := newMeta(t, memkv.New(kv.Options{Limits: etcdDefaultLimits}))
+	d := must(m.Mkdir(bg, RootLIN, "d", 0o755))
+	const files = fsckScanPage + 300
+	for i := range files {
+		f := must(m.Create(bg, d.LIN, fmt.Sprintf("f%05d", i), NewInode{Mode: 0o644}))
+		must(m.CommitStripe(bg, f.LIN, stripe(0, 1, byte(i)), 0, CommitOptions{StripeSize: 1024, Size: 100}))
+		if i == 7 {
+			for s := uint64(1); s <= fsckScanPage+10; s++ {
+				must(m.CommitStripe(bg, f.LIN, stripe(s, 1, byte(s)), 0, CommitOptions{StripeSize: 1024, Size: 100 + s*1024}))
+			}
+		}
+	}
+	r := must(m.FsckUsage(bg))
+	if len(r.Findings) != 0 || r.Disagree != 0 {
+		t.Fatalf("usage findings in a consistent namespace: %+v", r)
+	}
+	if want := files + fsckScanPage + 10; r.Stripes != want {
+		t.Fatalf("%d stripe maps counted, want %d", r.Stripes, want)
+	}
+	if st := must(m.StatFS(bg)); len(r.Counted) != 1 || !maps.Equal(st.Pools, r.Counted) {
+		t.Fatalf("counted %+v, StatFS %+v", r.Counted, st.Pools)
 	}
 }

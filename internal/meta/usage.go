@@ -2,6 +2,8 @@ package meta
 
 import (
 	"context"
+
+	"github.com/weftfs/weft/internal/kv"
 )
 
 // StatFS returns inode and space use, per pool and in total, summed over the
@@ -10,24 +12,13 @@ import (
 func (m *Meta) StatFS(ctx context.Context) (FSStats, error) {
 	var st FSStats
 	err := m.view(ctx, func(o *op) error {
-		st = FSStats{Pools: map[string]Usage{}}
-		kvs, _, err := o.tx.Scan([]byte{pfxUsage}, []byte{pfxUsage + 1}, 0)
+		pools, err := storedUsage(o.tx)
 		if err != nil {
 			return err
 		}
-		for _, p := range kvs {
-			u, err := decodeUsage(p.Key, p.Value)
-			if err != nil {
-				return err
-			}
-			for pool, d := range u {
-				pu := st.Pools[pool]
-				pu.add(d)
-				st.Pools[pool] = pu
-				st.Total.add(d)
-			}
-		}
-		for pool, u := range st.Pools {
+		st = FSStats{Pools: pools}
+		for pool, u := range pools {
+			st.Total.add(u)
 			if u == (Usage{}) {
 				delete(st.Pools, pool)
 			}
@@ -35,4 +26,25 @@ func (m *Meta) StatFS(ctx context.Context) (FSStats, error) {
 		return nil
 	})
 	return st, err
+}
+
+// storedUsage sums the usage shards per pool, in tx.
+func storedUsage(tx kv.Tx) (map[string]Usage, error) {
+	kvs, _, err := tx.Scan([]byte{pfxUsage}, []byte{pfxUsage + 1}, 0)
+	if err != nil {
+		return nil, err
+	}
+	pools := map[string]Usage{}
+	for _, p := range kvs {
+		u, err := decodeUsage(p.Key, p.Value)
+		if err != nil {
+			return nil, err
+		}
+		for pool, d := range u {
+			pu := pools[pool]
+			pu.add(d)
+			pools[pool] = pu
+		}
+	}
+	return pools, nil
 }
