@@ -129,16 +129,22 @@ func TestFineKeyCap(t *testing.T) {
 }
 
 // TestFineAddsUpToCoarse: random I/Os recorded once each sum, over the
-// fine samples of every second, to the coarse samples, key by StatKey.
+// fine samples of every second, to the coarse samples, key by StatKey —
+// and both to what was recorded, as do the totals since the start.
 func TestFineAddsUpToCoarse(t *testing.T) {
 	st := NewStats()
 	r := rand.New(rand.NewPCG(1, 2))
 	t0 := time.Unix(5000, 0)
+	recorded := map[StatKey]Counts{}
 	for i := range 20000 {
 		k := FineKey{StatKey: StatKey{Pool: fmt.Sprint("p", r.IntN(2)), Class: Classes()[r.IntN(3)], Dir: []Dir{Read, Write}[r.IntN(2)]},
 			Job: fmt.Sprint(r.IntN(3)), Client: fmt.Sprint("m", r.IntN(4)), PID: r.IntN(200), Size: SizeClasses()[r.IntN(5)]}
 		at := t0.Add(time.Duration(i) * 200 * time.Microsecond) // 4 s
-		st.RecordFine(at, k, int64(r.IntN(1<<20)), time.Duration(r.IntN(1e6)), time.Duration(r.IntN(1e7)))
+		n, q, d := int64(r.IntN(1<<20)), time.Duration(r.IntN(1e6)), time.Duration(r.IntN(1e7))
+		st.RecordFine(at, k, n, q, d)
+		c := recorded[k.StatKey]
+		c.add(Counts{Ops: 1, Bytes: n, QueueNanos: int64(q), DriveNanos: int64(d)})
+		recorded[k.StatKey] = c
 	}
 	now := t0.Add(5 * time.Second)
 	coarse := map[StatKey]Counts{}
@@ -163,6 +169,12 @@ func TestFineAddsUpToCoarse(t *testing.T) {
 	for k, c := range coarse {
 		if fine[k] != c {
 			t.Errorf("%v: fine %+v, coarse %+v", k, fine[k], c)
+		}
+	}
+	totals := st.Totals()
+	for k, c := range recorded {
+		if coarse[k] != c || totals[k] != c {
+			t.Errorf("%v: recorded %+v, coarse %+v, totals %+v", k, c, coarse[k], totals[k])
 		}
 	}
 }
