@@ -50,38 +50,8 @@ parts=${PARTS:-1 2 3}
 work=$(mktemp -d /var/tmp/weft-qos-client.XXXXXX)
 go build -o "$work/weft-bin" ./cmd/weft
 weft="$work/weft-bin"
-up=""
-mnt=""
-down() {
-  if [ -n "$mnt" ]; then kill -TERM "$mnt" 2>/dev/null || true; wait "$mnt" 2>/dev/null || true; mnt=""; fi
-  if [ -n "$up" ]; then kill -TERM "$up" 2>/dev/null || true; wait "$up" 2>/dev/null || true; up=""; fi
-}
-cleanup() { down; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib/repair-bench.sh
 
-# start DIR: a fresh insecure cluster, and a mount at DIR/mnt that reads
-# and writes every unit through the block services (--no-local-io), as a
-# client on a machine of its own does: a mount beside the drives reads
-# them directly, which neither QoS nor the client latency sees.
-start() {
-  dir=$1
-  mkdir -p "$dir/mnt"
-  "$weft" local up --insecure --dir "$dir/cluster" --mount "" --lease-ttl 3s --repair-grace 1h >"$dir/up.log" 2>&1 &
-  up=$!
-  for _ in $(seq 1 120); do grep -q '^ready:' "$dir/up.log" && break; sleep 1; done
-  grep -q '^ready:' "$dir/up.log" || { cat "$dir/up.log" >&2; exit 1; }
-  WEFT_ADMIN=$(paste -sd, "$dir/cluster/admin.addrs")
-  export WEFT_ADMIN
-  "$weft" --insecure mount --no-local-io "$dir/mnt" >"$dir/mount.log" 2>&1 &
-  mnt=$!
-  for _ in $(seq 1 60); do grep -q " $dir/mnt fuse" /proc/mounts && break; sleep 0.5; done
-  grep -q " $dir/mnt fuse" /proc/mounts || { cat "$dir/mount.log" >&2; exit 1; }
-}
-writedata() {
-  fio --name=data --directory="$dir/mnt" --rw=write --bs=1m --size="$data" --numjobs=2 --nrfiles=8 --end_fsync=1 \
-      --ioengine=psync --group_reporting >/dev/null
-  sync; echo 3 >/proc/sys/vm/drop_caches
-}
 # randread OUT [RATE]: fio random reads of the data, time-based, into OUT
 # (json); with RATE (bytes/s) at that steady rate.
 randread() {
@@ -98,14 +68,6 @@ if sys.argv[2] == "bw": print("%.2f" % (r["bw_bytes"] / 1e6))
 else: print("%.3f" % (r["clat_ns"]["percentile"]["99.000000"] / 1e6))
 PY
 }
-killn3() {
-  "$weft" local node kill n3 --dir "$dir/cluster" >/dev/null
-  for _ in $(seq 1 60); do "$weft" node list | grep -q '^n3 .*down' && break; sleep 1; done
-}
-repair() { # POLICY: start a repair, print its id
-  "$weft" job start repair --policy "$1" --priority 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
-}
-ended() { "$weft" job view "$1" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if j["state"] in ("succeeded","failed","cancelled") else 1)'; }
 drivebytes() { # the live nodes' drive bytes, read + written, summed
   for a in $(cat "$dir/cluster/admin.addrs"); do curl -s --max-time 5 "http://$a/metrics" || true; done |
     awk '/^weft_drive_bytes_total/ { s += $NF } END { printf "%.0f\n", s }'
@@ -116,8 +78,8 @@ drivebytes() { # the live nodes' drive bytes, read + written, summed
 # block services' client p99 measured during the baseline).
 protect() {
   local policy=$1 label=$2
-  start "$work/p1-$label"
-  writedata
+  bench_up "$work/p1-$label" remote
+  bench_write "$data"
   randread "$dir/ceiling.json" "" 10
   ceiling=$(fiojson "$dir/ceiling.json" bw)
   rate=$(python3 -c "print(int($ceiling * 1e6 * $ratepct / 100))")
@@ -136,15 +98,15 @@ protect() {
     target=$(python3 -c "print('%dus' % max(1, round($blockp99 * ${GUARD:-1.2} * 1e6)))")
     "$weft" job policies create guard --default low --client-p99 "$target" >/dev/null
   fi
-  killn3
+  bench_kill n3
   sync; echo 3 >/proc/sys/vm/drop_caches
-  id=$(repair "$policy")
+  id=$(bench_repair "$policy")
   t0=$(date +%s)
   randread "$dir/during.json" "$rate"
   t1=$(date +%s)
-  while ! ended "$id"; do sleep 1; done
+  while ! bench_ended "$id"; do sleep 1; done
   t2=$(date +%s)
-  down
+  bench_down
   python3 - "$label" "$ceiling" "$rate" "$(fiojson "$dir/base.json" bw)" "$(fiojson "$dir/base.json" p99)" \
     "$(fiojson "$dir/during.json" bw)" "$(fiojson "$dir/during.json" p99)" "$((t1 - t0))" "$((t2 - t0))" "$blockp99" "${target:--}" <<'PY'
 import sys
@@ -169,9 +131,9 @@ if [[ " $parts " == *" 1 "* ]]; then
 fi
 
 if [[ " $parts " == *" 2 "* ]]; then
-  start "$work/p2"
-  writedata
-  killn3
+  bench_up "$work/p2" remote
+  bench_write "$data"
+  bench_kill n3
   # Raw drive bandwidth: the live nodes' block files read cold, and as
   # many bytes written with O_DIRECT beside them.
   blocks=$(find "$dir/cluster/nodes/n1" "$dir/cluster/nodes/n2" -path '*/blocks/*' -type f 2>/dev/null | awk 'NR <= 2000')
@@ -187,13 +149,13 @@ if [[ " $parts " == *" 2 "* ]]; then
   rm -f "$scratch"
   before=$(drivebytes)
   cpu0=$(awk '/^cpu / { print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat)
-  id=$(repair high)
+  id=$(bench_repair high)
   t0=$(date +%s.%N)
-  while ! ended "$id"; do sleep 0.5; done
+  while ! bench_ended "$id"; do sleep 0.5; done
   t1=$(date +%s.%N)
   after=$(drivebytes)
   cpu1=$(awk '/^cpu / { print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8 }' /proc/stat)
-  down
+  bench_down
   python3 - "$total" "$r0" "$r1" "$w0" "$w1" "$before" "$after" "$t0" "$t1" $cpu0 $cpu1 <<'PY'
 import sys
 total, r0, r1, w0, w1, b, a, t0, t1, busy0, all0, busy1, all1 = map(float, sys.argv[1:])
@@ -214,7 +176,7 @@ PY
 fi
 
 if [[ " $parts " == *" 3 "* ]]; then
-  start "$work/p3"
+  bench_up "$work/p3" remote
   : >"$dir/rounds.txt"
   for i in $(seq 1 "$rounds"); do
     for mode in off on; do
@@ -231,7 +193,7 @@ if [[ " $parts " == *" 3 "* ]]; then
       echo "$mode $bw" >>"$dir/rounds.txt"
     done
   done
-  down
+  bench_down
   python3 - "$work/p3/rounds.txt" <<'PY'
 import sys, statistics
 r = {"off": [], "on": []}

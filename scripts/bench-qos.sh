@@ -13,7 +13,9 @@
 # intervals (those wholly inside the repair), their min, median and max,
 # how many are within +-5 % of the limit, the repair's duration, and fio's
 # read rate during the repair against fio alone before the kill.
-# Needs root (mount, drop_caches) and fio.
+# Needs root (mount, drop_caches) and fio. The mount is weft local up's
+# own, which reads the drives of this machine directly (see
+# scripts/lib/repair-bench.sh): the client's rate is of those reads.
 #   DATA    bytes of data to write (default 1g)
 #   LIMITS  space-separated limits (default "none 300IOPS 20MB/s")
 set -euo pipefail
@@ -23,9 +25,7 @@ limits=${LIMITS:-none 300IOPS 20MB/s}
 work=$(mktemp -d /var/tmp/weft-qos-bench.XXXXXX)
 go build -o "$work/weft-bin" ./cmd/weft
 weft="$work/weft-bin"
-up=""
-cleanup() { [ -n "$up" ] && kill -TERM "$up" 2>/dev/null && wait "$up" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib/repair-bench.sh
 fioread() { # RUNTIME -> MB/s
   fio --name=data --directory="$dir/mnt" --rw=read --bs=1m --size="$data" --numjobs=2 --nrfiles=8 --time_based \
       --runtime="$1" --ioengine=psync --group_reporting --output-format=json |
@@ -34,19 +34,10 @@ fioread() { # RUNTIME -> MB/s
 echo "| maintenance limit | 10-s intervals | min | median | max | within +-5 % | repair s | client MB/s alone | during | ratio |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for limit in $limits; do
-  dir="$work/$(echo "$limit" | tr '/' '_')"
-  mkdir -p "$dir"
-  "$weft" local up --insecure --dir "$dir/cluster" --mount "$dir/mnt" --lease-ttl 3s --repair-grace 1h >"$dir/up.log" 2>&1 &
-  up=$!
-  for i in $(seq 1 120); do grep -q '^ready:' "$dir/up.log" && break; sleep 1; done
-  grep -q '^ready:' "$dir/up.log" || { cat "$dir/up.log"; exit 1; }
-  export WEFT_ADMIN=$(paste -sd, "$dir/cluster/admin.addrs")
-  fio --name=data --directory="$dir/mnt" --rw=write --bs=1m --size="$data" --numjobs=2 --nrfiles=8 --end_fsync=1 \
-      --ioengine=psync --group_reporting >/dev/null
-  sync; echo 3 >/proc/sys/vm/drop_caches
+  bench_up "$work/$(echo "$limit" | tr '/' '_')" local
+  bench_write "$data"
   alone=$(fioread 15)
-  "$weft" local node kill n3 --dir "$dir/cluster" >/dev/null
-  for i in $(seq 1 60); do "$weft" node list | grep -q '^n3 .*down' && break; sleep 1; done
+  bench_kill n3
   if [ "$limit" != none ]; then
     "$weft" qos set "pool=*,maintenance=$limit,other=unlimited" >/dev/null
     "$weft" qos enable >/dev/null
@@ -56,11 +47,11 @@ for limit in $limits; do
   fio --name=data --directory="$dir/mnt" --rw=read --bs=1m --size="$data" --numjobs=2 --nrfiles=8 --time_based \
       --runtime=3600 --ioengine=psync --group_reporting --output-format=json >"$dir/during.json" &
   fiopid=$!
-  id=$("$weft" job start repair --policy high --priority 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  id=$(bench_repair high)
   start=$(date +%s)
   : >"$dir/stats.jsonl"
   last=$start
-  while ! "$weft" job view "$id" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); sys.exit(0 if j["state"] in ("succeeded","failed","cancelled") else 1)'; do
+  while ! bench_ended "$id"; do
     sleep 1
     if [ $(( $(date +%s) - last )) -ge 30 ]; then
       "$weft" qos stats --seconds 30 --interval 10 --json >>"$dir/stats.jsonl"; echo >>"$dir/stats.jsonl"
@@ -95,6 +86,5 @@ if limit != "none":
     within = "%d of %d" % (sum(1 for v in vals if abs(v - n) <= 0.05 * n), len(vals))
 print("| %s | %d | %.1f %s | %.1f | %.1f | %s | %d | %.0f | %.0f | %.2f |" % (limit, len(vals), min(vals), unit, statistics.median(vals), max(vals), within, end - start, alone, during, during / alone if alone else 0))
 PY
-  kill -TERM $up; wait $up || true
-  up=""
+  bench_down
 done
