@@ -14,8 +14,8 @@
 // mount through its environment), skipped in-process with the reason.
 // docs/architecture.md ("Cluster tests") says what differs in-process.
 //
-// Every test calls t.Parallel: two run at a time (-parallel is the
-// number of CPUs), and a test's in-process clusters wait for another
+// Every test but those bounding stalls or rates in seconds calls
+// t.Parallel: two run at a time (-parallel is the number of CPUs), and a test's in-process clusters wait for another
 // test's to stop (harness.holdInProcess).
 //
 // Tests wait for what they need to see — a node down, a job ended, an
