@@ -256,3 +256,5 @@ func (r *rawClient) read(fh []byte, off uint64, n uint32) (uint32, readres) {
 	}
 	return 0, read[readres](r.t, rd)
 }
+
+var authNone = rpc.Auth{}
