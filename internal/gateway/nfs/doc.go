@@ -62,5 +62,6 @@
 //
 // Long-lived goroutines: an edge may not import the node's runner, so the
 // package starts none of its own but the one per connection, which Serve
-// owns and waits for; idle handles are closed lazily by requests.
+// owns and waits for (with a goroutine per request in progress, at most
+// 16 per connection); idle handles are closed lazily by requests.
 package nfs

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	nfsc "github.com/willscott/go-nfs-client/nfs"
@@ -75,11 +76,26 @@ type conn struct {
 	verifier uint64
 }
 
+// connRequests bounds the requests one connection has in progress: a
+// client multiplexes many on one connection (a slow COMMIT must not hold
+// up its READs), and the bound keeps one client from taking all.
+const connRequests = 16
+
+// serveConn reads c's requests and answers each in a goroutine of its own
+// (at most connRequests at a time; replies may go out of order, as RPC
+// allows). It returns when c fails or is closed, after the requests in
+// progress are answered.
 func (s *Server) serveConn(ctx context.Context, c net.Conn, listener string, verifier uint64) {
 	defer c.Close()
 	ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 	cn := &conn{remote: ap, listener: listener, verifier: verifier}
 	br := bufio.NewReaderSize(c, 64<<10)
+	var (
+		wg  sync.WaitGroup
+		wmu sync.Mutex
+		sem = make(chan struct{}, connRequests)
+	)
+	defer wg.Wait()
 	for {
 		rec, err := readRecord(br)
 		if err != nil {
@@ -88,15 +104,22 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, listener string, ver
 			}
 			return
 		}
-		reply := s.handle(ctx, cn, rec)
-		if reply == nil {
-			continue
-		}
-		out := make([]byte, 4, 4+len(reply))
-		binary.BigEndian.PutUint32(out, uint32(len(reply))|1<<31)
-		if _, err := c.Write(append(out, reply...)); err != nil {
-			return
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			reply := s.handle(ctx, cn, rec)
+			if reply == nil {
+				return
+			}
+			out := make([]byte, 4, 4+len(reply))
+			binary.BigEndian.PutUint32(out, uint32(len(reply))|1<<31)
+			wmu.Lock()
+			defer wmu.Unlock()
+			if _, err := c.Write(append(out, reply...)); err != nil {
+				c.Close() // the reader sees it and returns
+			}
+		}()
 	}
 }
 
