@@ -79,7 +79,8 @@ func (d *drc) abandon(k drcKey) {
 	delete(d.m, k)
 }
 
-// evict drops expired entries and the oldest beyond drcEntries.
+// evict drops expired entries, and the oldest beyond drcEntries (in
+// progress or not: a resend of an evicted request runs again).
 func (d *drc) evict(now time.Time) {
 	i := 0
 	for ; i < len(d.order); i++ {
@@ -87,9 +88,6 @@ func (d *drc) evict(now time.Time) {
 		e := d.m[k]
 		if e != nil && len(d.order)-i < drcEntries && now.Sub(e.at) < drcTTL {
 			break
-		}
-		if e != nil && e.reply == nil && now.Sub(e.at) < drcTTL {
-			break // in progress: keep it and what follows
 		}
 		delete(d.m, k)
 	}
