@@ -112,11 +112,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, listener string, ver
 			if reply == nil {
 				return
 			}
-			out := make([]byte, 4, 4+len(reply))
-			binary.BigEndian.PutUint32(out, uint32(len(reply))|1<<31)
+			var mark [4]byte
+			binary.BigEndian.PutUint32(mark[:], uint32(len(reply))|1<<31)
+			bufs := net.Buffers{mark[:], reply}
 			wmu.Lock()
 			defer wmu.Unlock()
-			if _, err := c.Write(append(out, reply...)); err != nil {
+			if _, err := bufs.WriteTo(c); err != nil {
 				c.Close() // the reader sees it and returns
 			}
 		}()
@@ -220,18 +221,23 @@ func (s *Server) handle(ctx context.Context, cn *conn, rec []byte) []byte {
 		s.log.Error("nfs: encoding a reply", "proc", p.name, "err", err)
 		reply = accepted(xid, acceptSystemErr, nil)
 	default:
-		var body bytes.Buffer
-		if !res.noStatus {
-			err = xdr.Write(&body, res.status)
+		// Header, status and body encoded once, into one buffer.
+		var b bytes.Buffer
+		if rd, ok := res.body.(readOK); ok {
+			b.Grow(len(rd.Data) + 256)
+		}
+		err = xdr.Write(&b, acceptedHeader{Xid: xid, MsgType: msgReply, Stat: replyAccepted, Verf: rpc.AuthNull, Accept: acceptSuccess})
+		if err == nil && !res.noStatus {
+			err = xdr.Write(&b, res.status)
 		}
 		if err == nil && res.body != nil {
-			err = xdr.Write(&body, res.body)
+			err = xdr.Write(&b, res.body)
 		}
 		if err != nil {
 			s.log.Error("nfs: encoding a reply", "proc", p.name, "err", err)
 			reply = accepted(xid, acceptSystemErr, nil)
 		} else {
-			reply = accepted(xid, acceptSuccess, body.Bytes())
+			reply = b.Bytes()
 		}
 	}
 	if p.nonIdempotent {
@@ -244,12 +250,8 @@ func (s *Server) handle(ctx context.Context, cn *conn, rec []byte) []byte {
 func accepted(xid, stat uint32, body any) []byte {
 	var b bytes.Buffer
 	_ = xdr.Write(&b, acceptedHeader{Xid: xid, MsgType: msgReply, Stat: replyAccepted, Verf: rpc.AuthNull, Accept: stat})
-	switch v := body.(type) {
-	case nil:
-	case []byte:
-		b.Write(v)
-	default:
-		_ = xdr.Write(&b, v)
+	if body != nil {
+		_ = xdr.Write(&b, body)
 	}
 	return b.Bytes()
 }

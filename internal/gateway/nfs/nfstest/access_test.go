@@ -151,6 +151,49 @@ func TestClientList(t *testing.T) {
 	if a1.Fileid != a2.Fileid {
 		t.Fatalf("LOOKUP .. of the export's directory left the export")
 	}
+	// EXPORT lists the exports with their clients; DUMP the mounts.
+	f.Server.SetExports([]nfs.Export{{Path: "/sub", Clients: []string{"127.0.0.1", "10.0.0.0/8"}}, {Path: "/"}})
+	type group struct {
+		Name string
+		Next *group `xdr:"optional"`
+	}
+	type exportNode struct {
+		Dir    string
+		Groups *group      `xdr:"optional"`
+		Next   *exportNode `xdr:"optional"`
+	}
+	ex := read[struct {
+		Entries *exportNode `xdr:"optional"`
+	}](t, c.callXid(xids.Add(1), nfsc.MountProg, 5))
+	var got []string
+	for e := ex.Entries; e != nil; e = e.Next {
+		s := e.Dir
+		for g := e.Groups; g != nil; g = g.Next {
+			s += " " + g.Name
+		}
+		got = append(got, s)
+	}
+	if fmt.Sprint(got) != "[/sub 127.0.0.1 10.0.0.0/8 /]" {
+		t.Fatalf("EXPORT: %q", got)
+	}
+	type mountBody struct {
+		Host, Dir string
+		Next      *mountBody `xdr:"optional"`
+	}
+	dump := read[struct {
+		Entries *mountBody `xdr:"optional"`
+	}](t, c.callXid(xids.Add(1), nfsc.MountProg, 2))
+	if dump.Entries == nil || dump.Entries.Host != "127.0.0.1" {
+		t.Fatalf("DUMP: %+v", dump.Entries)
+	}
+	c.callXid(xids.Add(1), nfsc.MountProg, 4) // UMNTALL
+	dump = read[struct {
+		Entries *mountBody `xdr:"optional"`
+	}](t, c.callXid(xids.Add(1), nfsc.MountProg, 2))
+	if dump.Entries != nil {
+		t.Fatalf("DUMP after UMNTALL: %+v", dump.Entries)
+	}
+
 	for _, bad := range []nfs.Export{{Path: "rel"}, {Path: "/a/../b"}, {Path: "/", Clients: []string{"nonsense"}}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("Validate(%+v) accepted it", bad)

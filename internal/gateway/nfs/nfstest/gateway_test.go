@@ -23,7 +23,7 @@ const (
 )
 
 // mountRoot mounts "/" as root with the raw client.
-func mountRoot(t *testing.T, f *Fixture, cred rpc.Auth) (*rawClient, []byte) {
+func mountRoot(t testing.TB, f *Fixture, cred rpc.Auth) (*rawClient, []byte) {
 	t.Helper()
 	c := dialRaw(t, f.Addr, cred)
 	st, fh := c.mount("/")
@@ -116,6 +116,16 @@ func TestPOSIX(t *testing.T) {
 	if got := readFile("d/l"); string(got) != "hello" {
 		t.Fatalf("d/l reads %q", got)
 	}
+	_, ffh := raw.lookup(dfh, "l")
+	if st, _ := raw.call(pRemove, dirop(dfh, "l2")); st != nfs3NoEnt {
+		t.Fatalf("REMOVE of a missing name: %d", st)
+	}
+	if st, _ := raw.call(pLink, ffh, dirop(dfh, "l2")); st != 0 {
+		t.Fatalf("LINK: %d", st)
+	}
+	if err := tg.Remove("d/l2"); err != nil {
+		t.Fatal(err)
+	}
 
 	// Symlinks.
 	if err := tg.Symlink("some/target", "d/s"); err != nil {
@@ -152,6 +162,14 @@ func TestPOSIX(t *testing.T) {
 	// A guarded SETATTR with a stale ctime is refused.
 	if st, _ := raw.call(pSetattr, lfh, modeAttr(0o600), true, nfsc.NFS3Time{Seconds: 1}); st != nfsc.NFS3ErrNotSync {
 		t.Fatalf("guarded SETATTR with a wrong ctime: %d", st)
+	}
+
+	gone := raw.create(dfh, "gone", 0o644, nfs3Ok)
+	if st, _ := raw.call(pRemove, dirop(dfh, "gone")); st != 0 {
+		t.Fatalf("REMOVE: %d", st)
+	}
+	if st, _ := raw.getattr(gone); st != nfsc.NFS3ErrStale {
+		t.Fatalf("GETATTR of a removed file's handle: %d, want STALE", st)
 	}
 
 	// Directories: RMDIR of a non-empty one, MKNOD of a FIFO.
@@ -256,7 +274,7 @@ func TestWriteStability(t *testing.T) {
 	mustRead(t, other, lin2, []byte("synced+more"))
 }
 
-func linOf(t *testing.T, c *rawClient, fh []byte) (vfs.LIN, nfsc.Fattr) {
+func linOf(t testing.TB, c *rawClient, fh []byte) (vfs.LIN, nfsc.Fattr) {
 	t.Helper()
 	st, a := c.getattr(fh)
 	if st != 0 {
