@@ -24,7 +24,9 @@ import (
 // A handle unused for idleClose is closed (flushing its writes), as is the
 // least recently used one beyond maxOpen. There is no goroutine for it (an
 // edge may not use the node's runner): requests sweep, at most once per
-// sweepEvery. If the flush at a close fails, the buffered writes are gone:
+// sweepEvery, and so does Server.CloseIdle, which the wiring may call from
+// a worker of its runner so that a gateway no client talks to any more
+// lets its files go too. If the flush at a close fails, the buffered writes are gone:
 // the file's write verifier changes (lost), so that a client that wrote
 // UNSTABLE and has not committed yet sees a new verifier at its COMMIT and
 // resends its writes, as it would after a server restart.
@@ -48,8 +50,9 @@ type fileKey struct {
 }
 
 type files struct {
-	fs  *vfs.FS
-	log *slog.Logger
+	fs   *vfs.FS
+	log  *slog.Logger
+	idle time.Duration // idleClose, or Config.IdleClose
 
 	mu        sync.Mutex
 	open      map[fileKey]*openFile
@@ -58,8 +61,11 @@ type files struct {
 	closed    bool
 }
 
-func newFiles(fs *vfs.FS, log *slog.Logger) *files {
-	return &files{fs: fs, log: log, open: map[fileKey]*openFile{}, lost: map[vfs.LIN]uint64{}}
+func newFiles(fs *vfs.FS, log *slog.Logger, idle time.Duration) *files {
+	if idle <= 0 {
+		idle = idleClose
+	}
+	return &files{fs: fs, log: log, idle: idle, open: map[fileKey]*openFile{}, lost: map[vfs.LIN]uint64{}}
 }
 
 var errServerClosed = errors.New("nfs: server closed")
@@ -70,7 +76,6 @@ var errServerClosed = errors.New("nfs: server closed")
 // procedures check the caller's permission themselves (NFS's owner
 // override needs it), and a cached handle serves every caller.
 func (f *files) get(ctx context.Context, lin vfs.LIN, writable bool) (*openFile, error) {
-	f.sweep(ctx)
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -134,12 +139,15 @@ func (f *files) lostCount(lin vfs.LIN) uint64 {
 	return f.lost[lin]
 }
 
-// sweep closes handles idle for idleClose and the least recently used
+// sweep closes handles idle for f.idle and the least recently used
 // beyond maxOpen, at most once per sweepEvery.
-func (f *files) sweep(ctx context.Context) {
+func (f *files) sweep(ctx context.Context) { f.sweepIf(ctx, false) }
+
+// sweepIf sweeps; force ignores sweepEvery.
+func (f *files) sweepIf(ctx context.Context, force bool) {
 	now := time.Now()
 	f.mu.Lock()
-	if now.Sub(f.lastSweep) < sweepEvery {
+	if !force && now.Sub(f.lastSweep) < sweepEvery {
 		f.mu.Unlock()
 		return
 	}
@@ -149,7 +157,7 @@ func (f *files) sweep(ctx context.Context) {
 		if of.busy > 0 {
 			continue
 		}
-		if now.Sub(of.used) >= idleClose {
+		if now.Sub(of.used) >= f.idle {
 			idle = append(idle, of)
 		} else {
 			rest = append(rest, of)

@@ -190,6 +190,7 @@ func (s *Server) handle(ctx context.Context, cn *conn, rec []byte) []byte {
 	}
 
 	start := time.Now()
+	s.files.sweep(ctx)
 	r := &request{s: s, ctx: ctx, base: ctx, conn: cn, args: rd, proc: p}
 	if h.Proc != 0 { // NULL takes any credentials
 		if stat := r.credentials(h.Cred); stat != 0 {

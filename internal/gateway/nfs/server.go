@@ -18,6 +18,9 @@ type Config struct {
 	FS      *vfs.FS // built with vfs.Config.CheckPermissions = true
 	Log     *slog.Logger
 	Exports []Export
+	// IdleClose is how long an open file no request uses stays open
+	// (its buffered writes with it); 0 means 30 s.
+	IdleClose time.Duration
 }
 
 // Server answers MOUNT v3 and NFSv3 over vfs. It is safe for concurrent
@@ -50,7 +53,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{fs: cfg.FS, log: cfg.Log, files: newFiles(cfg.FS, cfg.Log), drc: newDRC(), cookies: newCookies(),
+	s := &Server{fs: cfg.FS, log: cfg.Log, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), cookies: newCookies(),
 		listeners: map[string]int{}, mounts: map[mountEntry]bool{}, clients: map[string]*ClientStat{}, ops: map[string]*OpStat{}}
 	if err := s.SetExports(cfg.Exports); err != nil {
 		return nil, err
@@ -215,6 +218,12 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, verifier uint64) err
 func (s *Server) Close(ctx context.Context) error {
 	return s.files.close(ctx)
 }
+
+// CloseIdle closes the open files no request used for Config.IdleClose,
+// flushing their buffered writes. Requests do it too (at most once a second); a
+// node calls it from a worker of its runner so that a gateway no client
+// talks to any more releases its files. It does not block requests.
+func (s *Server) CloseIdle(ctx context.Context) { s.files.sweepIf(ctx, true) }
 
 // Stats is a snapshot of the gateway's activity, for `weft nfs status` and
 // the node's Prometheus metrics.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -29,6 +30,8 @@ type Fixture struct {
 	// Addr is the listener's host:port; Port its port.
 	Addr string
 	Port int
+	// IdleClose is the Config.IdleClose of the servers Start starts.
+	IdleClose time.Duration
 
 	stop func()
 }
@@ -63,7 +66,7 @@ func (f *Fixture) Start(verifier uint64, exports ...nfs.Export) {
 		f.stop()
 	}
 	f.FS = f.NewFS()
-	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports})
+	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports, IdleClose: f.IdleClose})
 	if err != nil {
 		f.TB.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	nfsc "github.com/willscott/go-nfs-client/nfs"
 	"github.com/willscott/go-nfs-client/nfs/rpc"
@@ -296,4 +297,30 @@ func mustRead(t *testing.T, fs *vfs.FS, lin vfs.LIN, want []byte) {
 	if !bytes.Equal(got[:n], want) {
 		t.Fatalf("another FS reads %q, want %q", got[:n], want)
 	}
+}
+
+// TestCloseIdle: an open file idle past Config.IdleClose is closed by
+// CloseIdle, which writes its UNSTABLE writes out; the file opens again
+// for the next write.
+func TestCloseIdle(t *testing.T) {
+	f := New(t, 7)
+	f.IdleClose = time.Millisecond
+	f.Start(7, nfs.Export{Path: "/", NoRootSquash: true})
+	c, root := mountRoot(t, f, authSys(0, 0))
+	fh := c.create(root, "idle", 0o644, nfs3Ok)
+	if st, w := c.write(fh, 0, []byte("buffered"), 0); st != 0 || w.Committed != 0 {
+		t.Fatalf("UNSTABLE WRITE: %d %+v", st, w)
+	}
+	lin, _ := linOf(t, c, fh)
+	other := f.NewFS()
+	if a, _ := other.GetAttr(context.Background(), lin); a.Size != 0 {
+		t.Fatalf("the unstable write is out before the close: size %d", a.Size)
+	}
+	time.Sleep(10 * time.Millisecond) // past IdleClose (a threshold, not a race)
+	f.Server.CloseIdle(context.Background())
+	mustRead(t, other, lin, []byte("buffered"))
+	if st, w := c.write(fh, 8, []byte("+"), 2); st != 0 || w.Verf != 7 {
+		t.Fatalf("WRITE after the idle close: %d %+v", st, w)
+	}
+	mustRead(t, other, lin, []byte("buffered+"))
 }
