@@ -170,18 +170,18 @@ type Client struct {
 	readahead int
 	// prefetchCap is Config.PrefetchCap (0: none).
 	prefetchCap int64
-	maxDirty  int64
-	maxCache  int64
-	cached    atomic.Int64 // bytes of stripe data cached (or loading) over all files
-	ioTimeout time.Duration
-	mapTTL    time.Duration
-	dial      func(addr string) (BlockClient, error)
-	codec     *erasure.Codec
-	bufs      bufPool
-	wsem      chan struct{} // write-out slots
-	rasem     chan struct{} // readahead slots
-	seed      uint64
-	st        counters
+	maxDirty    int64
+	maxCache    int64
+	cached      atomic.Int64 // bytes of stripe data cached (or loading) over all files
+	ioTimeout   time.Duration
+	mapTTL      time.Duration
+	dial        func(addr string) (BlockClient, error)
+	codec       *erasure.Codec
+	bufs        bufPool
+	wsem        chan struct{} // write-out slots
+	rasem       chan struct{} // readahead slots
+	seed        uint64
+	st          counters
 
 	ctx    context.Context // background work; canceled by Close
 	cancel context.CancelFunc

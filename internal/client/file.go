@@ -249,7 +249,7 @@ func (f *File) observe(off int64, n int) (kind access, stride, slack, queued int
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	kind, stride = f.pattern.observe(off, n)
-	if f.c.readahead == 0 {
+	if f.c.readahead == 0 || (kind == accessSequential && !f.pattern.stripeReadahead(f.ino.ss)) {
 		return accessRandom, 0, 0, 0
 	}
 	if kind != accessStrided {

@@ -60,6 +60,20 @@ type readPattern struct {
 	// slack is how far the run's reads strayed from where the stride put
 	// them (at most pageSlack): a prefetched record is widened by it.
 	slack int64
+	// strided: the handle has read strided; streakBytes: the bytes of the
+	// current sequential streak. Once strided, a handle's reads are
+	// taken for sequential only after a whole stripe of them (see
+	// stripeReadahead): the kernel's readahead turns a strided reader's
+	// reads into short sequential runs where the tasks' records meet in
+	// its page cache.
+	strided     bool
+	streakBytes int64
+}
+
+// stripeReadahead reports whether a sequential streak should get whole
+// stripes of ss bytes read ahead.
+func (p *readPattern) stripeReadahead(ss int64) bool {
+	return !p.strided || p.streakBytes >= ss
 }
 
 // observe records a read of n bytes at off and says what the handle's
@@ -72,39 +86,41 @@ func (p *readPattern) observe(off int64, n int) (access, int64) {
 	last, next := p.last, p.next
 	p.last = off
 	end := off + int64(n)
-	// Sequential: the read starts at (or, out of order, near) where the
-	// previous ones ended.
-	if !first && (off == next || (p.streak > 0 && off >= next-seqSlack && off <= next+seqSlack)) && off > 0 {
-		p.streak++
+	if first {
+		p.next = end
+		return accessRandom, 0
+	}
+	// A strided run first: its reads are a gap apart, which a loose
+	// sequential test would take for reordered sequential reads.
+	d := off - last
+	switch want := p.runStart + int64(p.runReads+1)*p.stride; {
+	case p.runReads > 0 && d > int64(n) && abs(off-want) <= pageSlack:
+		p.slack = max(p.slack, abs(off-want))
+		p.runReads++
+		p.stride = (off - p.runStart) / int64(p.runReads)
+	case d > int64(n):
+		// A new candidate stride: from the previous read to this one.
+		p.runStart, p.runReads, p.stride, p.slack = last, 1, d, 0
+	default:
+		// Backwards, or overlapping or touching the previous read.
 		p.runReads = 0
+	}
+	if p.runReads >= strideHits {
+		p.strided = true
+		p.streak, p.streakBytes = 0, 0
+		p.next = end
+		return accessStrided, p.stride
+	}
+	// Sequential: the read starts where the previous ones ended or, once
+	// a stream is going, near there (out of order).
+	if off > 0 && (off == next || (p.streak > 0 && off >= next-seqSlack && off <= next+seqSlack)) {
+		p.streak++
+		p.streakBytes += int64(n)
 		p.next = max(next, end)
 		return accessSequential, 0
 	}
-	p.streak = 0
+	p.streak, p.streakBytes = 0, 0
 	p.next = end
-	if first {
-		return accessRandom, 0
-	}
-	d := off - last
-	if d <= int64(n) || d <= 0 {
-		// Backwards, or overlapping the previous read: no stride.
-		p.runReads = 0
-		return accessRandom, 0
-	}
-	if p.runReads > 0 {
-		want := p.runStart + int64(p.runReads+1)*p.stride
-		if dev := abs(off - want); dev <= pageSlack {
-			p.slack = max(p.slack, dev)
-			p.runReads++
-			p.stride = (off - p.runStart) / int64(p.runReads)
-			if p.runReads >= strideHits {
-				return accessStrided, p.stride
-			}
-			return accessRandom, 0
-		}
-	}
-	// A new candidate stride: from the previous read to this one.
-	p.runStart, p.runReads, p.stride, p.slack = last, 1, d, 0
 	return accessRandom, 0
 }
 

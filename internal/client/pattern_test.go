@@ -121,3 +121,34 @@ func TestPatternGivesUpOnRandom(t *testing.T) {
 		}
 	}
 }
+
+// A handle that read strided gets whole stripes read ahead only after a
+// stripe's worth of sequential reads: short sequential runs between its
+// records (the kernel's readahead where tasks' records meet) do not.
+func TestPatternStridedThenSequential(t *testing.T) {
+	var p readPattern
+	for k := range int64(5) {
+		p.observe(k*200000, 47008)
+	}
+	if !p.strided {
+		t.Fatal("strided run not noticed")
+	}
+	const ss = 4 << 20
+	off := int64(5 * 200000)
+	p.observe(off, 131072)
+	for i := int64(1); i < 32; i++ {
+		k, _ := p.observe(off+i*131072, 131072)
+		if k != accessSequential {
+			t.Fatalf("read %d of a sequential run: %v", i, k)
+		}
+		if got, want := p.stripeReadahead(ss), (i+1)*131072 > ss; got != want && i*131072 != ss {
+			t.Errorf("after %d bytes of sequential reads: stripe readahead %v, want %v", (i+1)*131072, got, want)
+		}
+	}
+	var fresh readPattern
+	fresh.observe(0, 131072)
+	fresh.observe(131072, 131072)
+	if !fresh.stripeReadahead(ss) {
+		t.Error("a handle that never read strided waits for stripe readahead")
+	}
+}

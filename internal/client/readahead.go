@@ -260,6 +260,10 @@ func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe, prefetched
 	e.err = ino.readStripe(ctx, s, 0, len(data), data)
 	if e.err == nil {
 		e.data = data
+		if prefetched {
+			ino.c.st.readahead.Add(1)
+			ino.c.st.prefetched.Add(e.size)
+		}
 	}
 	close(e.ready)
 	if e.err != nil {
@@ -303,10 +307,7 @@ func (ino *inode) prefetch(from, size int64) {
 			if err != nil || !ok {
 				return
 			}
-			if ino.fill(c.ctx, j, s, true) != nil {
-				c.st.readahead.Add(1)
-				c.st.prefetched.Add(int64(s.DataLen))
-			}
+			ino.fill(c.ctx, j, s, true)
 		}) {
 			<-c.rasem
 			return

@@ -166,3 +166,17 @@ func mustOpen(t *testing.T, c *client.Client, lin meta.LIN) *client.File {
 	t.Cleanup(func() { fh.Close(bg) })
 	return fh
 }
+
+// TestSequentialSmallReads: a sequential reader in 128 KiB reads (the
+// kernel's FUSE readahead size) gets every stripe read once.
+func TestSequentialSmallReads(t *testing.T) {
+	f := clienttest.New(t)
+	data := clienttest.RandBytes(64*4*testUnit, 5)
+	lin := f.WriteClosed(f.Client(testUnit), "seq", "ec:4+2", data)
+	c := f.Client(0)
+	clienttest.MustEqual(t, "sequential read", clienttest.ReadAll(t, mustOpen(t, c, lin), 32*kib), data)
+	st := c.Stats()
+	if st.UnitBytesRead > int64(len(data))+32*kib || st.PrefetchUnreadBytes != 0 || st.PrefetchBytes > int64(len(data)) {
+		t.Errorf("sequential read of %d bytes in 32 KiB reads: %+v, want every stripe read once", len(data), st)
+	}
+}

@@ -62,36 +62,63 @@ func (sc *stripeCache) findRangeLocked(idx int64, within, n int) int {
 }
 
 // rangeHit fills dst with bytes [within, within+len(dst)) of stripe s from
-// a prefetched record (waiting for it if it is loading) and reports
-// whether it could. A record read whole is dropped: a strided reader does
-// not come back.
+// the prefetched records that hold them (waiting for those loading) and
+// reads the rest, if any, from the block services; it reports false, having
+// done nothing, when no prefetched record overlaps the range. A record read
+// whole is dropped: a strided reader does not come back. (The kernel
+// splits and widens a strided reader's reads at its page cache's edges,
+// so one read may take part of one record and part of the next.)
 func (ino *inode) rangeHit(ctx context.Context, idx int64, s meta.Stripe, within int, dst []byte) bool {
+	lo, hi := within, within+len(dst)
 	ino.mu.Lock()
-	i := ino.cache.findRangeLocked(idx, within, len(dst))
-	if i < 0 {
-		ino.mu.Unlock()
-		return false
+	var over []*rangeEntry
+	for _, r := range ino.cache.ranges {
+		if r.idx == idx && r.within < hi && lo < r.within+r.n {
+			over = append(over, r)
+		}
 	}
-	r := ino.cache.ranges[i]
 	ino.mu.Unlock()
-	select {
-	case <-r.ready:
-	case <-ctx.Done():
+	var got spans
+	var used []*rangeEntry
+	for _, r := range over {
+		select {
+		case <-r.ready:
+		case <-ctx.Done():
+			return false
+		}
+		if r.err != nil || r.gen != s.Gen {
+			continue
+		}
+		a, b := max(lo, r.within), min(hi, r.within+r.n)
+		copy(dst[a-lo:b-lo], r.data[a-r.within:b-r.within])
+		got = got.add(a-lo, b-lo)
+		used = append(used, r)
+	}
+	if len(used) == 0 {
 		return false
 	}
-	if r.err != nil || r.gen != s.Gen {
-		return false
+	// The bytes no record held, read now.
+	at := 0
+	for _, g := range append(got, span{len(dst), len(dst)}) {
+		if at < g.lo {
+			if err := ino.readStripe(ctx, s, lo+at, g.lo-at, dst[at:g.lo]); err != nil {
+				return false
+			}
+		}
+		at = g.hi
 	}
-	copy(dst, r.data[within-r.within:])
 	ino.c.st.hits.Add(1)
 	ino.mu.Lock()
 	defer ino.mu.Unlock()
-	r.served = r.served.add(within-r.within, within-r.within+len(dst))
-	if r.served.covers(0, r.n) {
-		for j, x := range ino.cache.ranges {
-			if x == r {
-				ino.cache.dropRangeLocked(j)
-				break
+	for _, r := range used {
+		a, b := max(lo, r.within), min(hi, r.within+r.n)
+		r.served = r.served.add(a-r.within, b-r.within)
+		if r.served.covers(0, r.n) {
+			for j, x := range ino.cache.ranges {
+				if x == r {
+					ino.cache.dropRangeLocked(j)
+					break
+				}
 			}
 		}
 	}
