@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftfs/weft/internal/admin"
-	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/mount"
 )
@@ -112,7 +111,7 @@ weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 				}
 			}
 			if ahead < 0 {
-				return usageError{fmt.Errorf("--readahead %d: give a number of stripes, 0 for the default (%d)", ahead, client.DefaultReadahead)}
+				return usageError{fmt.Errorf("--readahead %d: give a number of stripes, or 0 for the default (4)", ahead)}
 			}
 			return mount.Run(c.Context(), mount.Options{
 				Readahead: ahead, PrefetchCap: prefetchCap,
