@@ -55,10 +55,19 @@ func (d *Drive) get(ctx context.Context, id BlockID, off, length int64, dst []by
 		return nil, hdr, err
 	}
 	defer f.Close()
-	hdr, err = d.readHeaderOnly(f, id)
-	moved += int64(HeaderAlign)
-	if err != nil {
-		return nil, hdr, err
+	cached := false
+	if d.headers != nil {
+		hdr, cached = d.headers.get(id)
+	}
+	if !cached {
+		hdr, err = d.readHeaderOnly(f, id)
+		moved += int64(HeaderAlign)
+		if err != nil {
+			return nil, hdr, err
+		}
+		if d.headers != nil {
+			d.headers.put(hdr)
+		}
 	}
 	if length == -1 && off >= 0 && off <= hdr.Length {
 		length = hdr.Length - off
