@@ -17,7 +17,7 @@ import (
 
 // maxStrideAhead is the most records prefetched ahead of one strided
 // reader (fewer if PrefetchCap allows fewer).
-const maxStrideAhead = 8
+const maxStrideAhead = 2
 
 // maxRanges is the most prefetched records one file holds, over all its
 // strided readers; past it the oldest is dropped.
