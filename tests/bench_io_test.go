@@ -53,8 +53,12 @@ func TestBenchIO(t *testing.T) {
 	unread := m["weft_mount_prefetch_unread_bytes_total"]
 	t.Logf("strided: %+v; mount read %g bytes, %g records prefetched, %g bytes prefetched, %g unread",
 		r, read, records, m["weft_mount_prefetch_bytes_total"], unread)
-	if records < tasks*segments/2 {
-		t.Errorf("%g records prefetched for %d strided record reads, want most of them", records, tasks*segments)
+	// The kernel serves part of the reads from pages a neighbour's read
+	// brought in, and cuts others at them; under load some prefetches
+	// come too late to count. At least a quarter of the records must
+	// have been prefetched (none are without stride detection).
+	if records < tasks*segments/4 {
+		t.Errorf("%g records prefetched for %d strided record reads, want at least a quarter of them", records, tasks*segments)
 	}
 	// Kernel page rounding widens each prefetched record by up to a page
 	// on each side, and the tasks share the kernel's page cache (a record
