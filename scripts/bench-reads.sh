@@ -15,6 +15,7 @@
 #   WEFT_BIN   a weft binary to measure instead of building this checkout
 #   PPROF      if set (ADDR), the weft mount is a separate `weft mount` with
 #              --pprof ADDR, for profiles while the test runs
+#   KEEP       1: leave the cluster and the directories in BENCH_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${BENCH_DIR:-$(mktemp -d /var/tmp/weft-reads-bench.XXXXXX)}
@@ -30,6 +31,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$work/cluster" "$work/raw" "$work/loopsrc"
 }
 trap cleanup EXIT
 mkdir -p "$work/raw" "$work/loopsrc" "$work/loop" "$work/weft"
