@@ -88,6 +88,9 @@ func Weft() Table {
 			{Pkg: "internal/kv/kvcache", Kind: Leaf, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/kv/memkv", Kind: Leaf, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/etcdx", Kind: Leaf},
+			// Floating service addresses held through etcd leases (the
+			// NFS gateway's HA); it speaks etcd's client directly.
+			{Pkg: "internal/vip", Kind: Leaf},
 			{Pkg: "internal/pki", Kind: Leaf},
 			{Pkg: "internal/rpc", Kind: Leaf},
 			{Pkg: "internal/rpc/pb", Kind: Leaf},
