@@ -55,7 +55,6 @@ func TestValidStreams(t *testing.T) {
 	}
 }
 
-
 // TestGeometry: every block has a header, the last is never shorter
 // than one, and the blocks tile the stream.
 func TestGeometry(t *testing.T) {

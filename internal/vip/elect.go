@@ -238,7 +238,9 @@ func (m *Manager) take(ctx context.Context, a netip.Addr, l *lease) (bool, error
 	}
 	epoch := resp.Header.Revision
 	giveUp := func(why error) (bool, error) {
-		_ = m.hook.Del(context.Background(), a)
+		hctx, cancel := context.WithTimeout(context.Background(), m.margin)
+		_ = m.hook.Del(hctx, a)
+		cancel()
 		if err := m.dropKey(ctx, a, epoch); err != nil {
 			m.log.Warn("cannot delete the key of a holding that failed", "addr", a, "err", err)
 		}

@@ -108,7 +108,9 @@ func (h *CommandHook) Add(ctx context.Context, addr netip.Addr) error {
 }
 
 // Del runs DelArgs.
-func (h *CommandHook) Del(ctx context.Context, addr netip.Addr) error { return h.run(ctx, h.DelArgs, addr) }
+func (h *CommandHook) Del(ctx context.Context, addr netip.Addr) error {
+	return h.run(ctx, h.DelArgs, addr)
+}
 
 // Expand returns a command template's arguments for addr.
 func (h *CommandHook) Expand(tmpl []string, addr netip.Addr) []string {

@@ -77,6 +77,8 @@ type Config struct {
 	// OnRelease stops serving addr (closes its listeners and
 	// connections) before it returns: a fence calls it before the lease
 	// could have expired, so that no two nodes ever serve one address.
+	// It must return quickly (well within Margin). Neither callback may
+	// call Close (it waits for them).
 	OnRelease func(addr netip.Addr)
 	// Runner runs the Manager's workers ("vip-lease", "vip-elect",
 	// "vip-link"). Nil: a runner of its own, stopped by Close.
