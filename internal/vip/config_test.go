@@ -92,6 +92,15 @@ func TestCommandHook(t *testing.T) {
 	if args, err := ParseCommand("  ip addr add {addr}/{prefix} dev {iface} "); err != nil || len(args) != 6 {
 		t.Errorf("%v %v", args, err)
 	}
+	nh, err := NewCommandHook("ip addr add {addr}/{prefix} dev {iface}", "ip addr del {addr}/{prefix} dev {iface}", "arping -U -c 1 -I {iface} {addr}", "eth0", 24)
+	if err != nil || !reflect.DeepEqual(nh.Expand(nh.AnnounceArgs, a), []string{"arping", "-U", "-c", "1", "-I", "eth0", "10.0.0.50"}) {
+		t.Errorf("NewCommandHook: %+v %v", nh, err)
+	}
+	for _, bad := range [][2]string{{"", "ip addr del {addr}"}, {"ip addr add {addr}", ""}, {"ip addr add {nope}", "ip addr del {addr}"}} {
+		if _, err := NewCommandHook(bad[0], bad[1], "", "", 0); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewCommandHook(%q, %q): %v", bad[0], bad[1], err)
+		}
+	}
 }
 
 func TestRecords(t *testing.T) {

@@ -99,6 +99,31 @@ func ParseCommand(s string) ([]string, error) {
 	return args, nil
 }
 
+// NewCommandHook returns the hook of three command templates given as
+// strings (flags' values; see ParseCommand): add and del are required,
+// announce may be empty. iface "" is "lo"; prefix 0 the full length.
+func NewCommandHook(add, del, announce, iface string, prefix int) (*CommandHook, error) {
+	h := &CommandHook{Iface: iface, Prefix: prefix}
+	var err error
+	if h.AddArgs, err = ParseCommand(add); err != nil {
+		return nil, err
+	}
+	if h.DelArgs, err = ParseCommand(del); err != nil {
+		return nil, err
+	}
+	if h.AnnounceArgs, err = ParseCommand(announce); err != nil {
+		return nil, err
+	}
+	if len(h.AddArgs) == 0 || len(h.DelArgs) == 0 {
+		return nil, fmt.Errorf("%w: an address hook needs both an add and a del command, e.g. %q and %q",
+			ErrConfig, "ip addr add {addr}/{prefix} dev {iface}", "ip addr del {addr}/{prefix} dev {iface}")
+	}
+	if prefix < 0 || prefix > 128 {
+		return nil, fmt.Errorf("%w: prefix length %d: want 0 (the full length) to 128", ErrConfig, prefix)
+	}
+	return h, nil
+}
+
 // Add runs AddArgs, then AnnounceArgs.
 func (h *CommandHook) Add(ctx context.Context, addr netip.Addr) error {
 	if err := h.run(ctx, h.AddArgs, addr); err != nil {

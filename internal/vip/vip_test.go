@@ -394,37 +394,46 @@ func TestCutFromEtcdFencesFirst(t *testing.T) {
 }
 
 // TestLinkDownGivesUp: a holder whose public link check fails releases
-// the address at once, the other takes it, and the first takes nothing
-// back while its link is down, nor when it is up again and the other
-// serves.
+// the address at once and the other takes it; with its link back it
+// takes nothing from the node serving; with its link down it takes
+// nothing at all, even a free address; with its link up again it does.
 func TestLinkDownGivesUp(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.NewCluster(t, 1)
 	tr := newTracker(t)
 	n1 := start(t, tr, "n1", c.Endpoints, opts{})
 	waitFor(t, 5*time.Second, "n1 holds the address", func() bool { return tr.holder(addr1) == "n1" })
-	start(t, tr, "n2", c.Endpoints, opts{})
+	n2 := start(t, tr, "n2", c.Endpoints, opts{})
 	time.Sleep(300 * time.Millisecond)
 	down := time.Now()
 	n1.link.Store(true)
 	took := waitFor(t, testTTL, "n2 takes the address over", func() bool { return tr.holder(addr1) == "n2" })
 	t.Logf("n2 took over %s after n1's link went down", took.Sub(down).Round(time.Millisecond))
-	n1.link.Store(false)
-	time.Sleep(testTTL)
-	if h := tr.holder(addr1); h != "n2" {
-		t.Errorf("after n1's link is back the address is served by %q", h)
-	}
 	if st := n1.m.snapshot(); st.releases["link down"] != 1 || st.linkFailures != 1 {
 		t.Errorf("n1's stats: %+v", st)
 	}
-	nodes := map[string]bool{}
-	st, _ := ReadStatus(context.Background(), n1.cli, "")
-	for _, c := range st.Candidates {
-		nodes[c.Node] = true
+
+	n1.link.Store(false)
+	waitFor(t, 5*time.Second, "n1 is a candidate again", func() bool {
+		st, err := ReadStatus(context.Background(), n2.cli, "")
+		return err == nil && len(st.Candidates) == 2
+	})
+	time.Sleep(testTTL / 2)
+	if h := tr.holder(addr1); h != "n2" {
+		t.Errorf("after n1's link is back the address is served by %q", h)
 	}
-	if !nodes["n1"] || !nodes["n2"] {
-		t.Errorf("candidates %+v: want n1 (link back) and n2", st.Candidates)
+
+	n1.link.Store(true)
+	time.Sleep(testTTL / 2) // a check or two
+	n2.crash(tr)
+	time.Sleep(testTTL + 1500*time.Millisecond) // n2's lease is gone
+	if h := tr.holder(addr1); h != "" {
+		t.Fatalf("with n1's link down and n2 dead the address is served by %q", h)
 	}
+	up := time.Now()
+	n1.link.Store(false)
+	back := waitFor(t, testTTL, "n1 takes the address with its link up", func() bool { return tr.holder(addr1) == "n1" })
+	t.Logf("n1 took the free address %s after its link came up", back.Sub(up).Round(time.Millisecond))
 }
 
 // TestEtcdLeaderKilled: with the etcd leader of three members killed,
