@@ -1,7 +1,6 @@
 package checkstream
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -97,22 +96,36 @@ const minValidRun = 8
 // a read error other than the end of the input is returned as an error;
 // every kind of damage is in the report.
 func Check(r io.Reader, o Options) (*Report, error) {
-	br := bufio.NewReaderSize(r, ScanLimit)
-	head, err := br.Peek(ScanLimit)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return nil, fmt.Errorf("checkstream: read: %w", err)
+	// Read the input's head, growing it until a block at its own offset
+	// shows, the input ends or ScanLimit is reached.
+	head := make([]byte, 0, 1<<20)
+	var s Stream
+	found, eof := false, false
+	for !found && !eof && len(head) < ScanLimit {
+		if len(head) == cap(head) {
+			head = append(head, make([]byte, min(2*cap(head), ScanLimit)-len(head))...)[:len(head)]
+		}
+		n, err := io.ReadFull(r, head[len(head):cap(head)])
+		head = head[:len(head)+n]
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			eof = true
+		case err != nil:
+			return nil, fmt.Errorf("checkstream: read at offset %d: %w", len(head), err)
+		}
+		s, found = discover(head, o.ID, eof || len(head) >= ScanLimit)
 	}
+	in := io.MultiReader(bytes.NewReader(head), r)
 	c := &checker{rep: &Report{}}
-	s, ok := discover(head, o.ID)
-	if !ok {
-		if err := c.unknown(br); err != nil {
+	if !found {
+		if err := c.unknown(in); err != nil {
 			return nil, err
 		}
 		return c.rep, nil
 	}
 	c.s = s
 	c.rep.Stream = &StreamInfo{ID: fmt.Sprintf("%016x", s.ID), Size: s.Size, Block: s.Block, Blocks: s.Blocks()}
-	if err := c.run(br); err != nil {
+	if err := c.run(in); err != nil {
 		return nil, err
 	}
 	rep := c.rep
@@ -121,10 +134,11 @@ func Check(r io.Reader, o Options) (*Report, error) {
 }
 
 // discover finds the stream in the input's first bytes: from the first
-// block whose checksum holds and that sits at its own offset, else from
-// the first block whose checksum holds (a misplaced one), else from a
-// plausible header at its own offset whose block the input cuts short.
-func discover(buf []byte, want *uint64) (Stream, bool) {
+// block whose checksum holds and that sits at its own offset; else, if
+// final (buf is all of the head there will be), from the first block
+// whose checksum holds (a misplaced one), else from a plausible header at
+// its own offset whose block the input cuts short.
+func discover(buf []byte, want *uint64, final bool) (Stream, bool) {
 	var misplaced, cut *Stream
 	for p := 0; p+HeaderSize <= len(buf); p += BlockAlign {
 		h, ok := decodeHeader(buf[p:])
@@ -152,6 +166,7 @@ func discover(buf []byte, want *uint64) (Stream, bool) {
 		}
 	}
 	switch {
+	case !final:
 	case misplaced != nil:
 		return *misplaced, true
 	case cut != nil:
@@ -203,7 +218,7 @@ func (c *checker) lastIs(cl Class, off int64) bool {
 }
 
 // run checks the stream block by block, then what follows its end.
-func (c *checker) run(br *bufio.Reader) error {
+func (c *checker) run(br io.Reader) error {
 	s := c.s
 	buf := make([]byte, s.Block+HeaderSize)
 	c.exp = make([]byte, s.Block+HeaderSize)
@@ -356,7 +371,7 @@ func (c *checker) damaged(b, exp []byte, off int64) {
 
 // unknown reports input in which no stream was found: zero runs and
 // corrupt runs, to its end.
-func (c *checker) unknown(br *bufio.Reader) error {
+func (c *checker) unknown(br io.Reader) error {
 	buf := make([]byte, 1<<20)
 	for {
 		m, err := br.Read(buf)
