@@ -128,6 +128,19 @@ func TestUnalignedZeroExtent(t *testing.T) {
 		[]Extent{{Zero, 0, 66536, ""}, {Valid, 66536, size - 66536, ""}})
 }
 
+// TestLargeBlocks: with 4 MiB blocks and the first one zeroed, the
+// stream is learnt from the second, beyond the first megabyte read.
+func TestLargeBlocks(t *testing.T) {
+	s := Stream{ID: testID, Size: 12<<20 + 5, Block: 4 << 20}
+	data := gen(t, s)
+	clear(data[:4<<20+100])
+	rep := check(t, iotest.HalfReader(bytes.NewReader(data)), Options{})
+	want := []Extent{{Zero, 0, 4<<20 + 100, ""}, {Valid, 4<<20 + 100, s.Size - 4<<20 - 100, ""}}
+	if !reflect.DeepEqual(rep.Extents, want) || rep.Stream == nil || rep.Stream.Block != 4<<20 {
+		t.Errorf("got %+v %+v", rep.Extents, rep.Stream)
+	}
+}
+
 func TestFlippedByte(t *testing.T) {
 	rep := damage(t, func(b []byte, _ Stream) []byte { b[200000] ^= 0x5a; return b },
 		[]Extent{{Valid, 0, 200000, ""}, {Corrupt, 200000, 1, "differs from the stream's data"}, {Valid, 200001, size - 200001, ""}})
