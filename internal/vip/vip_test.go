@@ -340,6 +340,13 @@ func (p *proxy) serve() {
 	}
 }
 
+// heal lets new connections through again.
+func (p *proxy) heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
 func (p *proxy) sever() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -352,7 +359,8 @@ func (p *proxy) sever() {
 
 // TestCutFromEtcdFencesFirst: a holder cut off from etcd stops serving
 // before its lease expires — its key is still in etcd when OnRelease
-// runs — and the other node serves the address only after.
+// runs — and the other node serves the address only after; when the cut
+// heals it does not take the address back.
 func TestCutFromEtcdFencesFirst(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.NewCluster(t, 1)
@@ -390,6 +398,18 @@ func TestCutFromEtcdFencesFirst(t *testing.T) {
 	}
 	if st := n1.m.snapshot(); st.fences == 0 {
 		t.Errorf("n1 counted no fence")
+	}
+
+	// The cut heals: n1 takes a new lease and is a candidate again, but
+	// leaves the address to n2.
+	p.heal()
+	waitFor(t, 5*time.Second, "n1 is a candidate again", func() bool {
+		st, err := ReadStatus(context.Background(), watcher, "")
+		return err == nil && len(st.Candidates) == 2
+	})
+	time.Sleep(testTTL / 2)
+	if h := tr.holder(addr1); h != "n2" {
+		t.Errorf("after the cut healed the address is served by %q", h)
 	}
 }
 
