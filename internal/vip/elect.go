@@ -196,7 +196,65 @@ func (m *Manager) evaluate(ctx context.Context) (int64, time.Time, error) {
 			count++
 		}
 	}
+	if m.cfg.Rebalance > 0 {
+		next = earliest(next, m.rebalance(ctx, v, count, share, now))
+	}
 	return v.rev, next, nil
+}
+
+// rebalance hands one address over if this node has held more than its
+// share for Config.Rebalance while another candidate holds less than
+// its share (see Config.Rebalance). It returns when to look again.
+func (m *Manager) rebalance(ctx context.Context, v view, count, share int, now time.Time) time.Time {
+	next := now.Add(m.ttl)
+	counts := map[string]int{}
+	for _, h := range v.holders {
+		counts[h.Node]++
+	}
+	under := false
+	for c := range v.candidates {
+		if c != m.cfg.Node && counts[c] < share {
+			under = true
+		}
+	}
+	m.mu.Lock()
+	if count <= share || !under {
+		m.overSince = time.Time{}
+		m.mu.Unlock()
+		return next
+	}
+	if m.overSince.IsZero() {
+		m.overSince = now
+	}
+	due := m.overSince.Add(m.cfg.Rebalance)
+	if d := m.lastMove.Add(m.cfg.Rebalance); d.After(due) {
+		due = d
+	}
+	if now.Before(due) {
+		m.mu.Unlock()
+		return due
+	}
+	var last netip.Addr
+	var h held
+	for a, x := range m.held {
+		if !last.IsValid() || x.since.After(h.since) {
+			last, h = a, x
+		}
+	}
+	m.lastMove, m.overSince = now, time.Time{}
+	m.backoff[last] = now.Add(2 * m.ttl) // leave it to the others
+	m.mu.Unlock()
+	if !last.IsValid() {
+		return next
+	}
+	m.log.Info("handing a service address over: this node holds more than its share", "addr", last, "held", count, "share", share)
+	m.op.Lock()
+	m.releaseLocal(last, "rebalance")
+	m.op.Unlock()
+	if err := m.dropKey(ctx, last, h.epoch); err != nil {
+		m.log.Warn("cannot delete the key of a handed-over address", "addr", last, "err", err)
+	}
+	return next
 }
 
 func earliest(a, b time.Time) time.Time {

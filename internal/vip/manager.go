@@ -80,6 +80,15 @@ type Config struct {
 	// It must return quickly (well within Margin). Neither callback may
 	// call Close (it waits for them).
 	OnRelease func(addr netip.Addr)
+	// Rebalance, if positive, lets a node that has held more than its
+	// share (addresses / live candidates, rounded up) for this long,
+	// while another candidate holds less than its share, hand one
+	// address over (the one it took last): a planned move, which the
+	// clients see as a clean failover of milliseconds. At most one move
+	// per Rebalance. Zero: an address is never moved away from a node
+	// serving it (a node that comes back gets addresses only as they
+	// fall free).
+	Rebalance time.Duration
 	// Runner runs the Manager's workers ("vip-lease", "vip-elect",
 	// "vip-link"). Nil: a runner of its own, stopped by Close.
 	Runner *runner.Runner
@@ -124,6 +133,8 @@ type Manager struct {
 	linkDown  bool
 	freeSince map[netip.Addr]time.Time
 	backoff   map[netip.Addr]time.Time
+	overSince time.Time // since when this node holds more than its share (Rebalance)
+	lastMove  time.Time // when it last handed an address over
 	stats     stats
 }
 

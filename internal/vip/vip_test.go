@@ -151,6 +151,7 @@ type node struct {
 type opts struct {
 	addrs     []netip.Addr
 	ttl       time.Duration
+	rebalance time.Duration
 	onRelease func(a netip.Addr)
 }
 
@@ -176,7 +177,7 @@ func start(t *testing.T, tr *tracker, name string, endpoints []string, o opts) *
 		addrs = append(addrs, a.String())
 	}
 	m, err := New(Config{
-		Client: cli, Node: name, Addrs: addrs, TTL: o.ttl,
+		Client: cli, Node: name, Addrs: addrs, TTL: o.ttl, Rebalance: o.rebalance,
 		Hook: trackHook{tr, name},
 		LinkCheck: func(context.Context) error {
 			if n.link.Load() {
@@ -572,5 +573,28 @@ func TestCloseHandsOver(t *testing.T) {
 	t.Logf("n2 took over %s after n1 stopped (TTL 5 s)", took.Sub(stopped).Round(time.Millisecond))
 	if !slices.ContainsFunc(tr.events, func(e event) bool { return e.node == "n1" && e.kind == "release" }) {
 		t.Error("n1 never released")
+	}
+}
+
+// TestRebalance: with Rebalance set, a node holding both addresses hands
+// one to a candidate that joins, once, and never are two holders.
+func TestRebalance(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, 1)
+	tr := newTracker(t)
+	addrs := []netip.Addr{netip.MustParseAddr("127.0.0.61"), netip.MustParseAddr("127.0.0.62")}
+	o := opts{addrs: addrs, rebalance: time.Second}
+	n1 := start(t, tr, "n1", c.Endpoints, o)
+	waitFor(t, 5*time.Second, "n1 holds both addresses", func() bool { return len(n1.m.Held()) == 2 })
+	joined := time.Now()
+	n2 := start(t, tr, "n2", c.Endpoints, o)
+	moved := waitFor(t, 5*time.Second, "n2 is handed an address", func() bool { return len(n2.m.Held()) == 1 })
+	t.Logf("n2 got an address %s after it started (Rebalance 1 s)", moved.Sub(joined).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	if len(n1.m.Held()) != 1 || len(n2.m.Held()) != 1 {
+		t.Errorf("n1 holds %v, n2 %v: want one each", n1.m.Held(), n2.m.Held())
+	}
+	if st := n1.m.snapshot(); st.releases["rebalance"] != 1 {
+		t.Errorf("n1's releases %v: want one rebalance", st.releases)
 	}
 }
