@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -17,6 +18,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 )
@@ -161,7 +164,9 @@ func start(t *testing.T, tr *tracker, name string, endpoints []string, o opts) *
 	// As etcdx.NewClient dials (its keep-alive pings find a dead member in
 	// 2 s), without importing it.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,4 +602,73 @@ func TestRebalance(t *testing.T) {
 	if st := n1.m.snapshot(); st.releases["rebalance"] != 1 {
 		t.Errorf("n1's releases %v: want one rebalance", st.releases)
 	}
+}
+
+// TestRandomFaults runs three managers over two addresses through
+// proxies to one etcd member and, for ten seconds, cuts and heals their
+// etcd connections, fails and restores their links, and kills and
+// restarts them, at random: the tracker fails the test if two ever serve
+// one address. With the faults over, both addresses are served again.
+func TestRandomFaults(t *testing.T) {
+	t.Parallel()
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d", seed)
+	c := etcdtest.NewCluster(t, 1)
+	tr := newTracker(t)
+	addrs := []netip.Addr{netip.MustParseAddr("127.0.0.71"), netip.MustParseAddr("127.0.0.72")}
+	target := c.Endpoints[0][len("http://"):]
+	type member struct {
+		n *node
+		p *proxy
+	}
+	ms := make([]*member, 3)
+	startMember := func(i int) {
+		name := fmt.Sprintf("n%d", i+1)
+		tr.mu.Lock()
+		delete(tr.dead, name)
+		tr.mu.Unlock()
+		p := newProxy(t, target)
+		ms[i] = &member{n: start(t, tr, name, []string{p.endpoint()}, opts{addrs: addrs}), p: p}
+	}
+	for i := range ms {
+		startMember(i)
+	}
+	counts := map[string]int{}
+	end := time.Now().Add(10 * time.Second)
+	for time.Now().Before(end) {
+		time.Sleep(time.Duration(200+rng.IntN(500)) * time.Millisecond)
+		i := rng.IntN(len(ms))
+		m := ms[i]
+		switch k := rng.IntN(10); {
+		case k < 3:
+			m.p.sever()
+			counts["cut"]++
+		case k < 5:
+			m.p.heal()
+			counts["heal"]++
+		case k < 7:
+			m.n.link.Store(!m.n.link.Load())
+			counts["link flip"]++
+		case k < 8:
+			m.n.crash(tr)
+			m.p.sever()
+			startMember(i)
+			counts["kill and restart"]++
+		default:
+			counts["nothing"]++
+		}
+	}
+	for _, m := range ms {
+		m.p.heal()
+		m.n.link.Store(false)
+	}
+	t.Logf("faults: %v", counts)
+	healed := time.Now()
+	waitFor(t, 3*testTTL+3*time.Second, "both addresses served after the faults", func() bool {
+		return tr.holder(addrs[0]) != "" && tr.holder(addrs[1]) != ""
+	})
+	tr.mu.Lock()
+	t.Logf("%d acquisitions and releases; served again %s after the faults ended", len(tr.events), time.Since(healed).Round(time.Millisecond))
+	tr.mu.Unlock()
 }
