@@ -30,6 +30,7 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *Config) { c.Addrs = []string{"10.0.0.50", "10.0.0.50"} }, "given twice"},
 		{func(c *Config) { c.TTL = 500 * time.Millisecond }, "lease TTL 500ms is below 1s"},
 		{func(c *Config) { c.Margin = 2 * time.Second }, "fencing margin 2s"},
+		{func(c *Config) { c.Rebalance = -time.Second }, "rebalance period -1s"},
 	} {
 		c := ok
 		tc.f(&c)

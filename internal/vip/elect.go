@@ -102,7 +102,13 @@ func (m *Manager) read(ctx context.Context) (view, error) {
 			}
 			var h Holder
 			if err := decode(string(kv.Key), kv.Value, &h); err != nil {
-				m.log.Warn("service address held by a record this binary cannot read: not taking it", "addr", a, "err", err)
+				m.mu.Lock()
+				seen := m.unreadable[a]
+				m.unreadable[a] = true
+				m.mu.Unlock()
+				if !seen {
+					m.log.Warn("service address held by a record this binary cannot read: not taking it", "addr", a, "err", err)
+				}
 				v.unreadable[a] = true
 				continue
 			}

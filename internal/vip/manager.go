@@ -135,7 +135,10 @@ type Manager struct {
 	backoff   map[netip.Addr]time.Time
 	overSince time.Time // since when this node holds more than its share (Rebalance)
 	lastMove  time.Time // when it last handed an address over
-	stats     stats
+	// unreadable are addresses whose record this binary could not read,
+	// logged once each.
+	unreadable map[netip.Addr]bool
+	stats      stats
 }
 
 // held is one address this node serves.
@@ -173,7 +176,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, cli: cfg.Client, hook: cfg.Hook, log: cfg.Log, prefix: cfg.Prefix, ttl: cfg.TTL,
 		margin: cfg.Margin, check: cfg.CheckEvery, wake: make(chan struct{}, 1),
-		held: map[netip.Addr]held{}, freeSince: map[netip.Addr]time.Time{}, backoff: map[netip.Addr]time.Time{},
+		held: map[netip.Addr]held{}, freeSince: map[netip.Addr]time.Time{}, backoff: map[netip.Addr]time.Time{}, unreadable: map[netip.Addr]bool{},
 		stats: stats{releases: map[string]uint64{}}}
 	seen := map[netip.Addr]bool{}
 	for _, s := range cfg.Addrs {
@@ -203,6 +206,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if m.check == 0 {
 		m.check = m.ttl / 3
+	}
+	if m.check < 0 || cfg.Rebalance < 0 {
+		return nil, fmt.Errorf("%w: link check interval %s, rebalance period %s: want 0 (the default) or more", ErrConfig, m.check, cfg.Rebalance)
 	}
 	if m.hook == nil {
 		m.hook = LoopbackHook()
