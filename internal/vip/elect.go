@@ -152,15 +152,21 @@ func (m *Manager) evaluate(ctx context.Context) (int64, time.Time, error) {
 		}
 	}
 	m.op.Unlock()
-	// Keys of this incarnation under a lease it fenced: delete them, so
-	// that nobody waits for that lease to expire.
+	// Keys of this incarnation that it does not serve — under a lease it
+	// fenced, or left when deleting them failed after a release: delete
+	// them, so that nobody waits for the lease to expire (or for ever).
 	for a, k := range v.holders {
-		if k.Incarnation == m.inc && (l == nil || k.Lease != leaseHex(int64(l.id))) {
-			if err := m.dropKey(ctx, a, k.Epoch); err != nil {
-				m.log.Warn("cannot delete the key of a fenced holding", "addr", a, "err", err)
-			}
-			delete(v.holders, a)
+		if k.Incarnation != m.inc {
+			continue
 		}
+		if h, ok := mine[a]; ok && l != nil && k.Lease == leaseHex(int64(l.id)) && k.Epoch == h.epoch {
+			continue
+		}
+		if err := m.dropKey(ctx, a, k.Epoch); err != nil {
+			m.log.Warn("cannot delete the key of a holding this node no longer serves", "addr", a, "err", err)
+			continue
+		}
+		delete(v.holders, a)
 	}
 	if l == nil || down {
 		return v.rev, next, nil

@@ -34,10 +34,8 @@ func (w *linkWorker) Step(ctx context.Context) (runner.State, error) {
 	m.mu.Unlock()
 	switch {
 	case err != nil && !was:
+		// Stop serving first: etcd may be behind the same failed link.
 		m.log.Warn("public link check failed: giving the service addresses up", "err", err)
-		if _, derr := m.cli.Delete(ctx, nodeKey(m.prefix, m.cfg.Node)); derr != nil {
-			m.log.Warn("cannot withdraw as a candidate", "err", derr)
-		}
 		m.op.Lock()
 		m.mu.Lock()
 		type gone struct {
@@ -53,8 +51,15 @@ func (w *linkWorker) Step(ctx context.Context) (runner.State, error) {
 			m.releaseLocal(g.a, "link down")
 		}
 		m.op.Unlock()
+		// Then withdraw, so that the others take the addresses now rather
+		// than when the lease expires (if etcd answers).
+		dctx, cancel := context.WithTimeout(ctx, m.ttl)
+		defer cancel()
+		if _, derr := m.cli.Delete(dctx, nodeKey(m.prefix, m.cfg.Node)); derr != nil {
+			m.log.Warn("cannot withdraw as a candidate", "err", derr)
+		}
 		for _, g := range all {
-			if derr := m.dropKey(ctx, g.a, g.epoch); derr != nil {
+			if derr := m.dropKey(dctx, g.a, g.epoch); derr != nil {
 				m.log.Warn("cannot delete the key of a released address", "addr", g.a, "err", derr)
 			}
 		}

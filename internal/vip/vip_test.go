@@ -148,13 +148,15 @@ type node struct {
 	name string
 	cli  *clientv3.Client
 	m    *Manager
-	link atomic.Bool // true: the link check fails
+	link atomic.Bool  // true: the link check fails
+	fail atomic.Int32 // OnAcquire fails this many more times
 }
 
 type opts struct {
 	addrs     []netip.Addr
 	ttl       time.Duration
 	rebalance time.Duration
+	fail      int // OnAcquire fails this many times
 	onRelease func(a netip.Addr)
 }
 
@@ -171,6 +173,7 @@ func start(t *testing.T, tr *tracker, name string, endpoints []string, o opts) *
 		t.Fatal(err)
 	}
 	n := &node{name: name, cli: cli}
+	n.fail.Store(int32(o.fail))
 	if o.ttl == 0 {
 		o.ttl = testTTL
 	}
@@ -190,7 +193,12 @@ func start(t *testing.T, tr *tracker, name string, endpoints []string, o opts) *
 			}
 			return nil
 		},
-		OnAcquire: func(a netip.Addr, epoch int64) error { return tr.acquire(name, a, epoch) },
+		OnAcquire: func(a netip.Addr, epoch int64) error {
+			if n.fail.Add(-1) >= 0 {
+				return errors.New("cannot listen (test)")
+			}
+			return tr.acquire(name, a, epoch)
+		},
 		OnRelease: func(a netip.Addr) {
 			if o.onRelease != nil {
 				o.onRelease(a)
@@ -671,4 +679,27 @@ func TestRandomFaults(t *testing.T) {
 	tr.mu.Lock()
 	t.Logf("%d acquisitions and releases; served again %s after the faults ended", len(tr.events), time.Since(healed).Round(time.Millisecond))
 	tr.mu.Unlock()
+}
+
+// TestAcquireFailureLeavesAddress: a node whose OnAcquire fails gives the
+// address up (key deleted, address off the machine) and leaves it to
+// the others for a while.
+func TestAcquireFailureLeavesAddress(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, 1)
+	tr := newTracker(t)
+	n1 := start(t, tr, "n1", c.Endpoints, opts{fail: 1})
+	waitFor(t, 5*time.Second, "n1 tried", func() bool { return n1.fail.Load() == 0 })
+	waitFor(t, testTTL/2, "n1 deletes the key", func() bool {
+		st, err := ReadStatus(context.Background(), n1.cli, "")
+		return err == nil && len(st.Addresses) == 0
+	})
+	tr.mu.Lock()
+	on := tr.onHost["n1"][addr1]
+	tr.mu.Unlock()
+	if on {
+		t.Error("the address stayed on n1's machine")
+	}
+	start(t, tr, "n2", c.Endpoints, opts{})
+	waitFor(t, 2*testTTL, "n2 takes the address", func() bool { return tr.holder(addr1) == "n2" })
 }
