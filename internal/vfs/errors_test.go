@@ -30,6 +30,7 @@ func TestClassify(t *testing.T) {
 		{meta.ErrNoXattr, ErrNoXattr},
 		{meta.ErrXattrTooLarge, ErrXattrTooLarge},
 		{meta.ErrBusy, ErrBusy},
+		{meta.ErrLocked, ErrLocked},
 		{meta.ErrInvalid, ErrInvalid},
 		{client.ErrNoSpace, ErrNoSpace},
 		{meta.ErrTooLarge, ErrFileTooLarge},
@@ -88,7 +89,7 @@ func TestClassify(t *testing.T) {
 
 func allClasses() []error {
 	return []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong, ErrPerm, ErrAccess,
-		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
+		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrLocked, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
 		ErrUnavailable}
 }
 
