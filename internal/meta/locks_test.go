@@ -110,7 +110,7 @@ func TestLockRecordRoundTrip(t *testing.T) {
 	if lin != 42 || s != 0xabc || err != nil {
 		t.Fatalf("ParseLockKey(LockKey(42, 0xabc)) = %d, %x, %v", lin, s, err)
 	}
-	if _, _, err := ParseLockKey("42/abc"); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := ParseLockKey(LockRoot + "42/abc"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ParseLockKey of a short key: %v", err)
 	}
 }

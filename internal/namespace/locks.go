@@ -13,11 +13,10 @@ import (
 	"github.com/weftfs/weft/internal/meta"
 )
 
-// LocksPrefix is the etcd key prefix of the file lock records (see
-// meta/locks_schema.go; "v1" is the key layout's version). It is not
-// below cluster.MetaPrefix: mounts' caches do not follow it, only the
-// waiters on one LIN's records watch them.
-const LocksPrefix = cluster.Prefix + "locks/v1/"
+// LocksPrefix is the etcd key prefix of the file lock records
+// (meta/locks_schema.go): in the namespace's key space, where mounts may
+// write, but never read or written by the namespace's transactions.
+const LocksPrefix = cluster.MetaPrefix + meta.LockRoot
 
 // Locks returns the cluster's lock table store in etcd (meta.LockStore):
 // a record is put under its session's lease (meta.SessionID is the
@@ -31,13 +30,13 @@ type etcdLocks struct{ cli *clientv3.Client }
 var _ meta.LockStore = etcdLocks{}
 
 func (s etcdLocks) Load(ctx context.Context, lin meta.LIN) ([]meta.LockRecord, int64, error) {
-	resp, err := s.cli.Get(ctx, LocksPrefix+meta.LockKeyPrefix(lin), clientv3.WithPrefix())
+	resp, err := s.cli.Get(ctx, cluster.MetaPrefix+meta.LockKeyPrefix(lin), clientv3.WithPrefix())
 	if err != nil {
 		return nil, 0, wrapLocks(ctx, "read", err)
 	}
 	out := make([]meta.LockRecord, 0, len(resp.Kvs))
 	for _, p := range resp.Kvs {
-		_, ses, err := meta.ParseLockKey(string(p.Key[len(LocksPrefix):]))
+		_, ses, err := meta.ParseLockKey(string(p.Key[len(cluster.MetaPrefix):]))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -50,8 +49,8 @@ func (s etcdLocks) Commit(ctx context.Context, lin meta.LIN, session meta.Sessio
 	if session == 0 {
 		return false, fmt.Errorf("%w: file locks need a client session (a lease); this client has none", meta.ErrInvalid)
 	}
-	pfx := LocksPrefix + meta.LockKeyPrefix(lin)
-	key := LocksPrefix + meta.LockKey(lin, session)
+	pfx := cluster.MetaPrefix + meta.LockKeyPrefix(lin)
+	key := cluster.MetaPrefix + meta.LockKey(lin, session)
 	op := clientv3.OpDelete(key)
 	if value != nil {
 		op = clientv3.OpPut(key, string(value), clientv3.WithLease(clientv3.LeaseID(session)))
@@ -74,7 +73,7 @@ func (s etcdLocks) Commit(ctx context.Context, lin meta.LIN, session meta.Sessio
 func (s etcdLocks) Wait(ctx context.Context, lin meta.LIN, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, LocksPrefix+meta.LockKeyPrefix(lin), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for wr := range s.cli.Watch(wctx, cluster.MetaPrefix+meta.LockKeyPrefix(lin), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := wr.Err(); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
