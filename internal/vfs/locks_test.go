@@ -57,7 +57,9 @@ func TestHandleLocks(t *testing.T) {
 	a, b, locks, count := lockFSes(t)
 	const lin = LIN(100)
 	ha, ha2, hb := lockHandle(a, lin, os.O_RDWR), lockHandle(a, lin, os.O_RDWR), lockHandle(b, lin, os.O_RDWR)
-	wr := func(start, end uint64, pid uint32) Lock { return Lock{Type: LockWrite, Start: start, End: end, PID: pid} }
+	wr := func(start, end uint64, pid uint32) Lock {
+		return Lock{Type: LockWrite, Start: start, End: end, PID: pid}
+	}
 
 	// Closing a file nobody locked asks the lock table nothing.
 	if err := ha.UnlockOwner(ctx, 11); err != nil {
