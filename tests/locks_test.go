@@ -264,3 +264,40 @@ func TestLocksAcrossMounts(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkLocks measures a lock and unlock round trip (fcntl F_SETLK of
+// one byte range, and flock) through a weft mount against the same on a
+// plain local directory, whose locks the kernel keeps: what coherence
+// across mounts costs. scripts/bench-locks.sh runs it.
+func BenchmarkLocks(b *testing.B) {
+	c := harness.Start(b, harness.Options{Nodes: 1, DrivesPerNode: 2, Mount: true})
+	for _, d := range []struct{ name, dir string }{{"weft", c.Mount}, {"local", b.TempDir()}} {
+		f, err := os.OpenFile(filepath.Join(d.dir, "bench-lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(d.name+"/fcntl", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := setlk(f, unix.F_WRLCK, 0, 100, false); err != nil {
+					b.Fatal(err)
+				}
+				if err := setlk(f, unix.F_UNLCK, 0, 100, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lock+unlock/s")
+		})
+		b.Run(d.name+"/flock", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if err := flockRetry(f, unix.LOCK_EX); err != nil {
+					b.Fatal(err)
+				}
+				if err := flockRetry(f, unix.LOCK_UN); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lock+unlock/s")
+		})
+		f.Close()
+	}
+}

@@ -145,7 +145,7 @@ var ErrLocked = errors.New("meta: file is locked")
 // change: just before its record is committed. An error action fails
 // the change (nothing is written), crash kills the client with the
 // change not made.
-const FailpointLockGrant = "meta/lock-grant"
+const FailpointLockGrant = "meta/before-lock-commit"
 
 // SetLock applies request l to lin: takes or changes the lock of l.Owner
 // (Type LockRead or LockWrite) or releases its range (LockUnlock). A
