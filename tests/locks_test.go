@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -130,8 +131,22 @@ func TestLocksAcrossMounts(t *testing.T) {
 		if err := flockRetry(fb, unix.LOCK_SH|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
 			t.Fatalf("flock LOCK_SH|LOCK_NB on B while A holds LOCK_EX: %v, want EWOULDBLOCK", err)
 		}
-		done := blocked(t, "flock LOCK_EX on B", func() error { return flockRetry(fb, unix.LOCK_EX) })
+		// A blocked flock(1) with a timeout is interrupted by its alarm
+		// signal: the wait ends with EINTR (flock exits 1), it does not
+		// hang until the lock is free.
 		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), lockWait)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "flock", "--exclusive", "--timeout", "1", filepath.Join(mntB, "flock"), "true").CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("flock --timeout 1 on B while A holds the lock: %v %s, want exit status 1 (timed out)", err, out)
+		}
+		if d := time.Since(start); d > lockWait {
+			t.Fatalf("flock --timeout 1 took %s: the interrupt did not end the wait", d)
+		}
+		done := blocked(t, "flock LOCK_EX on B", func() error { return flockRetry(fb, unix.LOCK_EX) })
+		start = time.Now()
 		if err := flockRetry(fa, unix.LOCK_UN); err != nil {
 			t.Fatal(err)
 		}
