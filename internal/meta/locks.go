@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/weftfs/weft/internal/failpoint"
 )
@@ -126,11 +127,11 @@ type LockStore interface {
 	// Commit sets session's record of lin to value (nil: deletes it),
 	// under session's lease, if no record of lin was created or changed
 	// after revision rev and session's record still has revision modRev
-	// (0: absent). It reports whether it did; false means something
-	// changed: load again. Errors: the store's (ErrUnavailable: the
-	// outcome is unknown), and an error wrapping ErrNotFound when the
-	// session's lease is gone.
-	Commit(ctx context.Context, lin LIN, session SessionID, modRev, rev int64, value []byte) (bool, error)
+	// (0: absent). It reports whether it did, and the revision of the
+	// commit; false means something changed: load again. Errors: the
+	// store's (ErrUnavailable: the outcome is unknown), and an error
+	// wrapping ErrNotFound when the session's lease is gone.
+	Commit(ctx context.Context, lin LIN, session SessionID, modRev, rev int64, value []byte) (ok bool, commitRev int64, err error)
 	// Wait returns once a record of lin has changed after revision rev
 	// (at once if one has), or when ctx is done (ctx.Err()). A nil
 	// return may be spurious (the store could not tell): the caller
@@ -164,23 +165,35 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 	if l.Flock {
 		l.Start, l.End = 0, MaxLockOffset
 	}
+	// The first attempt may start from the records as this client last
+	// committed them (lockViews): a commit from them is safe, as it
+	// fails if anything but a delete happened since; a conflict or a
+	// no-op seen there is decided again on records just read.
+	view, cached := m.lockViews.get(lin)
 	for {
-		recs, rev, err := m.locks.Load(ctx, lin)
-		if err != nil {
-			return storeErr(err)
+		if !cached {
+			recs, rev, err := m.locks.Load(ctx, lin)
+			if err != nil {
+				return storeErr(err)
+			}
+			view = lockView{recs: recs, rev: rev}
 		}
-		mine, modRev, err := sessionLocks(recs, m.session)
+		mine, modRev, err := sessionLocks(view.recs, m.session)
 		if err != nil {
 			return err
 		}
 		if l.Type != LockUnlock {
-			if c, found, err := findConflict(recs, l); err != nil {
+			if c, found, err := findConflict(view.recs, l); err != nil {
 				return err
 			} else if found {
-				if !wait {
+				switch {
+				case cached:
+					cached = false
+					continue
+				case !wait:
 					return fmt.Errorf("%w: LIN %d: %s conflicts with %s", ErrLocked, lin, l, c)
 				}
-				if err := m.locks.Wait(ctx, lin, rev); err != nil {
+				if err := m.locks.Wait(ctx, lin, view.rev); err != nil {
 					return err
 				}
 				continue
@@ -188,6 +201,10 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 		}
 		next := applyLock(mine, l)
 		if slices.Equal(next, mine) {
+			if cached {
+				cached = false
+				continue
+			}
 			return nil
 		}
 		var value []byte
@@ -197,16 +214,19 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 		if err := failpoint.Eval(FailpointLockGrant); err != nil {
 			return fmt.Errorf("meta: lock on LIN %d: %w", lin, err)
 		}
-		ok, err := m.locks.Commit(ctx, lin, m.session, modRev, rev, value)
+		ok, rev, err := m.locks.Commit(ctx, lin, m.session, modRev, view.rev, value)
 		if err != nil {
+			m.lockViews.drop(lin)
 			return storeErr(err)
 		}
 		if ok {
+			m.lockViews.put(lin, view.after(m.session, value, rev))
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		cached = false
 	}
 }
 
@@ -359,4 +379,73 @@ func cmpU64(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// lockView is a LIN's lock records as of a revision.
+type lockView struct {
+	recs []LockRecord
+	rev  int64
+}
+
+// after returns the view after session's record became value (nil:
+// deleted) at revision rev, by a commit that found nothing else changed.
+func (v lockView) after(session SessionID, value []byte, rev int64) lockView {
+	out := lockView{rev: rev, recs: make([]LockRecord, 0, len(v.recs)+1)}
+	for _, r := range v.recs {
+		if r.Session != session {
+			out.recs = append(out.recs, r)
+		}
+	}
+	if value != nil {
+		out.recs = append(out.recs, LockRecord{Session: session, Value: value, ModRev: rev})
+	}
+	return out
+}
+
+// maxLockViews bounds the LINs whose records a client remembers.
+const maxLockViews = 1024
+
+// lockViews are the lock records of the LINs this client last changed
+// locks on, as its commits left them: the next change of the same LIN
+// commits from them without reading first (one round trip instead of
+// two), which is safe because the commit compares the LIN's records
+// against their revision.
+//
+// Locking: mu guards views.
+type lockViews struct {
+	mu    sync.Mutex
+	views map[LIN]lockView
+}
+
+func (lv *lockViews) get(lin LIN) (lockView, bool) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	v, ok := lv.views[lin]
+	return v, ok
+}
+
+// put keeps v unless a newer view of lin is there (commits of concurrent
+// calls may return out of order).
+func (lv *lockViews) put(lin LIN, v lockView) {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if lv.views == nil {
+		lv.views = map[LIN]lockView{}
+	}
+	if old, ok := lv.views[lin]; ok && old.rev >= v.rev {
+		return
+	}
+	if len(lv.views) >= maxLockViews {
+		for k := range lv.views { // drop one, any
+			delete(lv.views, k)
+			break
+		}
+	}
+	lv.views[lin] = v
+}
+
+func (lv *lockViews) drop(lin LIN) {
+	lv.mu.Lock()
+	delete(lv.views, lin)
+	lv.mu.Unlock()
 }

@@ -46,23 +46,23 @@ func (s *MemLocks) Load(ctx context.Context, lin LIN) ([]LockRecord, int64, erro
 }
 
 // Commit implements LockStore.
-func (s *MemLocks) Commit(ctx context.Context, lin LIN, session SessionID, modRev, rev int64, value []byte) (bool, error) {
+func (s *MemLocks) Commit(ctx context.Context, lin LIN, session SessionID, modRev, rev int64, value []byte) (bool, int64, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.expired[session] {
-		return false, fmt.Errorf("%w: session %x has expired", ErrNotFound, uint64(session))
+		return false, 0, fmt.Errorf("%w: session %x has expired", ErrNotFound, uint64(session))
 	}
 	recs := s.recs[lin]
 	for _, r := range recs {
 		if r.modRev > rev {
-			return false, nil
+			return false, 0, nil
 		}
 	}
 	if recs[session].modRev != modRev {
-		return false, nil
+		return false, 0, nil
 	}
 	s.rev++
 	if value == nil {
@@ -78,7 +78,7 @@ func (s *MemLocks) Commit(ctx context.Context, lin LIN, session SessionID, modRe
 		recs[session] = memLockRec{value: append([]byte(nil), value...), modRev: s.rev}
 	}
 	s.changedLocked()
-	return true, nil
+	return true, s.rev, nil
 }
 
 // changedLocked wakes the waiters; the caller holds mu.

@@ -303,3 +303,74 @@ func TestLockGrantFailpoint(t *testing.T) {
 		t.Fatalf("grant after the failpoint fired: %v", err)
 	}
 }
+
+// countingLockStore counts a LockStore's loads and commits.
+type countingLockStore struct {
+	LockStore
+	loads, commits atomic.Int64
+}
+
+func (c *countingLockStore) Load(ctx context.Context, lin LIN) ([]LockRecord, int64, error) {
+	c.loads.Add(1)
+	return c.LockStore.Load(ctx, lin)
+}
+
+func (c *countingLockStore) Commit(ctx context.Context, lin LIN, s SessionID, modRev, rev int64, v []byte) (bool, int64, error) {
+	c.commits.Add(1)
+	return c.LockStore.Commit(ctx, lin, s, modRev, rev, v)
+}
+
+// TestLockViews checks the records a client remembers from its commits:
+// repeated changes of one LIN cost one round trip each, and what they
+// remember never decides a conflict or a no-op — another client's unlock
+// (a delete, which does not fail the commit's compare) is seen.
+func TestLockViews(t *testing.T) {
+	store := memkv.New(kv.Options{})
+	if err := Format(bg, store, FormatOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	locks := &countingLockStore{LockStore: NewMemLocks()}
+	var ms []*Meta
+	for s := SessionID(1); s <= 2; s++ {
+		m, err := Open(bg, Config{Store: store, Session: s, Locks: locks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	a, b := ms[0], ms[1]
+	const lin = LIN(100)
+	for i := 0; i < 10; i++ {
+		if err := a.SetLock(bg, lin, plock(1, 1, LockWrite, 0, 9), false); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetLock(bg, lin, plock(1, 1, LockUnlock, 0, 9), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, c := locks.loads.Load(), locks.commits.Load(); l != 1 || c != 20 {
+		t.Fatalf("10 lock+unlock pairs: %d loads and %d commits, want 1 and 20", l, c)
+	}
+	// B locks and unlocks behind A's back: A's remembered records are
+	// stale (B's lock was added, then deleted).
+	if err := a.SetLock(bg, lin, plock(1, 1, LockRead, 0, 9), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetLock(bg, lin, plock(2, 1, LockRead, 20, 29), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetLock(bg, lin, plock(1, 1, LockRead, 10, 19), false); err != nil { // commit from a stale view fails, then succeeds
+		t.Fatal(err)
+	}
+	if err := b.SetLock(bg, lin, plock(2, 1, LockUnlock, 0, MaxLockOffset), false); err != nil {
+		t.Fatal(err)
+	}
+	// A's view still shows B's read lock on [20,29]; a write there is free.
+	if err := a.SetLock(bg, lin, plock(1, 1, LockWrite, 20, 29), false); err != nil {
+		t.Fatalf("a write over a lock released by another client, from a stale view: %v", err)
+	}
+	all, err := a.Locks(bg, lin)
+	if err != nil || ranges(all) != "1:read[0,19] 1:write[20,29] " {
+		t.Fatalf("A's locks = %q, %v", ranges(all), err)
+	}
+}

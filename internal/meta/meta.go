@@ -71,7 +71,8 @@ type Meta struct {
 	alive   func(ctx context.Context, s SessionID) (bool, error)
 	log     *slog.Logger
 	wb      *writeBack // nil without write-back
-	locks   LockStore
+	locks     LockStore
+	lockViews lockViews
 
 	lostMu sync.Mutex
 	lost   []error // write-back errors not yet reported by Flush

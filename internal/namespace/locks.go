@@ -45,9 +45,9 @@ func (s etcdLocks) Load(ctx context.Context, lin meta.LIN) ([]meta.LockRecord, i
 	return out, resp.Header.Revision, nil
 }
 
-func (s etcdLocks) Commit(ctx context.Context, lin meta.LIN, session meta.SessionID, modRev, rev int64, value []byte) (bool, error) {
+func (s etcdLocks) Commit(ctx context.Context, lin meta.LIN, session meta.SessionID, modRev, rev int64, value []byte) (bool, int64, error) {
 	if session == 0 {
-		return false, fmt.Errorf("%w: file locks need a client session (a lease); this client has none", meta.ErrInvalid)
+		return false, 0, fmt.Errorf("%w: file locks need a client session (a lease); this client has none", meta.ErrInvalid)
 	}
 	pfx := cluster.MetaPrefix + meta.LockKeyPrefix(lin)
 	key := cluster.MetaPrefix + meta.LockKey(lin, session)
@@ -60,12 +60,12 @@ func (s etcdLocks) Commit(ctx context.Context, lin meta.LIN, session meta.Sessio
 		clientv3.Compare(clientv3.ModRevision(key), "=", modRev),
 	).Then(op).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return false, fmt.Errorf("%w: the session's lease %x has expired: its locks are gone (remount)", meta.ErrNotFound, uint64(session))
+		return false, 0, fmt.Errorf("%w: the session's lease %x has expired: its locks are gone (remount)", meta.ErrNotFound, uint64(session))
 	}
 	if err != nil {
-		return false, wrapLocks(ctx, "commit", err)
+		return false, 0, wrapLocks(ctx, "commit", err)
 	}
-	return resp.Succeeded, nil
+	return resp.Succeeded, resp.Header.Revision, nil
 }
 
 // Wait watches lin's records from revision rev+1; the first change (or
