@@ -67,10 +67,10 @@ type Meta struct {
 	shardSeq  atomic.Uint64
 	cached    bool // the store is a cache: read keys, not ranges, where either does
 
-	session SessionID
-	alive   func(ctx context.Context, s SessionID) (bool, error)
-	log     *slog.Logger
-	wb      *writeBack // nil without write-back
+	session   SessionID
+	alive     func(ctx context.Context, s SessionID) (bool, error)
+	log       *slog.Logger
+	wb        *writeBack // nil without write-back
 	locks     LockStore
 	lockViews lockViews
 
