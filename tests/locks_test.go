@@ -211,6 +211,12 @@ func TestLocksAcrossMounts(t *testing.T) {
 		}
 		// A waiter gets the lock when A's process closes the file.
 		done := blocked(t, "F_SETLKW on B", func() error { return setlk(fb, unix.F_WRLCK, 0, 40, true) })
+		// The waiter holds one of B's FUSE requests, not the mount.
+		writeFile(t, filepath.Join(mntB, "beside-the-waiter"), []byte("served"))
+		checkFile(t, filepath.Join(mntB, "beside-the-waiter"), []byte("served"))
+		if lk := getlk(t, fb, unix.F_RDLCK, 45, 1); lk.Type != unix.F_UNLCK {
+			t.Fatalf("F_GETLK on B of [45,46) while its waiter waits = %+v, want F_UNLCK (B's own read lock)", lk)
+		}
 		start := time.Now()
 		fa.Close()
 		d := granted(t, "F_SETLKW on B after A closed the file", done, start, lockWait)
