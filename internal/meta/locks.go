@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weftfs/weft/internal/failpoint"
 )
@@ -170,6 +171,12 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 	// fails if anything but a delete happened since; a conflict or a
 	// no-op seen there is decided again on records just read.
 	view, cached := m.lockViews.get(lin)
+	waited := false
+	defer func() {
+		if waited {
+			m.lockCounters.waiting.Add(-1)
+		}
+	}()
 	for {
 		if !cached {
 			recs, rev, err := m.locks.Load(ctx, lin)
@@ -191,9 +198,18 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 					cached = false
 					continue
 				case !wait:
+					m.lockCounters.refused.Add(1)
 					return fmt.Errorf("%w: LIN %d: %s conflicts with %s", ErrLocked, lin, l, c)
 				}
+				if !waited {
+					waited = true
+					m.lockCounters.waited.Add(1)
+					m.lockCounters.waiting.Add(1)
+				}
 				if err := m.locks.Wait(ctx, lin, view.rev); err != nil {
+					if ctx.Err() != nil {
+						m.lockCounters.cut.Add(1)
+					}
 					return err
 				}
 				continue
@@ -204,6 +220,9 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 			if cached {
 				cached = false
 				continue
+			}
+			if l.Type != LockUnlock {
+				m.lockCounters.granted.Add(1) // held already
 			}
 			return nil
 		}
@@ -221,9 +240,17 @@ func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 		}
 		if ok {
 			m.lockViews.put(lin, view.after(m.session, value, rev))
+			if l.Type == LockUnlock {
+				m.lockCounters.unlocks.Add(1)
+			} else {
+				m.lockCounters.granted.Add(1)
+			}
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
+			if waited {
+				m.lockCounters.cut.Add(1)
+			}
 			return err
 		}
 		cached = false
@@ -379,6 +406,29 @@ func cmpU64(a, b uint64) int {
 		return 1
 	}
 	return 0
+}
+
+// LockStats counts a client's lock requests (SetLock), for its metrics.
+type LockStats struct {
+	// Granted, Refused and Cut are requests for a lock that got it, were
+	// refused (ErrLocked), and ended waiting (ctx done: an interrupt).
+	Granted, Refused, Cut int64
+	// Unlocks are unlock requests that released something.
+	Unlocks int64
+	// Waited are requests that waited; Waiting those waiting now.
+	Waited, Waiting int64
+}
+
+// lockCounters are LockStats' counters.
+type lockCounters struct {
+	granted, refused, cut, unlocks, waited, waiting atomic.Int64
+}
+
+// LockStats returns the counts of the client's lock requests so far.
+func (m *Meta) LockStats() LockStats {
+	c := &m.lockCounters
+	return LockStats{Granted: c.granted.Load(), Refused: c.refused.Load(), Cut: c.cut.Load(),
+		Unlocks: c.unlocks.Load(), Waited: c.waited.Load(), Waiting: c.waiting.Load()}
 }
 
 // lockView is a LIN's lock records as of a revision.

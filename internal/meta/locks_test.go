@@ -223,6 +223,12 @@ func TestLockWait(t *testing.T) {
 	if all, _ := a.Locks(bg, lin); len(all) != 1 || all[0].Owner.Session != 2 {
 		t.Fatalf("after the cancelled wait: %v, want B's lock alone", all)
 	}
+	if st := a.LockStats(); st != (LockStats{Granted: 1, Unlocks: 2, Waited: 1, Cut: 1}) {
+		t.Fatalf("A's lock stats: %+v", st)
+	}
+	if st := b.LockStats(); st != (LockStats{Granted: 1, Waited: 1}) {
+		t.Fatalf("B's lock stats: %+v", st)
+	}
 }
 
 func TestLockSessionExpiry(t *testing.T) {

@@ -67,12 +67,13 @@ type Meta struct {
 	shardSeq  atomic.Uint64
 	cached    bool // the store is a cache: read keys, not ranges, where either does
 
-	session   SessionID
-	alive     func(ctx context.Context, s SessionID) (bool, error)
-	log       *slog.Logger
-	wb        *writeBack // nil without write-back
-	locks     LockStore
-	lockViews lockViews
+	session      SessionID
+	alive        func(ctx context.Context, s SessionID) (bool, error)
+	log          *slog.Logger
+	wb           *writeBack // nil without write-back
+	locks        LockStore
+	lockViews    lockViews
+	lockCounters lockCounters
 
 	lostMu sync.Mutex
 	lost   []error // write-back errors not yet reported by Flush
