@@ -131,7 +131,7 @@ type LockStore interface {
 	// (0: absent). It reports whether it did, and the revision of the
 	// commit; false means something changed: load again. Errors: the
 	// store's (ErrUnavailable: the outcome is unknown), and an error
-	// wrapping ErrNotFound when the session's lease is gone.
+	// wrapping ErrLocksLost when the session's lease is gone.
 	Commit(ctx context.Context, lin LIN, session SessionID, modRev, rev int64, value []byte) (ok bool, commitRev int64, err error)
 	// Wait returns once a record of lin has changed after revision rev
 	// (at once if one has), or when ctx is done (ctx.Err()). A nil
@@ -140,8 +140,15 @@ type LockStore interface {
 	Wait(ctx context.Context, lin LIN, rev int64) error
 }
 
-// ErrLocked: another owner holds a conflicting lock (EAGAIN).
-var ErrLocked = errors.New("meta: file is locked")
+// Errors of the lock table.
+var (
+	// ErrLocked: another owner holds a conflicting lock (EAGAIN).
+	ErrLocked = errors.New("meta: file is locked")
+	// ErrLocksLost: the client's session (its lease) has ended, and its
+	// locks with it: the client was cut off from the store for longer
+	// than its session's TTL. It takes no lock again (ENOLCK).
+	ErrLocksLost = errors.New("meta: the client's session has ended, and its locks with it")
+)
 
 // FailpointLockGrant is the failpoint at the durability step of a lock
 // change: just before its record is committed. An error action fails
@@ -158,6 +165,7 @@ const FailpointLockGrant = "meta/before-lock-commit"
 // or with wait makes it wait until the conflict is gone; an unlock never
 // waits. l.Owner.Session must be this client's session (Config.Session).
 // Errors: ErrLocked, ErrInvalid (a bad type or range, another session),
+// ErrLocksLost,
 // ctx.Err() (a wait cut short), FailpointLockGrant's, the store's.
 func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 	if err := m.checkLock(l); err != nil {

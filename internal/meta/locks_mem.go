@@ -53,7 +53,7 @@ func (s *MemLocks) Commit(ctx context.Context, lin LIN, session SessionID, modRe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.expired[session] {
-		return false, 0, fmt.Errorf("%w: session %x has expired", ErrNotFound, uint64(session))
+		return false, 0, fmt.Errorf("%w: session %x has expired", ErrLocksLost, uint64(session))
 	}
 	recs := s.recs[lin]
 	for _, r := range recs {

@@ -245,8 +245,8 @@ func TestLockSessionExpiry(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("B's wait after A's session expired: %v", err)
 	}
-	if err := a.SetLock(bg, lin, plock(1, 1, LockRead, 0, 0), false); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a lock through an expired session: err %v, want ErrNotFound", err)
+	if err := a.SetLock(bg, lin, plock(1, 1, LockRead, 0, 0), false); !errors.Is(err, ErrLocksLost) {
+		t.Fatalf("a lock through an expired session: err %v, want ErrLocksLost", err)
 	}
 }
 

@@ -60,7 +60,7 @@ func (s etcdLocks) Commit(ctx context.Context, lin meta.LIN, session meta.Sessio
 		clientv3.Compare(clientv3.ModRevision(key), "=", modRev),
 	).Then(op).Commit()
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return false, 0, fmt.Errorf("%w: the session's lease %x has expired: its locks are gone (remount)", meta.ErrNotFound, uint64(session))
+		return false, 0, fmt.Errorf("%w: the session's lease %x has expired: its locks are gone (remount)", meta.ErrLocksLost, uint64(session))
 	}
 	if err != nil {
 		return false, 0, wrapLocks(ctx, "commit", err)

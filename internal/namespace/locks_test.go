@@ -94,8 +94,8 @@ func TestLocksInEtcd(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("B still waits 10 s after A's lease was revoked")
 	}
-	if err := a.SetLock(ctx, lin, wr(0, 500, 599), false); !errors.Is(err, meta.ErrNotFound) {
-		t.Fatalf("a lock through a revoked lease: %v, want ErrNotFound", err)
+	if err := a.SetLock(ctx, lin, wr(0, 500, 599), false); !errors.Is(err, meta.ErrLocksLost) {
+		t.Fatalf("a lock through a revoked lease: %v, want ErrLocksLost", err)
 	}
 	// A wait cut short ends with the context's error.
 	lease, err := cli.Grant(ctx, 60)

@@ -31,6 +31,7 @@ func TestClassify(t *testing.T) {
 		{meta.ErrXattrTooLarge, ErrXattrTooLarge},
 		{meta.ErrBusy, ErrBusy},
 		{meta.ErrLocked, ErrLocked},
+		{meta.ErrLocksLost, ErrNoLocks},
 		{meta.ErrInvalid, ErrInvalid},
 		{client.ErrNoSpace, ErrNoSpace},
 		{meta.ErrTooLarge, ErrFileTooLarge},
@@ -89,7 +90,7 @@ func TestClassify(t *testing.T) {
 
 func allClasses() []error {
 	return []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong, ErrPerm, ErrAccess,
-		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrLocked, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
+		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrLocked, ErrNoLocks, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
 		ErrUnavailable}
 }
 

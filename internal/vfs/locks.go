@@ -95,7 +95,8 @@ func (fs *FS) metaLock(owner uint64, l Lock) meta.Lock {
 // With wait it waits while another owner, on any client, holds a
 // conflicting lock; cancelling ctx ends the wait (the gateway's
 // interrupt). Errors: ErrLocked (a conflict, without wait), ErrInvalid
-// (bad type or range), ErrBadHandle (a read lock on a handle not open for
+// (bad type or range), ErrNoLocks (the client's session ended),
+// ErrBadHandle (a read lock on a handle not open for
 // reading, a write lock on one not open for writing, for POSIX locks as
 // fcntl requires), context.Canceled, ErrUnavailable.
 func (h *Handle) SetLock(ctx context.Context, owner uint64, l Lock, wait bool) error {

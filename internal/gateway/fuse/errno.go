@@ -31,6 +31,7 @@ var errnoTable = []struct {
 	{vfs.ErrXattrTooLarge, syscall.E2BIG},
 	{vfs.ErrBusy, syscall.EBUSY},
 	{vfs.ErrLocked, syscall.EAGAIN},
+	{vfs.ErrNoLocks, syscall.ENOLCK},
 	{vfs.ErrInvalid, syscall.EINVAL},
 	{vfs.ErrAccess, syscall.EACCES},
 	{vfs.ErrBadHandle, syscall.EBADF},

@@ -32,6 +32,7 @@ func TestStatus(t *testing.T) {
 		{vfs.ErrXattrTooLarge, syscall.E2BIG},
 		{vfs.ErrBusy, syscall.EBUSY},
 		{vfs.ErrLocked, syscall.EAGAIN},
+		{vfs.ErrNoLocks, syscall.ENOLCK},
 		{vfs.ErrBadHandle, syscall.EBADF},
 		{vfs.ErrNoSpace, syscall.ENOSPC},
 		{vfs.ErrFileTooLarge, syscall.EFBIG},
