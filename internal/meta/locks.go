@@ -165,8 +165,8 @@ const FailpointLockGrant = "meta/before-lock-commit"
 // or with wait makes it wait until the conflict is gone; an unlock never
 // waits. l.Owner.Session must be this client's session (Config.Session).
 // Errors: ErrLocked, ErrInvalid (a bad type or range, another session),
-// ErrLocksLost,
-// ctx.Err() (a wait cut short), FailpointLockGrant's, the store's.
+// ErrLocksLost, ctx.Err() (a wait cut short), FailpointLockGrant's, the
+// store's.
 func (m *Meta) SetLock(ctx context.Context, lin LIN, l Lock, wait bool) error {
 	if err := m.checkLock(l); err != nil {
 		return err
