@@ -233,6 +233,46 @@ func TestLocksAcrossMounts(t *testing.T) {
 		fa2.Close()
 	})
 
+	t.Run("ofd", func(t *testing.T) {
+		ofd := func(f *os.File, cmd int, typ int16, start, n int64) error {
+			for {
+				err := unix.FcntlFlock(f.Fd(), cmd, &unix.Flock_t{Type: typ, Whence: 0, Start: start, Len: n})
+				if !errors.Is(err, syscall.EINTR) {
+					return err
+				}
+			}
+		}
+		fa := openRW(t, filepath.Join(mntA, "ofd"))
+		fb := openRW(t, filepath.Join(mntB, "ofd"))
+		defer fb.Close()
+		if err := ofd(fa, unix.F_OFD_SETLK, unix.F_WRLCK, 0, 10); err != nil {
+			t.Fatalf("OFD write lock on A: %v", err)
+		}
+		if err := ofd(fb, unix.F_OFD_SETLK, unix.F_RDLCK, 5, 10); !errors.Is(err, unix.EAGAIN) {
+			t.Fatalf("OFD read lock on B over A's: %v, want EAGAIN", err)
+		}
+		// A second descriptor of A's open file keeps the lock when the
+		// first is closed (that close is a FLUSH of the process's POSIX
+		// owner, not of the description).
+		dup, err := unix.Dup(int(fa.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fa.Close()
+		if err := ofd(fb, unix.F_OFD_SETLK, unix.F_RDLCK, 5, 10); !errors.Is(err, unix.EAGAIN) {
+			t.Fatalf("OFD read lock on B after A closed one of two descriptors: %v, want EAGAIN", err)
+		}
+		done := blocked(t, "F_OFD_SETLKW on B", func() error { return ofd(fb, unix.F_OFD_SETLKW, unix.F_RDLCK, 5, 10) })
+		start := time.Now()
+		unix.Close(dup) // the description's last descriptor: RELEASE
+		granted(t, "F_OFD_SETLKW on B after A's open file was closed", done, start, lockWait)
+		// Unlocked here, not by the close (its RELEASE is sent after
+		// close returns), so that the next subtest finds no record.
+		if err := ofd(fb, unix.F_OFD_SETLK, unix.F_UNLCK, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("no records left", func(t *testing.T) {
 		f := openRW(t, filepath.Join(mntA, "records"))
 		if err := setlk(f, unix.F_WRLCK, 0, 10, false); err != nil {
