@@ -273,6 +273,36 @@ func TestLocksAcrossMounts(t *testing.T) {
 		}
 	})
 
+	t.Run("mount without cache", func(t *testing.T) {
+		// weft mount --no-meta-cache opens its namespace another way; its
+		// locks are its session's all the same.
+		m := c.StartMount(filepath.Join(t.TempDir(), "mnt-nocache"), []string{"--no-meta-cache"})
+		defer func() {
+			_ = m.Kill()
+			<-m.Done()
+			m.Detach()
+		}()
+		fa := openRW(t, filepath.Join(mntA, "nocache"))
+		defer fa.Close()
+		fn := openRW(t, filepath.Join(m.Dir, "nocache"))
+		if err := setlk(fn, unix.F_WRLCK, 0, 10, false); err != nil {
+			t.Fatalf("lock through the mount without cache: %v", err)
+		}
+		if err := setlk(fa, unix.F_WRLCK, 5, 1, false); !errors.Is(err, unix.EAGAIN) {
+			t.Fatalf("A over the uncached mount's lock: %v, want EAGAIN", err)
+		}
+		if err := setlk(fn, unix.F_UNLCK, 0, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		fn.Close()
+		if err := setlk(fa, unix.F_WRLCK, 5, 1, false); err != nil {
+			t.Fatalf("A after the uncached mount unlocked: %v", err)
+		}
+		if err := setlk(fa, unix.F_UNLCK, 0, 0, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("no records left", func(t *testing.T) {
 		f := openRW(t, filepath.Join(mntA, "records"))
 		if err := setlk(f, unix.F_WRLCK, 0, 10, false); err != nil {
