@@ -32,6 +32,7 @@ func TestClassify(t *testing.T) {
 		{meta.ErrBusy, ErrBusy},
 		{meta.ErrInvalid, ErrInvalid},
 		{client.ErrNoSpace, ErrNoSpace},
+		{client.ErrNoData, ErrNoData},
 		{meta.ErrTooLarge, ErrFileTooLarge},
 		{meta.ErrUnavailable, ErrUnavailable},
 		{meta.ErrConflict, ErrUnavailable},
@@ -89,7 +90,7 @@ func TestClassify(t *testing.T) {
 func allClasses() []error {
 	return []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong, ErrPerm, ErrAccess,
 		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
-		ErrUnavailable}
+		ErrNotSupported, ErrNoData, ErrUnavailable}
 }
 
 // TestErrorsFromMeta drives real failures through an FS over a namespace:
