@@ -16,7 +16,7 @@
 #   COUNT      regions of the stress patterns (default 37: 3.7 GB apparent)
 #   SIZE_PF    bytes of the posix/falloc files (default 256m)
 #   SEQ        bytes of the fio sequential write (default 1g; 0: skip it)
-#   ROUNDS     fio rounds per binary, alternated (default 2)
+#   ROUNDS     fio rounds per binary, which goes first alternating (default 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${BENCH_DIR:-$(mktemp -d /var/tmp/weft-sparse-bench.XXXXXX)}
@@ -110,9 +110,15 @@ if [ "$seq" != 0 ]; then
   echo
   echo "| fio seq write $seq, 1 job, MB/s | round | before | after | after ÷ before |"
   echo "|---|---|---|---|---|"
+  # odd rounds measure the base binary first, even rounds the new one
   for r in $(seq 1 "$rounds"); do
-    b=$(fiorate "$work/mnt-base"); rm -f "$work"/mnt-base/seq*
-    n=$(fiorate "$work/mnt-new"); rm -f "$work"/mnt-new/seq*
+    if [ $((r % 2)) = 1 ]; then
+      b=$(fiorate "$work/mnt-base"); rm -f "$work"/mnt-base/seq*
+      n=$(fiorate "$work/mnt-new"); rm -f "$work"/mnt-new/seq*
+    else
+      n=$(fiorate "$work/mnt-new"); rm -f "$work"/mnt-new/seq*
+      b=$(fiorate "$work/mnt-base"); rm -f "$work"/mnt-base/seq*
+    fi
     echo "| | $r | $b | $n | $(python3 -c "print('%.2f' % ($n / $b))") |"
   done
 fi
