@@ -221,6 +221,20 @@ func TestZeroAndAllocate(t *testing.T) {
 			}
 			clear(ref[6*ss:])
 			check("punch to past the end", "[0 1 5]")
+			// A write into a punched stripe: stored again, zeros before it.
+			if _, err := fh.WriteAt(bg, []byte("xyz"), int64(2*ss+5)); err != nil {
+				t.Fatal(err)
+			}
+			copy(ref[2*ss+5:], "xyz")
+			check("write into a hole", "[0 1 2 5]")
+			if s := f.Stripes(lin); s[2].DataLen != 8 {
+				t.Fatalf("stripe 2 holds %d bytes after a write of 3 at 5, want 8", s[2].DataLen)
+			}
+			if err := fh.Zero(bg, int64(2*ss), int64(ss), true); err != nil {
+				t.Fatal(err)
+			}
+			clear(ref[2*ss : 3*ss])
+			check("punch it again", "[0 1 5]")
 			// Zero the tail of stripe 5 and 2 stripes past the end, growing
 			// the file.
 			if err := fh.Zero(bg, int64(5*ss+10), int64(3*ss), false); err != nil {
