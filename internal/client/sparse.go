@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -198,8 +199,8 @@ func (ino *inode) bufferedEndLocked(idx int64) int64 {
 }
 
 // dropStripes makes stripes [first, last) holes: it waits for the file's
-// write-outs in progress, holds writes off, drops the buffered writes of
-// those stripes and has meta drop their maps.
+// write-outs in progress, holds writes off, has meta drop their maps and
+// then drops the buffered writes of those stripes.
 func (ino *inode) dropStripes(ctx context.Context, first, last int64) error {
 	ino.mu.Lock()
 	for ino.truncating {
@@ -220,15 +221,29 @@ func (ino *inode) dropStripes(ctx context.Context, first, last int64) error {
 			return err
 		}
 	}
-	for idx, d := range ino.dirty {
-		if idx >= first && idx < last {
-			ino.dropLocked(d)
-			delete(ino.dirty, idx)
+	ino.mu.Unlock()
+	// Failpoint client/before-punch: nothing is dropped.
+	err := failpoint.Eval("client/before-punch")
+	if err == nil {
+		_, err = ino.c.meta.DropStripes(ctx, ino.lin, uint64(first), uint64(last))
+		// Failpoint client/after-punch: the stripes are dropped and
+		// their blocks queued (in the same transactions), but the caller
+		// is not told; its error is a reply lost after the commit.
+		if err == nil {
+			err = failpoint.Eval("client/after-punch")
 		}
 	}
-	ino.mu.Unlock()
-	_, err := ino.c.meta.DropStripes(ctx, ino.lin, uint64(first), uint64(last))
 	ino.mu.Lock()
+	if err == nil {
+		// The range's buffered writes go only now: a punch that failed
+		// leaves them to be written out, over whatever it dropped.
+		for idx, d := range ino.dirty {
+			if idx >= first && idx < last {
+				ino.dropLocked(d)
+				delete(ino.dirty, idx)
+			}
+		}
+	}
 	// Either way the maps may have changed (a long range is dropped in
 	// several transactions).
 	ino.clearMapsLocked()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -275,6 +276,57 @@ func TestZeroAndAllocate(t *testing.T) {
 				t.Fatalf("Zero through a read-only handle: %v, want ErrReadOnly", err)
 			}
 			ro.Close(bg)
+		})
+	}
+}
+
+// TestPunchFails fails a punch before its commit (client/before-punch)
+// and after it (client/after-punch, a lost reply): before, nothing
+// changes — the stored stripe and the buffered writes in the range stay;
+// after, the stored stripes of the range are holes, and the range's
+// buffered writes (made before the punch, which was not acknowledged) are
+// written out over them.
+func TestPunchFails(t *testing.T) {
+	const ss = 4 * testUnit
+	for _, point := range []string{"client/before-punch", "client/after-punch"} {
+		t.Run(point, func(t *testing.T) {
+			f := clienttest.New(t)
+			c := f.Client(testUnit)
+			ref := clienttest.RandBytes(4*ss, 5)
+			for i := range ref {
+				ref[i] |= 1
+			}
+			lin, fh, err := f.WriteFile(c, "p", "ec:4+2", ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Stripe 2 gets a buffered write, stripe 1 stays as stored.
+			p := clienttest.RandBytes(100, 6)
+			if _, err := fh.WriteAt(bg, p, int64(2*ss+10)); err != nil {
+				t.Fatal(err)
+			}
+			copy(ref[2*ss+10:], p)
+			if err := failpoint.Enable(point, "1*error"); err != nil {
+				t.Fatal(err)
+			}
+			defer failpoint.Disable(point)
+			if err := fh.Zero(bg, int64(ss), int64(2*ss), true); !errors.Is(err, failpoint.ErrInjected) {
+				t.Fatalf("punch with %s armed: %v", point, err)
+			}
+			want := "[0 1 2 3]"
+			if point == "client/after-punch" {
+				want = "[0 2 3]"
+				clear(ref[ss : 2*ss])
+				clear(ref[2*ss : 2*ss+10])
+				clear(ref[2*ss+110 : 3*ss])
+			}
+			if err := fh.Close(bg); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(stripeIndexes(f, lin)); got != want {
+				t.Fatalf("stripes %s, want %s", got, want)
+			}
+			clienttest.MustEqual(t, "read back", f.ReadBack(lin), ref)
 		})
 	}
 }

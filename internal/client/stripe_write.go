@@ -68,6 +68,10 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			ino.freeStripeBuf(merged)
 			committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: meta.Stripe{Index: uint64(d.idx)}, ExpectGen: gen, Drop: true}, size)
 			if err == nil {
+				// As below: the hole is committed, nobody told.
+				if err := failpoint.Eval("client/after-commit"); err != nil {
+					return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d as a hole: %w", ino.lin, d.idx, err)
+				}
 				c.st.holesKept.Add(1)
 				return committed, nil
 			}
