@@ -221,11 +221,20 @@ func (ino *inode) dropStripes(ctx context.Context, first, last int64) error {
 			return err
 		}
 	}
+	// The buffered writes of the range are dropped below, after the
+	// commit: the size they would have committed (they may extend the
+	// file) goes with it.
+	var size int64
+	for idx, d := range ino.dirty {
+		if idx >= first && idx < last {
+			size = max(size, idx*ino.ss+int64(d.ext.end()))
+		}
+	}
 	ino.mu.Unlock()
 	// Failpoint client/before-punch: nothing is dropped.
 	err := failpoint.Eval("client/before-punch")
 	if err == nil {
-		_, err = ino.c.meta.DropStripes(ctx, ino.lin, uint64(first), uint64(last))
+		_, err = ino.c.meta.DropStripes(ctx, ino.lin, uint64(first), uint64(last), uint64(size))
 		// Failpoint client/after-punch: the stripes are dropped and
 		// their blocks queued (in the same transactions), but the caller
 		// is not told; its error is a reply lost after the commit.

@@ -15,11 +15,14 @@ import (
 // the end; the size stays. A range with more stripes than fit in one
 // transaction is dropped in several, from the lowest up (concurrent
 // readers may see part of it as holes first); the last transaction sets
-// mtime and ctime. It is idempotent. It returns the new attributes.
+// mtime and ctime, and grows the file to size bytes if it is shorter (0:
+// no change): the size buffered writes in the range would have committed,
+// which the caller drops instead of writing. It is idempotent. It returns
+// the new attributes.
 //
 // Errors: ErrNotFound; ErrIsDir, or ErrInvalid for another type that is
 // not a regular file or for from > to.
-func (m *Meta) DropStripes(ctx context.Context, lin LIN, from, to uint64) (Attr, error) {
+func (m *Meta) DropStripes(ctx context.Context, lin LIN, from, to, size uint64) (Attr, error) {
 	if from > to {
 		return Attr{}, fmt.Errorf("%w: drop stripes [%d, %d) of LIN %d: the range ends before it starts", ErrInvalid, from, to, lin)
 	}
@@ -40,6 +43,10 @@ func (m *Meta) DropStripes(ctx context.Context, lin LIN, from, to uint64) (Attr,
 				if err != nil || !finished {
 					return err
 				}
+			}
+			if size > n.size {
+				o.addUsage(n.pool, Usage{Bytes: int64(size - n.size)})
+				n.size = size
 			}
 			n.mtime = o.now
 			o.change(n)

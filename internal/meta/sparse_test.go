@@ -29,7 +29,7 @@ func testHoles(t *testing.T, m *Meta) {
 	}
 	q0 := queuedOn(t, m)
 	// Punch stripes [10, 290): 280 stripes of 2 blocks each.
-	a := must(m.DropStripes(bg, f.LIN, 10, 290))
+	a := must(m.DropStripes(bg, f.LIN, 10, 290, 0))
 	got := must(m.GetStripes(bg, f.LIN, 0, 1000))
 	if a.Size != n*100 || len(got) != 20 || got[9].Index != 9 || got[10].Index != 290 {
 		t.Fatalf("after dropping [10, 290): size %d, %d stripes", a.Size, len(got))
@@ -40,9 +40,9 @@ func testHoles(t *testing.T, m *Meta) {
 	if q := queuedOn(t, m) - q0; q != 2*280 {
 		t.Fatalf("%d blocks queued, want %d", q, 2*280)
 	}
-	must(m.DropStripes(bg, f.LIN, 10, 290)) // idempotent
-	wantErr(t, second(m.DropStripes(bg, f.LIN, 5, 4)), ErrInvalid)
-	wantErr(t, second(m.DropStripes(bg, RootLIN, 0, 1)), ErrIsDir)
+	must(m.DropStripes(bg, f.LIN, 10, 290, 0)) // idempotent
+	wantErr(t, second(m.DropStripes(bg, f.LIN, 5, 4, 0)), ErrInvalid)
+	wantErr(t, second(m.DropStripes(bg, RootLIN, 0, 1, 0)), ErrIsDir)
 	check(t, m)
 
 	// A stripe rewritten as zeros is dropped by a commit, at its generation
@@ -64,9 +64,19 @@ func testHoles(t *testing.T, m *Meta) {
 	}
 	check(t, m)
 
+	// A drop that also grows the file (buffered writes dropped with it).
+	a = must(m.DropStripes(bg, f.LIN, 400, 410, 60000))
+	if a.Size != 60000 || a.Allocated != 19*200 {
+		t.Fatalf("after a growing drop: size %d, allocated %d", a.Size, a.Allocated)
+	}
+	if a = must(m.DropStripes(bg, f.LIN, 400, 410, 100)); a.Size != 60000 {
+		t.Fatalf("a drop shrank the file to %d", a.Size)
+	}
+	check(t, m)
+
 	// Extend grows only.
 	a = must(m.Extend(bg, f.LIN, 1000))
-	if a.Size != 50100 {
+	if a.Size != 60000 {
 		t.Fatalf("Extend to 1000 changed the size to %d", a.Size)
 	}
 	a = must(m.Extend(bg, f.LIN, 1<<40))
