@@ -20,12 +20,15 @@ import (
 //
 // Each attempt reads the stripe's current map (generation g); if d does
 // not cover the stripe's data, it reads the stored data (degraded if need
-// be) and lays d's bytes over it; it encodes the result, writes the units
-// to new blocks, and commits the map only if the stripe is still at
-// generation g. When another writer or a restriper committed in between,
-// the new blocks go to the delete queue and the attempt is retried from
-// the fresh map, up to maxCommitAttempts times; d's ranges are re-applied
-// each time, so non-overlapping writes of both writers survive.
+// be) and lays d's bytes over it; it encodes the result up to its last
+// non-zero byte, writes the units to new blocks, and commits the map only
+// if the stripe is still at generation g. A result of zeros only stores
+// nothing: the stripe is committed as a hole (meta.StripeUpdate.Drop, at
+// generation g) and the map returned has no units. When another writer
+// or a restriper committed in between, the new blocks go to the delete
+// queue and the attempt is retried from the fresh map, up to
+// maxCommitAttempts times; d's ranges are re-applied each time, so
+// non-overlapping writes of both writers survive.
 //
 // The committed map never names a block whose put was not acknowledged.
 // d must be in flight: nothing else modifies it meanwhile.
