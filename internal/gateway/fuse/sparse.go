@@ -14,7 +14,12 @@ const (
 )
 
 // Lseek answers SEEK_DATA and SEEK_HOLE from the file's stripe maps and
-// this mount's buffered writes (vfs.Handle.SeekData, SeekHole).
+// this mount's buffered writes (vfs.Handle.SeekData, SeekHole). It relies
+// on every write having reached vfs: the kernel's fuse_lseek does not
+// write its dirty pages back first, so a mount that turns on the kernel's
+// writeback cache (CAP_WRITEBACK_CACHE; off today) would answer holes over
+// data still in the page cache, and must then refuse Lseek (ENOSYS: the
+// kernel falls back to "all data") or have those pages written back.
 func (r *rawFS) Lseek(cancel <-chan struct{}, in *gofuse.LseekIn, out *gofuse.LseekOut) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
