@@ -118,6 +118,7 @@ func newDataCollector(c *client.Client) *dataCollector {
 		"unit_bytes":     newDesc("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
 		"local":          newDesc("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
 		"stripes":        newDesc("weft_mount_stripes_written_total", "Stripes written."),
+		"holes":          newDesc("weft_mount_zero_stripes_total", "Stripe write-outs of zeros only, committed as holes (nothing stored)."),
 		"underprotected": newDesc("weft_mount_underprotected_writes_total", "Stripes written below their protection: units not placed, or too few nodes or drives (left for repair)."),
 		"degraded":       newDesc("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
 		"unreadable":     newDesc("weft_mount_unreadable_reads_total", "Stripe reads that failed: too few units readable (EIO)."),
@@ -140,6 +141,7 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("local", st.LocalReads, "read")
 	counter("local", st.LocalWrites, "write")
 	counter("stripes", st.StripesWritten)
+	counter("holes", st.HolesKept)
 	counter("underprotected", st.UnderProtectedWrites)
 	counter("degraded", st.DegradedReads)
 	counter("unreadable", st.UnreadableReads)

@@ -63,6 +63,12 @@ var (
 	// ErrFileTooLarge: the change is larger than one metadata transaction
 	// takes (EFBIG).
 	ErrFileTooLarge = errors.New("vfs: file too large")
+	// ErrNotSupported: the operation or mode is not implemented, such as
+	// an fallocate mode other than Handle.Allocate's (EOPNOTSUPP).
+	ErrNotSupported = errors.New("vfs: operation not supported")
+	// ErrNoData: a seek for data or a hole from at or past the end of the
+	// file, or for data where only holes follow (ENXIO).
+	ErrNoData = errors.New("vfs: no data or hole past the offset")
 	// ErrUnavailable: the metadata store or too many drives did not
 	// answer, or the operation kept conflicting with concurrent ones; it
 	// may succeed if retried (EIO; NFS's JUKEBOX).
@@ -97,6 +103,7 @@ var classes = [...]struct{ from, class error }{
 	{meta.ErrLocksLost, ErrNoLocks},
 	{meta.ErrInvalid, ErrInvalid},
 	{client.ErrNoSpace, ErrNoSpace},
+	{client.ErrNoData, ErrNoData},
 	{meta.ErrTooLarge, ErrFileTooLarge},
 	{meta.ErrUnavailable, ErrUnavailable},
 	{meta.ErrConflict, ErrUnavailable},

@@ -34,6 +34,7 @@ func TestClassify(t *testing.T) {
 		{meta.ErrLocksLost, ErrNoLocks},
 		{meta.ErrInvalid, ErrInvalid},
 		{client.ErrNoSpace, ErrNoSpace},
+		{client.ErrNoData, ErrNoData},
 		{meta.ErrTooLarge, ErrFileTooLarge},
 		{meta.ErrUnavailable, ErrUnavailable},
 		{meta.ErrConflict, ErrUnavailable},
@@ -91,7 +92,7 @@ func TestClassify(t *testing.T) {
 func allClasses() []error {
 	return []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong, ErrPerm, ErrAccess,
 		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrLocked, ErrNoLocks, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
-		ErrUnavailable}
+		ErrNotSupported, ErrNoData, ErrUnavailable}
 }
 
 // TestErrorsFromMeta drives real failures through an FS over a namespace:

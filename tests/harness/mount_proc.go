@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -80,6 +81,20 @@ func (c *Cluster) StartMount(dir string, flags []string, env ...string) *MountPr
 		c.tb.Fatalf("harness: weft mount %s not mounted after a minute:\n%s", dir, m.out)
 	}
 	return m
+}
+
+// Stop ends the process as an unmount by the administrator would
+// (SIGTERM: it flushes, unmounts and exits) and waits up to a minute for
+// it; it fails the test if the process is still running then.
+func (m *MountProc) Stop(tb testing.TB) {
+	tb.Helper()
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(time.Minute):
+		tb.Fatalf("harness: weft mount %s still running a minute after SIGTERM:\n%s", m.Dir, m.out)
+	}
+	m.Detach()
 }
 
 // Done is closed when the process has exited.

@@ -37,6 +37,8 @@ var errnoTable = []struct {
 	{vfs.ErrBadHandle, syscall.EBADF},
 	{vfs.ErrNoSpace, syscall.ENOSPC},
 	{vfs.ErrFileTooLarge, syscall.EFBIG},
+	{vfs.ErrNotSupported, syscall.EOPNOTSUPP},
+	{vfs.ErrNoData, syscall.ENXIO},
 	{context.Canceled, syscall.EINTR},
 	{vfs.ErrUnavailable, syscall.EIO},
 }

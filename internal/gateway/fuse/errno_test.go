@@ -36,6 +36,8 @@ func TestStatus(t *testing.T) {
 		{vfs.ErrBadHandle, syscall.EBADF},
 		{vfs.ErrNoSpace, syscall.ENOSPC},
 		{vfs.ErrFileTooLarge, syscall.EFBIG},
+		{vfs.ErrNotSupported, syscall.EOPNOTSUPP},
+		{vfs.ErrNoData, syscall.ENXIO},
 		{vfs.ErrUnavailable, syscall.EIO},
 		{context.Canceled, syscall.EINTR},
 		{fmt.Errorf("%w: %w", vfs.ErrNotFound, context.Canceled), syscall.ENOENT},
