@@ -40,7 +40,8 @@ func Weft() Table {
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client", "internal/pki",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
-				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology"}},
+				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology",
+				"internal/gateway/nfs", "internal/mount", "internal/vfs"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/policy",
 				"internal/qos", "internal/topology", "internal/vfs"}},
@@ -48,6 +49,7 @@ func Weft() Table {
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
 				Libraries: []string{"github.com/hanwen/go-fuse/v2"}},
+			{Pkg: "internal/gateway/nfs", Kind: Edge, Imports: []string{EdgeAPI}},
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",

@@ -44,6 +44,14 @@ func (s *Server) Crash() {
 		} else if s.adminLis != nil {
 			s.adminLis.Close()
 		}
+		if s.nfs != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.nfs.stopAll(ctx)
+			cancel()
+		}
+		for _, l := range s.nfsLis {
+			l.Close()
+		}
 		if s.grpc != nil {
 			s.grpc.Stop()
 		} else if s.grpcLis != nil {
