@@ -64,11 +64,11 @@ pki_dir, insecure, nfs {listen}.
 NFS: --nfs HOST:PORT (repeatable, or comma-separated) makes the node an
 NFSv3 gateway on each address: MOUNT and NFS on the one port, for every
 client that reaches it (clients name both ports, e.g. libnfs's
-nfs://HOST/?nfsport=PORT&mountport=PORT&version=3). It serves the exports
-of weft nfs export (the whole namespace, "/", while none is configured),
-with the permission checks of a mount and root squashed unless an export
-says otherwise; NFS itself is not encrypted, so serve it on networks you
-trust. weft nfs status shows what every node serves. See
+nfs://HOST/?nfsport=PORT&mountport=PORT&version=3&auto-traverse-mounts=0).
+It serves the exports of weft nfs export (the whole namespace, "/", while
+none is configured), with the permission checks of a mount and root
+squashed unless an export says otherwise; NFS itself is not encrypted, so
+serve it on networks you trust. weft nfs status shows what every node serves. See
 docs/admin-guide.md, "NFS gateway".`,
 		Example: `  # a one-node cluster with its own etcd member
   weft cluster init --pki /etc/weft/pki --name n1 --host 10.0.0.1

@@ -326,11 +326,14 @@ func withNFS(dir string, l Layout) (Layout, error) {
 }
 
 // NFSURL is a libnfs URL of the NFS gateway at addr (host:port), MOUNT
-// and NFS on the one port, NFSv3: what nfs-ls, nfs-cp and nfs-cat take.
+// and NFS on the one port, NFSv3: what nfs-ls, nfs-cp and nfs-cat take
+// (a file goes before the "?": nfs://HOST/dir/file?...). It turns off
+// libnfs's traversal of nested exports (auto-traverse-mounts=0), with
+// which libnfs 5's nfs-cp and nfs-cat fail to mount ("mount_cb: (null)").
 func NFSURL(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("nfs://%s/?nfsport=%s&mountport=%s&version=3", host, port, port)
+	return fmt.Sprintf("nfs://%s/?nfsport=%s&mountport=%s&version=3&auto-traverse-mounts=0", host, port, port)
 }

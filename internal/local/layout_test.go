@@ -68,7 +68,7 @@ func TestWithNFS(t *testing.T) {
 	if err != nil || kept.Members[0].NFSAddr != l.Members[0].NFSAddr || kept.Members[1].NFSAddr != l.Members[1].NFSAddr {
 		t.Fatalf("a second run changed them: %+v %v", kept.Members, err)
 	}
-	if u := NFSURL("127.0.0.1:20490"); u != "nfs://127.0.0.1/?nfsport=20490&mountport=20490&version=3" {
+	if u := NFSURL("127.0.0.1:20490"); u != "nfs://127.0.0.1/?nfsport=20490&mountport=20490&version=3&auto-traverse-mounts=0" {
 		t.Errorf("URL %s", u)
 	}
 }
