@@ -25,7 +25,11 @@ import (
 // tested there.
 func TestNFSGatewayOps(t *testing.T) {
 	t.Parallel()
-	c := harness.Start(t, harness.Options{Nodes: 2, DrivesPerNode: 1, NFS: true})
+	harness.Run(t, harness.ProcessByDefault, testNFSGatewayOps)
+}
+
+func testNFSGatewayOps(t *testing.T, m harness.Mode) {
+	c := m.Start(t, harness.Options{Nodes: 2, DrivesPerNode: 1, NFS: true})
 	addrs := c.NFSAddrs()
 	if len(addrs) != 2 || addrs["n1"] == "" || addrs["n2"] == "" || addrs["n1"] == addrs["n2"] {
 		t.Fatalf("NFS addresses %v: want one of its own for n1 and n2", addrs)
@@ -47,6 +51,9 @@ func TestNFSGatewayOps(t *testing.T) {
 			continue
 		}
 		conn.Close()
+	}
+	if out, code := c.Weft("local", "node", "list", "--dir", c.Dir); code != 0 || !strings.Contains(out, " NFS ") || !strings.Contains(out, " "+addrs["n2"]+" ") {
+		t.Errorf("weft local node list (exit %d) lacks the NFS addresses:\n%s", code, out)
 	}
 	waitApplied := func(version uint64) admin.NFSStatus {
 		t.Helper()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -163,7 +164,12 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 			if g.json {
 				return printJSON(c.OutOrStdout(), states)
 			}
-			t := newTable(c.OutOrStdout(), "NAME", "PROCESS", "PID", "ADMIN", "GRPC", "CGROUP", "LOG")
+			nfsOn := slices.ContainsFunc(states, func(s local.NodeState) bool { return s.NFSAddr != "" })
+			header := []string{"NAME", "PROCESS", "PID", "ADMIN", "GRPC", "CGROUP", "LOG"}
+			if nfsOn {
+				header = slices.Insert(header, 5, "NFS")
+			}
+			t := newTable(c.OutOrStdout(), header...)
 			for _, s := range states {
 				state := "running"
 				if !s.Running {
@@ -176,7 +182,11 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 				if cg == "" {
 					cg = "-"
 				}
-				t.row(s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, cg, s.Log)
+				row := []string{s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, cg, s.Log}
+				if nfsOn {
+					row = slices.Insert(row, 5, s.NFSAddr)
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		},

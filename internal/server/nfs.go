@@ -222,9 +222,22 @@ func (r *NFSRole) stopAll(ctx context.Context) {
 	}
 }
 
-// close stops serving and releases the gateway and its file system.
+// NFSCloseTimeout bounds the release of a stopping gateway once its
+// addresses are closed: flushing its open files, closing its metadata
+// cache and revoking its session, which wait for the control plane (a
+// node stopping after the etcd quorum is gone would otherwise wait for
+// each call's own timeout). Nothing in it was promised stable to a
+// client: FILE_SYNC writes and namespace changes are durable before their
+// reply, and UNSTABLE writes not yet committed are sent again by their
+// clients when the verifier changes.
+const NFSCloseTimeout = 5 * time.Second
+
+// close stops serving (each address within ctx) and releases the gateway
+// and its file system (within NFSCloseTimeout).
 func (r *NFSRole) close(ctx context.Context) {
 	r.stopAll(ctx)
+	ctx, cancel := context.WithTimeout(ctx, NFSCloseTimeout)
+	defer cancel()
 	if err := r.gw.Close(ctx); err != nil {
 		r.log.Warn("closing the NFS gateway", "err", err)
 	}
@@ -376,7 +389,9 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 	}
 	defer func() {
 		if err != nil {
-			release(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), NFSCloseTimeout)
+			defer cancel()
+			release(ctx)
 			for _, l := range lis {
 				l.Close()
 			}
@@ -386,7 +401,14 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 	if err != nil {
 		return fmt.Errorf("server: nfs: session lease: %w", err)
 	}
-	undo = append(undo, func(context.Context) { sess.Close() })
+	undo = append(undo, func(ctx context.Context) {
+		// Not sess.Close, which waits up to the lease's TTL for a revoke:
+		// a lease not revoked expires by itself.
+		sess.Orphan()
+		if _, err := s.etcd.Revoke(ctx, sess.Lease()); err != nil {
+			log.Warn("revoking the session lease (it expires by itself)", "err", err)
+		}
+	})
 	sid := meta.SessionID(sess.Lease())
 	m, stopCache, err := namespace.OpenCached(ctx, s.etcd, s.embedded, namespace.CacheOptions{Session: sid, WriteBack: false, Log: log, Runner: s.run})
 	if stopCache != nil {
