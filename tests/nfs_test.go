@@ -20,7 +20,8 @@ import (
 // weft nfs export add, list and remove change the exports configuration
 // (bad input is a usage error, a second export of a path and the removal
 // of one not exported are refused), every gateway applies each version,
-// and the nodes' /metrics carry the gateway. What the gateway answers on
+// a node killed and started again serves its address again, and the
+// nodes' /metrics carry the gateway. What the gateway answers on
 // its port is the protocol package's business (internal/gateway/nfs),
 // tested there.
 func TestNFSGatewayOps(t *testing.T) {
@@ -142,6 +143,22 @@ func testNFSGatewayOps(t *testing.T, m harness.Mode) {
 	}
 	waitApplied(4)
 
+	// A node killed and started again serves its address again, and
+	// applies the exports as they are.
+	if err := c.Ctl.Kill(t.Context(), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := net.DialTimeout("tcp", addrs["n2"], 5*time.Second); err == nil {
+		conn.Close()
+		t.Errorf("a killed node's NFS address %s still accepts connections", addrs["n2"])
+	}
+	if err := c.Ctl.Start(t.Context(), "n2"); err != nil {
+		t.Fatal(err)
+	}
+	st = waitApplied(4)
+	if n := st.Nodes[1]; n.Node != "n2" || !n.Gateway || len(n.Listeners) != 1 || n.Listeners[0] != addrs["n2"] {
+		t.Errorf("n2 after its restart: %+v", n)
+	}
 	for _, n := range []string{"n1", "n2"} {
 		a := c.NodeAdmin(n)
 		resp, err := a.HTTP().Get(a.Base() + "/metrics")

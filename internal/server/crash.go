@@ -79,6 +79,9 @@ func (s *Server) Crash() {
 			s.log.Warn("stopping the crashed node's workers", "err", err)
 		}
 		cancel()
+		if s.nfs != nil && s.nfs.crashed != nil {
+			s.nfs.crashed()
+		}
 		s.closeLocal()
 		s.log.Info("node crashed")
 	})

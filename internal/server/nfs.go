@@ -94,6 +94,8 @@ type NFSRole struct {
 	rates  *nfsRates
 	salt   [16]byte // the process's start: its time and 8 random bytes
 	closed func(ctx context.Context)
+	// crashed, if set, releases what a crash leaves (Server.Crash).
+	crashed func()
 
 	// applied is the exports version the gateway applies.
 	applied atomic.Uint64
@@ -462,6 +464,12 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 		return fmt.Errorf("server: nfs: %w", err)
 	}
 	role = newNFSRole(gw, s.run, log, release)
+	// After a crash nothing reaches etcd any more: the data path's
+	// connections are closed, the session's lease is left to expire.
+	role.crashed = func() {
+		sess.Orphan()
+		c.Close()
+	}
 	role.exp = exp
 	role.applied.Store(exp.Current().Version)
 	eh, err := s.run.Go("nfs-exports", exp, runner.Options{})
