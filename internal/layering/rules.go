@@ -49,7 +49,8 @@ func Weft() Table {
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
 				Libraries: []string{"github.com/hanwen/go-fuse/v2"}},
-			{Pkg: "internal/gateway/nfs", Kind: Edge, Imports: []string{EdgeAPI}},
+			{Pkg: "internal/gateway/nfs", Kind: Edge, Imports: []string{EdgeAPI},
+				Libraries: []string{"github.com/willscott/go-nfs-client"}},
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
@@ -97,6 +98,10 @@ func Weft() Table {
 
 			// Test support.
 			{Pkg: "internal/datadriven", Kind: Test},
+			// The NFS gateway's tests: an edge's own test files see only
+			// vfs, so they live here, over a real vfs.FS.
+			{Pkg: "internal/gateway/nfs/nfstest", Kind: Test, Imports: []string{"internal/client", "internal/client/clienttest",
+				"internal/gateway/nfs", "internal/vfs"}},
 			{Pkg: "internal/client/clienttest", Kind: Test, Imports: []string{"internal/block", "internal/client",
 				"internal/drive", "internal/erasure", "internal/kv", "internal/kv/memkv", "internal/meta"}},
 			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx", "internal/pki", "internal/pki/pkitest"}},

@@ -47,6 +47,10 @@ import (
 //	                   (cluster.NFSExportsFollower) and applies each version
 //	nfs-rates          samples the gateway's operation counts once a
 //	                   second, for the ops/s of weft nfs status
+//	nfs-idle           every nfsIdleEvery, closes the files no request
+//	                   used for nfs.Config.IdleClose (30 s), flushing
+//	                   their buffered writes (nfs.Server.CloseIdle): a
+//	                   gateway no client talks to any more releases them
 //	nfs-policy-follow  follows the pool policy (cluster.PolicyFollower)
 //
 // and those of its metadata cache and open files (kvcache, vfs "opens").
@@ -64,6 +68,10 @@ const NFSSessionTTL = 30 * time.Second
 // nfsRateEvery is how often nfs-rates samples the operation counts.
 const nfsRateEvery = time.Second
 
+// nfsIdleEvery is how often nfs-idle closes the gateway's idle files: an
+// idle file is closed at most this long after nfs.Config.IdleClose.
+const nfsIdleEvery = 5 * time.Second
+
 // ErrNFS is wrapped by the errors of NFSRole.Serve and Stop.
 var ErrNFS = errors.New("server: nfs")
 
@@ -72,6 +80,7 @@ type nfsGateway interface {
 	Serve(ctx context.Context, l net.Listener, verifier uint64) error
 	SetExports(e []nfs.Export) error
 	Stats() nfs.Stats
+	CloseIdle(ctx context.Context)
 	Close(ctx context.Context) error
 }
 
@@ -323,6 +332,16 @@ func (w nfsRateWorker) Step(context.Context) (runner.State, error) {
 	return runner.Idle, nil
 }
 
+// nfsIdleWorker is the worker "nfs-idle".
+type nfsIdleWorker struct{ r *NFSRole }
+
+var _ runner.Worker = nfsIdleWorker{}
+
+func (w nfsIdleWorker) Step(ctx context.Context) (runner.State, error) {
+	w.r.gw.CloseIdle(ctx)
+	return runner.Idle, nil
+}
+
 // nfsRates keeps the last samples of the gateway's operation counts, to
 // tell each procedure's rate.
 //
@@ -482,6 +501,11 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 		return fmt.Errorf("server: nfs: %w", err)
 	}
 	undo = append(undo, func(ctx context.Context) { _ = rh.Stop(ctx) })
+	ih, err := s.run.Go("nfs-idle", nfsIdleWorker{role}, runner.Options{Idle: nfsIdleEvery, Delay: nfsIdleEvery, MinBackoff: nfsIdleEvery, MaxBackoff: nfsIdleEvery})
+	if err != nil {
+		return fmt.Errorf("server: nfs: %w", err)
+	}
+	undo = append(undo, func(ctx context.Context) { _ = ih.Stop(ctx) })
 	for i, l := range lis {
 		if err := role.serve(s.cfg.NFS.Listen[i], l, 0); err != nil {
 			lis = lis[i+1:]

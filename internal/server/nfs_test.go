@@ -32,6 +32,7 @@ type fakeGateway struct {
 	refuse    error
 	verifiers []uint64
 	returned  map[string]bool // listener address → its Serve has returned
+	idle      int             // CloseIdle calls
 }
 
 func (f *fakeGateway) Serve(ctx context.Context, l net.Listener, verifier uint64) error {
@@ -76,6 +77,12 @@ func (f *fakeGateway) Stats() nfs.Stats {
 }
 
 func (f *fakeGateway) Close(context.Context) error { return nil }
+
+func (f *fakeGateway) CloseIdle(context.Context) {
+	f.mu.Lock()
+	f.idle++
+	f.mu.Unlock()
+}
 
 func testRole(t *testing.T, gw nfsGateway) *NFSRole {
 	t.Helper()
@@ -386,5 +393,28 @@ func TestNFSConfig(t *testing.T) {
 		if (tc.want == "") != (err == nil) || (err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want))) {
 			t.Errorf("%v: %v; want %q", tc.listen, err, tc.want)
 		}
+	}
+}
+
+// TestNFSIdleWorker: the nfs-idle worker has the gateway close its idle
+// files at each step.
+func TestNFSIdleWorker(t *testing.T) {
+	gw := &fakeGateway{}
+	r := testRole(t, gw)
+	if _, err := r.run.Go("nfs-idle", nfsIdleWorker{r}, runner.Options{Idle: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gw.mu.Lock()
+		n := gw.idle
+		gw.mu.Unlock()
+		if n >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CloseIdle called %d times in 10 s; want steps calling it", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
