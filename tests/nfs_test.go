@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,9 +23,11 @@ import (
 // (bad input is a usage error, a second export of a path and the removal
 // of one not exported are refused), every gateway applies each version,
 // a node killed and started again serves its address again, and the
-// nodes' /metrics carry the gateway. What the gateway answers on
-// its port is the protocol package's business (internal/gateway/nfs),
-// tested there.
+// nodes' /metrics carry the gateway. With libnfs's nfs-ls installed, a
+// listing through n1 shows as n1's client and MOUNT in the status, and
+// the gateways stop serving "/" once the exports leave it out, and
+// serve it again with the default export. The protocol itself is
+// internal/gateway/nfs's business, tested there.
 func TestNFSGatewayOps(t *testing.T) {
 	t.Parallel()
 	harness.Run(t, harness.ProcessByDefault, testNFSGatewayOps)
@@ -88,9 +92,31 @@ func testNFSGatewayOps(t *testing.T, m harness.Mode) {
 			t.Errorf("status of %s: %+v; want a gateway on %s", n.Node, n, addrs[n.Node])
 		}
 	}
+	// With libnfs's nfs-ls (Debian's libnfs-utils), a client of n1: the
+	// status then shows it, and its MOUNT, under n1.
+	_, err = exec.LookPath("nfs-ls")
+	ls := err == nil
+	if !ls {
+		t.Log("no nfs-ls here (libnfs-utils): the gateway is not asked to serve a client")
+	} else {
+		if out, err := nfsLs(t, addrs["n1"]); err != nil {
+			t.Fatalf("nfs-ls / through n1 (the default export): %v\n%s", err, out)
+		}
+		st = waitApplied(0)
+		n1 := st.Nodes[0]
+		mounts := 0
+		for _, o := range n1.Ops {
+			if o.Procedure == "MOUNT" {
+				mounts = int(o.Count)
+			}
+		}
+		if n1.Node != "n1" || len(n1.Clients) == 0 || n1.Clients[0].Listener != addrs["n1"] || n1.Clients[0].LastSeen.IsZero() || mounts == 0 {
+			t.Errorf("n1's status after nfs-ls: %+v; want its client and its MOUNT", n1)
+		}
+	}
 	out, code := c.Weft("nfs", "status")
 	for _, n := range []string{"n1", "n2"} {
-		if code != 0 || !regexp.MustCompile(`(?m)^`+n+` +`+regexp.QuoteMeta(addrs[n])+` +default +0 +0\.0$`).MatchString(out) {
+		if code != 0 || !regexp.MustCompile(`(?m)^`+n+` +`+regexp.QuoteMeta(addrs[n])+` +default +[0-9]+ +[0-9]+\.[0-9]$`).MatchString(out) {
 			t.Errorf("weft nfs status (exit %d) lacks node %s on %s:\n%s", code, n, addrs[n], out)
 		}
 	}
@@ -133,15 +159,29 @@ func testNFSGatewayOps(t *testing.T, m harness.Mode) {
 	if out, code := c.Weft("nfs", "export", "remove", "/nope"); code != 1 || !strings.Contains(out, "/nope is not exported") {
 		t.Errorf("weft nfs export remove /nope: exit %d, %q; want exit 1, not exported", code, out)
 	}
-	for _, p := range []string{"/projects", "/"} {
-		if out, code := c.Weft("nfs", "export", "remove", p); code != 0 {
-			t.Fatalf("weft nfs export remove %s (exit %d):\n%s", p, code, out)
+	if out, code := c.Weft("nfs", "export", "remove", "/"); code != 0 {
+		t.Fatalf("weft nfs export remove / (exit %d):\n%s", code, out)
+	}
+	waitApplied(3)
+	if ls {
+		// Only /projects is exported now, to 10.0.0.0/24 and 127.0.0.1,
+		// and it does not exist: "/" is not mounted any more.
+		if out, err := nfsLs(t, addrs["n2"]); err == nil {
+			t.Errorf("nfs-ls / through n2 with / no longer exported: %s", out)
 		}
+	}
+	if out, code := c.Weft("nfs", "export", "remove", "/projects"); code != 0 {
+		t.Fatalf("weft nfs export remove /projects (exit %d):\n%s", code, out)
 	}
 	if out, code := c.Weft("nfs", "export", "list"); code != 0 || !strings.Contains(out, `no export configured: the gateways export "/"`) {
 		t.Errorf("weft nfs export list after removing every export (exit %d):\n%s", code, out)
 	}
 	waitApplied(4)
+	if ls {
+		if out, err := nfsLs(t, addrs["n2"]); err != nil {
+			t.Errorf("nfs-ls / through n2 with the default export again: %v\n%s", err, out)
+		}
+	}
 
 	// A node killed and started again serves its address again, and
 	// applies the exports as they are.
@@ -173,4 +213,13 @@ func testNFSGatewayOps(t *testing.T, m harness.Mode) {
 			}
 		}
 	}
+}
+
+// nfsLs lists the root of the gateway at addr with libnfs's nfs-ls.
+func nfsLs(t *testing.T, addr string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "nfs-ls", local.NFSURL(addr)).CombinedOutput()
+	return string(out), err
 }
