@@ -94,6 +94,7 @@ $WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
 		newCallbackCmd(g),
 		newQoSCmd(g),
 		newNFSCmd(g),
+		newCheckstreamCmd(g),
 		newVersionCmd(),
 	)
 	refuseUnknownSubcommands(root)

@@ -46,6 +46,13 @@ var (
 	// ErrXattrTooLarge: an xattr name, value or list of names is over its
 	// limit (E2BIG).
 	ErrXattrTooLarge = errors.New("vfs: extended attribute too large")
+	// ErrLocked: another owner, on this client or another, holds a
+	// conflicting file lock (EAGAIN).
+	ErrLocked = errors.New("vfs: file is locked")
+	// ErrNoLocks: this client can take no more locks: its session ended
+	// (cut off from the cluster longer than its TTL), and the locks it
+	// held are gone (ENOLCK).
+	ErrNoLocks = errors.New("vfs: no locks available")
 	// ErrBusy: the inode is in use (EBUSY).
 	ErrBusy = errors.New("vfs: busy")
 	// ErrBadHandle: the handle is closed or not open for this access
@@ -86,6 +93,8 @@ var classes = [...]struct{ from, class error }{
 	{meta.ErrNoXattr, ErrNoXattr},
 	{meta.ErrXattrTooLarge, ErrXattrTooLarge},
 	{meta.ErrBusy, ErrBusy},
+	{meta.ErrLocked, ErrLocked},
+	{meta.ErrLocksLost, ErrNoLocks},
 	{meta.ErrInvalid, ErrInvalid},
 	{client.ErrNoSpace, ErrNoSpace},
 	{meta.ErrTooLarge, ErrFileTooLarge},

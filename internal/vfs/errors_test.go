@@ -30,6 +30,8 @@ func TestClassify(t *testing.T) {
 		{meta.ErrNoXattr, ErrNoXattr},
 		{meta.ErrXattrTooLarge, ErrXattrTooLarge},
 		{meta.ErrBusy, ErrBusy},
+		{meta.ErrLocked, ErrLocked},
+		{meta.ErrLocksLost, ErrNoLocks},
 		{meta.ErrInvalid, ErrInvalid},
 		{client.ErrNoSpace, ErrNoSpace},
 		{meta.ErrTooLarge, ErrFileTooLarge},
@@ -88,7 +90,7 @@ func TestClassify(t *testing.T) {
 
 func allClasses() []error {
 	return []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong, ErrPerm, ErrAccess,
-		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
+		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrLocked, ErrNoLocks, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
 		ErrUnavailable}
 }
 

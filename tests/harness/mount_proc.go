@@ -108,3 +108,8 @@ func (m *MountProc) Output() string { return m.out.String() }
 func (m *MountProc) Detach() {
 	_ = syscall.Unmount(m.Dir, syscall.MNT_DETACH) // EINVAL: not mounted
 }
+
+// Kill kills the process with SIGKILL (kill -9): the mount dies without
+// unmounting or closing its session, whose lease then expires. Wait for
+// Done after it.
+func (m *MountProc) Kill() error { return m.cmd.Process.Kill() }

@@ -30,6 +30,8 @@ var errnoTable = []struct {
 	{vfs.ErrNoXattr, syscall.ENODATA},
 	{vfs.ErrXattrTooLarge, syscall.E2BIG},
 	{vfs.ErrBusy, syscall.EBUSY},
+	{vfs.ErrLocked, syscall.EAGAIN},
+	{vfs.ErrNoLocks, syscall.ENOLCK},
 	{vfs.ErrInvalid, syscall.EINVAL},
 	{vfs.ErrAccess, syscall.EACCES},
 	{vfs.ErrBadHandle, syscall.EBADF},

@@ -31,6 +31,8 @@ func TestStatus(t *testing.T) {
 		{vfs.ErrNoXattr, syscall.ENODATA},
 		{vfs.ErrXattrTooLarge, syscall.E2BIG},
 		{vfs.ErrBusy, syscall.EBUSY},
+		{vfs.ErrLocked, syscall.EAGAIN},
+		{vfs.ErrNoLocks, syscall.ENOLCK},
 		{vfs.ErrBadHandle, syscall.EBADF},
 		{vfs.ErrNoSpace, syscall.ENOSPC},
 		{vfs.ErrFileTooLarge, syscall.EFBIG},
