@@ -137,6 +137,9 @@ type metaStore interface {
 	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
 	CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, co meta.CommitOptions) ([]meta.Stripe, error)
 	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
+	// Extend and DropStripes make holes (see sparse.go).
+	Extend(ctx context.Context, lin meta.LIN, size uint64) (meta.Attr, error)
+	DropStripes(ctx context.Context, lin meta.LIN, from, to, size uint64) (meta.Attr, error)
 	EnqueueDeletes(ctx context.Context, entries []meta.DeleteEntry) error
 	// Sync waits until a metadata cache has seen every change committed
 	// before the call (see meta.Meta.Sync).

@@ -16,6 +16,9 @@ import (
 type Stats struct {
 	// StripesWritten is the number of stripes committed.
 	StripesWritten int64
+	// HolesKept is the number of stripe write-outs whose bytes were all
+	// zeros, committed as holes (nothing stored) instead.
+	HolesKept int64
 	// UnderProtectedWrites is the number of stripes written below their
 	// protection: with fewer units than it asks, or on too few nodes or
 	// drives for the tolerance their pool could give (left for repair).
@@ -78,7 +81,7 @@ type counters struct {
 	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
 	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
 	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
-	localReads, localWrites, unreadable                            atomic.Int64
+	localReads, localWrites, unreadable, holesKept                 atomic.Int64
 	prefetched, prefetchUnread, stridedRecords                     atomic.Int64
 	seq                                                            atomic.Uint64 // random stream ids
 	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
@@ -96,6 +99,7 @@ func (c *Client) Stats() Stats {
 		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
 		StridedRecords: s.stridedRecords.Load(), PrefetchBytes: s.prefetched.Load(), PrefetchUnreadBytes: s.prefetchUnread.Load(),
 		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(), UnreadableReads: s.unreadable.Load(),
+		HolesKept: s.holesKept.Load(),
 	}
 }
 

@@ -148,7 +148,7 @@ func Run(ctx context.Context, o Options) error {
 	defer sess.Close()
 	var m *meta.Meta
 	if o.NoCache {
-		m, err = namespace.Open(ctx, cli, info.EmbeddedEtcd, true)
+		m, err = namespace.OpenSession(ctx, cli, info.EmbeddedEtcd, true, meta.SessionID(sess.Lease()))
 	} else {
 		var stopCache func()
 		m, stopCache, err = namespace.OpenCached(ctx, cli, info.EmbeddedEtcd, namespace.CacheOptions{

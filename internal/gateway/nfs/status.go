@@ -35,6 +35,7 @@ var statusTable = []struct {
 	{vfs.ErrBadHandle, nfsc.NFS3ErrServerFault},
 	{vfs.ErrNoSpace, nfsc.NFS3ErrNoSpc},
 	{vfs.ErrFileTooLarge, nfsc.NFS3ErrFBig},
+	{vfs.ErrNotSupported, nfsc.NFS3ErrNotSupp},
 	{vfs.ErrUnavailable, nfs3ErrJukebox},
 	{context.Canceled, nfs3ErrJukebox},
 	{context.DeadlineExceeded, nfs3ErrJukebox},

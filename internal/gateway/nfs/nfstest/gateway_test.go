@@ -3,7 +3,9 @@ package nfstest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,15 +36,29 @@ func mountRoot(t testing.TB, f *Fixture, cred rpc.Auth) (*rawClient, []byte) {
 	return c, fh
 }
 
+// dialTarget connects go-nfs-client's RPC client to addr. The client binds
+// a source port it picks at random from 49152-65535 without asking the
+// kernel, so the port may be taken (a test's or a TIME_WAIT connection):
+// it is tried again then, with another port.
+func dialTarget(t testing.TB, addr string) *rpc.Client {
+	t.Helper()
+	for i := 0; ; i++ {
+		rc, err := rpc.DialTCP("tcp", addr, false)
+		if err == nil {
+			return rc
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || i == 9 {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestPOSIX drives the gateway with go-nfs-client's Target (MOUNT, LOOKUP,
 // CREATE, WRITE, READ, RENAME, SYMLINK, READDIRPLUS, REMOVE) and the raw
 // client for what Target lacks, checking POSIX behaviours over NFSv3.
 func TestPOSIX(t *testing.T) {
 	f := New(t, 1)
-	rc, err := rpc.DialTCP("tcp", f.Addr, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := dialTarget(t, f.Addr)
 	defer rc.Close()
 	m := &nfsc.Mount{Client: rc}
 	tg, err := m.Mount("/", authSys(0, 0))
