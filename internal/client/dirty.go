@@ -34,7 +34,7 @@ func (d *dstripe) mem() int64 {
 }
 
 // put copies p into d at offset off (within the stripe), allocating what
-// it needs and counting it in ino.buffered; the caller adds the range to
+// it needs and counting it (account); the caller adds the range to
 // d.ext. A dense stripe stays dense while the write starts inside or at
 // the end of its buffer, or fits in its capacity; otherwise it becomes
 // sparse (its bytes are moved into chunks).
@@ -55,7 +55,7 @@ func (ino *inode) put(d *dstripe, off int, p []byte) {
 			c = chunks.Get().(*chunk)
 			d.chunks[i] = c
 			d.nchunks++
-			ino.buffered += chunkSize
+			ino.account(chunkSize)
 		}
 		n := copy(c[o:], p)
 		p, off = p[n:], off+n
@@ -65,13 +65,13 @@ func (ino *inode) put(d *dstripe, off int, p []byte) {
 // sparsify turns dense stripe d into a sparse one holding the same bytes.
 func (ino *inode) sparsify(d *dstripe) {
 	d.chunks = make([]*chunk, (int(ino.ss)+chunkSize-1)/chunkSize)
-	ino.buffered += int64(cap(d.chunks)) * ptrSize
+	ino.account(int64(cap(d.chunks)) * ptrSize)
 	old := d.buf
 	d.buf = nil
 	for _, r := range d.ext {
 		ino.put(d, r.lo, old[r.lo:r.hi])
 	}
-	ino.buffered -= int64(cap(old))
+	ino.account(-int64(cap(old)))
 	if cap(old) == int(ino.ss) {
 		ino.c.bufs.put(old)
 	}
@@ -120,7 +120,7 @@ func (ino *inode) grow(d *dstripe, n int) {
 		nb = make([]byte, newCap)
 	}
 	copy(nb, d.buf)
-	ino.buffered += int64(cap(nb) - cap(d.buf))
+	ino.account(int64(cap(nb) - cap(d.buf)))
 	ino.release(d)
 	d.buf = nb[:n]
 }
@@ -142,6 +142,13 @@ func (ino *inode) release(d *dstripe) {
 
 // dropLocked forgets a buffered stripe.
 func (ino *inode) dropLocked(d *dstripe) {
-	ino.buffered -= d.mem()
+	ino.account(-d.mem())
 	ino.release(d)
+}
+
+// account counts n more bytes of buffers (negative: fewer) in the file's
+// and the Client's totals.
+func (ino *inode) account(n int64) {
+	ino.buffered += n
+	ino.c.dirty.Add(n)
 }

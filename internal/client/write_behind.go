@@ -186,28 +186,35 @@ func (ino *inode) flush(ctx context.Context) error {
 }
 
 // bgWriteOuts is how many stripes of one file the write-behind of
-// makeRoom keeps in flight while the file's buffered bytes are past half
-// of MaxDirty but not at it.
+// makeRoom keeps in flight while buffered bytes are past bgDirty of a
+// limit but not at it.
 const bgWriteOuts = 4
 
-// makeRoom keeps the file's buffered bytes (dirty and in flight) within
-// MaxDirty before n more are buffered. Past half of it, it starts
-// write-outs of the dirtiest stripes (those holding the most buffered
-// bytes, so that each read-modify-write of a stripe carries as many
-// writes as it can) in the background, without waiting. At MaxDirty, it
-// starts as many as it takes to come back under and waits for their
-// commits. A stripe whose write-out failed is not started again by one
-// call; when only such stripes are left, it flushes the file (which
-// retries them once) and returns the flush's error.
+// bgDirty is the fraction of MaxDirty (and MaxDirtyTotal) past which
+// makeRoom starts write-outs in the background: 3/4.
+func bgDirty(limit int64) int64 { return limit / 4 * 3 }
+
+// makeRoom keeps the buffered bytes (dirty and in flight) within MaxDirty
+// for the file and MaxDirtyTotal for the Client before n more are
+// buffered. Past three quarters of a limit, it starts write-outs of the
+// file's dirtiest stripes (those holding the most buffered bytes, so that
+// each read-modify-write of a stripe carries as many writes as it can) in
+// the background, without waiting. At a limit, it starts as many of the
+// file's as it takes to come back under (at most all of them: the
+// Client's other files are written out by their own writers) and waits
+// for their commits. A stripe whose write-out failed is not started again
+// by one call; when only such stripes are left, it flushes the file
+// (which retries them once) and returns the flush's error.
 func (ino *inode) makeRoom(ctx context.Context, n int) error {
-	limit := ino.c.maxDirty
+	c := ino.c
 	var tried map[int64]bool
 	for {
 		ino.mu.Lock()
-		over := ino.buffered + int64(n) - limit
+		total := c.dirty.Load() + int64(n)
+		over := max(ino.buffered+int64(n)-c.maxDirty, min(total-c.maxTotal, ino.buffered))
 		if over <= 0 || !ino.hasStateLocked() {
 			var todo []int64
-			if ino.buffered+int64(n) > limit/2 && len(ino.inflight) < bgWriteOuts {
+			if (ino.buffered+int64(n) > bgDirty(c.maxDirty) || total > bgDirty(c.maxTotal)) && len(ino.inflight) < bgWriteOuts {
 				todo = ino.dirtiestLocked(1, nil, true)
 			}
 			ino.mu.Unlock()
@@ -231,6 +238,9 @@ func (ino *inode) makeRoom(ctx context.Context, n int) error {
 			if err := ino.flush(ctx); err != nil {
 				return err
 			}
+			if tried == nil {
+				return nil // the file has nothing buffered: go on
+			}
 			tried = nil
 			continue
 		}
@@ -246,11 +256,11 @@ func (ino *inode) makeRoom(ctx context.Context, n int) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := ino.c.closedErr(); err != nil {
+		if err := c.closedErr(); err != nil {
 			return err
 		}
 		ino.mu.Lock()
-		if ino.buffered+int64(n) > limit && (len(ino.inflight) > 0 || ino.truncating) {
+		if len(ino.inflight) > 0 || ino.truncating {
 			if err := ino.waitLocked(ctx); err != nil {
 				ino.mu.Unlock()
 				return err
