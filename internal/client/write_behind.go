@@ -281,10 +281,18 @@ func (ino *inode) dirtiestLocked(want int64, skip map[int64]bool, noFailed bool)
 		mem int64
 	}
 	var cs []cand
+	var best cand
 	for idx, d := range ino.dirty {
 		if ino.inflight[idx] == nil && !skip[idx] && (!noFailed || d.err == nil) {
-			cs = append(cs, cand{idx, d.mem()})
+			c := cand{idx, d.mem()}
+			cs = append(cs, c)
+			if c.mem > best.mem {
+				best = c
+			}
 		}
+	}
+	if len(cs) > 0 && best.mem >= want {
+		return []int64{best.idx} // the background's case: no sort
 	}
 	slices.SortFunc(cs, func(a, b cand) int { return cmp.Compare(b.mem, a.mem) })
 	var out []int64
