@@ -11,7 +11,8 @@
 # (../shared/bench/bench-side-by-side.sh). Reported per test: IOPS, weft
 # over the loopback, and the CPU seconds the weft mount process spent per
 # 1,000 random writes (from /proc: the client's cost of a write, buffering
-# and write-out together, whatever else loads the machine).
+# and write-out together, whatever else loads the machine). fio's JSON
+# output and the systems' logs stay in the work directory it prints.
 # Needs root (mount, drop_caches) and fio.
 #   SIZE     bytes per fio job (default 1g)
 #   RUNTIME  seconds of each random-write test (default 20)
@@ -36,7 +37,8 @@ cleanup() {
   sleep 3
   for m in "$work"/*.mnt; do mountpoint -q "$m" 2>/dev/null && fusermount3 -u "$m" 2>/dev/null || true; done
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
+  rm -rf "$work"/*.data "$work"/*.mnt "$work/weft"
+  echo "bench-randwrite: fio's JSON and the logs are in $work" >&2
 }
 trap cleanup EXIT
 wait_for() { # SECONDS CMD...: poll CMD every half second

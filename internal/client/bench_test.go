@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -175,6 +176,7 @@ func BenchmarkRandomWrite(b *testing.B) {
 	p := clienttest.RandBytes(4*kib, 2)
 	rng := rand.New(rand.NewPCG(1, 2))
 	before := c.Stats().StripesWritten
+	var syncs time.Duration
 	for b.Loop() {
 		for i := range randWrites {
 			off := rng.Int64N(benchSize/(4*kib)) * 4 * kib
@@ -187,13 +189,16 @@ func BenchmarkRandomWrite(b *testing.B) {
 				b.StartTimer()
 			}
 		}
+		t0 := time.Now()
 		if err := fh.Sync(bg); err != nil {
 			b.Fatal(err)
 		}
+		syncs += time.Since(t0)
 		b.StopTimer()
 		f.DrainDeletes()
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.N*randWrites)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(syncs.Seconds()/float64(b.N), "sync-s/op")
 	b.ReportMetric(float64(b.N*randWrites)/float64(c.Stats().StripesWritten-before), "writes/stripe")
 }
