@@ -19,6 +19,11 @@ import "sync"
 // of the kernel's small writes.
 const chunkSize = 4 << 10
 
+// denseSmall is how far into a stripe a write may end and keep the
+// stripe dense whatever its offset: a small buffer is cheaper than a
+// chunk table there.
+const denseSmall = 64 << 10
+
 // chunk is one piece of a sparse stripe's buffer.
 type chunk [chunkSize]byte
 
@@ -36,11 +41,13 @@ func (d *dstripe) mem() int64 {
 // put copies p into d at offset off (within the stripe), allocating what
 // it needs and counting it (account); the caller adds the range to
 // d.ext. A dense stripe stays dense while the write starts inside or at
-// the end of its buffer, or fits in its capacity; otherwise it becomes
-// sparse (its bytes are moved into chunks).
+// the end of its buffer, or ends within its capacity or within the
+// stripe's first denseSmall bytes (an eighth of the stripe at most: a
+// small file written out of order);
+// otherwise it becomes sparse (its bytes are moved into chunks).
 func (ino *inode) put(d *dstripe, off int, p []byte) {
 	end := off + len(p)
-	if d.chunks == nil && (off <= len(d.buf) || end <= cap(d.buf)) {
+	if d.chunks == nil && (off <= len(d.buf) || end <= max(cap(d.buf), min(denseSmall, int(ino.ss)/8))) {
 		ino.grow(d, end)
 		copy(d.buf[off:], p)
 		return

@@ -58,6 +58,13 @@ func TestRandomSmallWrites(t *testing.T) {
 			t.Fatalf("write %d: WriteAt(%d bytes at %d) = %d, %v", i, len(p), off, n, err)
 		}
 		copy(ref[off:], p)
+		// MaxDirty is kept before a write buffers its bytes: past it by
+		// at most what one write allocates — a dense stripe's buffer
+		// growing to a whole stripe, or the chunks a write starts and
+		// ends in and a chunk table.
+		if got := c.DirtyBytes(); got > 9*smallStripe+16*kib {
+			t.Fatalf("write %d: %d bytes buffered, MaxDirty is %d", i, got, 8*smallStripe)
+		}
 		if i%50 == 0 {
 			off := rng.Int64N(smallFile)
 			got := make([]byte, 1+rng.Int64N(min(3*smallStripe, smallFile-off)))
@@ -72,6 +79,9 @@ func TestRandomSmallWrites(t *testing.T) {
 	}
 	if err := fh.Sync(bg); err != nil {
 		t.Fatal(err)
+	}
+	if got := c.DirtyBytes(); got != 0 {
+		t.Errorf("%d bytes still counted as buffered after the sync", got)
 	}
 	stripes := c.Stats().StripesWritten - before
 	t.Logf("%d writes, %d stripes written (%.1f writes a stripe)", writes, stripes, float64(writes)/float64(stripes))
