@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/job"
@@ -51,6 +53,8 @@ func TestCrashConsistency(t *testing.T) {
 		{"drive/stage-before-sync", r.stageCrash},
 		{"client/before-commit", func(t *testing.T) { r.commitCrash(t, "client/before-commit") }},
 		{"client/after-commit", func(t *testing.T) { r.commitCrash(t, "client/after-commit") }},
+		{"client/before-punch", func(t *testing.T) { r.punchCrash(t, "client/before-punch") }},
+		{"client/after-punch", func(t *testing.T) { r.punchCrash(t, "client/after-punch") }},
 		{"kvcache/before-commit", func(t *testing.T) { r.writeBackCrash(t, "kvcache/before-commit") }},
 		{"kvcache/after-commit", func(t *testing.T) { r.writeBackCrash(t, "kvcache/after-commit") }},
 		// Node points of the background work.
@@ -302,6 +306,65 @@ func (r *crashRig) commitCrash(t *testing.T, point string) {
 		}
 	}
 	r.verify(t, append(rels[1:], f0))
+	r.scanClean(t)
+}
+
+// punchCrash crashes a mount punching a hole (fallocate PUNCH_HOLE) over
+// the middle stripe of an acknowledged 3-stripe file: before-punch dies
+// before the stripe is dropped, after-punch once it is (its blocks queued
+// in the same transaction), unacknowledged either way. The file must read
+// as before the punch or with that stripe's bytes zero, by the point; the
+// dropped stripe's blocks must be freed by the drainers and nothing left
+// for integrityscan.
+func (r *crashRig) punchCrash(t *testing.T, point string) {
+	dir := r.mkdir(t, point)
+	r.waitDrained(t)
+	m := r.c.StartMount(filepath.Join(r.tmp, strings.ReplaceAll(point, "/", "-")), []string{"--sync-dirops"}, "WEFT_FAILPOINTS="+point+"=crash")
+	rel := path.Join(dir, "f")
+	data := randBytes(seedOf(point, 0), 3*4*unit)
+	if err := writeAcked(filepath.Join(m.Dir, rel), data, true); err != nil {
+		t.Fatalf("write %s before the crash point: %v", rel, err)
+	}
+	r.acked[rel] = data
+	before := layout(t, r.c, filepath.Join(r.c.Mount, rel))
+	f, err := os.OpenFile(filepath.Join(m.Dir, rel), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 4*unit, 4*unit)
+	f.Close()
+	if err == nil {
+		t.Fatalf("the punch of %s was acknowledged: %s did not fire", rel, point)
+	}
+	r.waitMountCrash(t, m, point)
+
+	want := append([]byte(nil), data...)
+	if point == "client/after-punch" {
+		clear(want[4*unit : 8*unit])
+	}
+	checkFile(t, filepath.Join(r.c.Mount, rel), want)
+	r.acked[rel] = want
+	after := layout(t, r.c, filepath.Join(r.c.Mount, rel))
+	var idx []uint64
+	for _, s := range after.Stripes {
+		idx = append(idx, s.Index)
+	}
+	t.Logf("%s: stripes %v after the crash", point, idx)
+	if point == "client/after-punch" {
+		if len(after.Stripes) != 2 || after.Stripes[1].Index != 2 {
+			t.Fatalf("stripes %v after the punch committed, want [0 2]", idx)
+		}
+		r.waitDrained(t)
+		now := allBlocks(t, r.c)
+		for _, u := range before.Stripes[1].Units {
+			if id, _ := drive.ParseBlockID(u.Block); now[id] {
+				t.Fatalf("block %s of the punched stripe is still stored", u.Block)
+			}
+		}
+	} else if len(after.Stripes) != 3 {
+		t.Fatalf("stripes %v after a crash before the punch, want [0 1 2]", idx)
+	}
+	r.verify(t, []string{rel})
 	r.scanClean(t)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,10 +15,11 @@ import (
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure: metadata rates, FUSE's own ceiling (loopback), and make test namespaces (populate)",
+		Short: "Measure: metadata rates, I/O patterns (io), FUSE's own ceiling (loopback), and make test namespaces (populate)",
 		Long: `Benchmark tools. Data throughput is measured with fio (see
-docs/benchmarks.md and scripts/bench-fuse.sh); these commands cover what
-fio does not.`,
+docs/benchmarks.md and scripts/bench-reads.sh); these commands cover what
+fio does not: shared-file strided I/O (io --pattern strided), metadata
+rates, FUSE's ceiling, test namespaces.`,
 	}
 	var files int
 	metaRates := &cobra.Command{
@@ -68,7 +70,7 @@ this machine: the baseline weft's mount is compared with. Runs until Ctrl-C.`,
 			}
 		},
 	}
-	cmd.AddCommand(metaRates, loop, newBenchPopulateCmd(g))
+	cmd.AddCommand(metaRates, loop, newBenchPopulateCmd(g), newBenchIOCmd(g))
 	return cmd
 }
 
@@ -188,4 +190,89 @@ func printPopulateProgress(w io.Writer, r bench.PopulateResult, want int64) {
 		pct = 100 * float64(r.Inodes) / float64(want+1)
 	}
 	fmt.Fprintf(w, "\rpopulate %s: %d of about %d inodes (%.0f%%) in %.0fs, %.0f inodes/s ", r.Under, r.Inodes, want+1, pct, r.Seconds, r.InodesPerSec)
+}
+
+func newBenchIOCmd(g *globals) *cobra.Command {
+	o := bench.IOOptions{Tasks: 4, Segments: 256, Fsync: true}
+	var record int
+	cmd := &cobra.Command{
+		Use:   "io DIR [--pattern sequential|random|strided] [--tasks N] [--record BYTES] [--segments S]",
+		Short: "Write then read records from N tasks: sequential or random on N files, or strided in one shared file",
+		Long: `Run --tasks N tasks at once (each with its own open file) that write
+records of --record bytes, then read them back and check every byte, in a
+new subdirectory of DIR (removed afterwards unless --keep), and print the
+bytes, seconds, MB/s and records per second of each phase.
+
+Patterns:
+
+  sequential   task i writes file task000i front to back, S records, then
+               reads it front to back (default record: 1 MiB)
+  random       task i writes every record of its file once in a random
+               order, then reads each once in another (default: 4 KiB)
+  strided      the N tasks share one file of N x S records interleaved:
+               record s*N+i is task i's record of segment s; task i writes
+               records i, i+N, i+2N, ... and then reads the records of task
+               (i+1) mod N, so that no task reads what it wrote (as ior's
+               "hard" tests do; default record: 47,008 bytes, neither page-
+               nor block-aligned)
+
+The write phase ends when every task's file is synced (--fsync=false: when
+it is closed). The read phase follows at once: read caches of the kernel
+and of weft may hold some of the data; drop the kernel's before a cold
+read by running the phases apart (fio) or compare with a local directory
+in the same run. On a weft mount, the strided read is what the readahead's
+stride detection serves (see docs/admin-guide.md, "Readahead and prefetch
+cap"; weft_mount_prefetch_unread_bytes_total shows what was prefetched in
+vain). Records read back wrong are an error naming the file and record.`,
+		Example: `  weft bench io --pattern strided --tasks 8 --segments 1000 weft-mnt
+  weft bench io --pattern sequential --tasks 4 --segments 256 weft-mnt    # 4 x 256 MiB
+  weft bench io --pattern random --tasks 4 --record 4096 --segments 10000 weft-mnt
+  weft bench io --pattern strided --json /var/tmp    # the same on a local disk`,
+		Args: exactArgs(1, "one directory"),
+		RunE: func(c *cobra.Command, args []string) error {
+			o.Dir, o.Record = args[0], record
+			if o.Record == 0 {
+				switch o.Pattern {
+				case bench.Sequential:
+					o.Record = 1 << 20
+				case bench.Random:
+					o.Record = 4096
+				default:
+					o.Record = bench.DefaultStridedRecord
+				}
+			}
+			if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
+				return usageError{fmt.Errorf("weft bench io %s: not an existing directory", o.Dir)}
+			}
+			switch {
+			case o.Pattern != bench.Sequential && o.Pattern != bench.Random && o.Pattern != bench.Strided:
+				return usageError{fmt.Errorf("--pattern %q: choose sequential, random or strided", o.Pattern)}
+			case o.Tasks < 1:
+				return usageError{fmt.Errorf("--tasks %d: give at least 1", o.Tasks)}
+			case o.Record < 16:
+				return usageError{fmt.Errorf("--record %d: give at least 16 bytes", o.Record)}
+			case o.Segments < 1:
+				return usageError{fmt.Errorf("--segments %d: give at least 1", o.Segments)}
+			}
+			r, err := bench.IO(o)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s: %d tasks x %d records of %d bytes, %d file(s)\n", r.Pattern, r.Tasks, r.Segments, r.Record, r.Files)
+			t := newTable(c.OutOrStdout(), "PHASE", "BYTES", "SECONDS", "MB/S", "RECORDS/S")
+			t.row("write", fmt.Sprint(r.Bytes), fmt.Sprintf("%.2f", r.WriteSec), fmt.Sprintf("%.1f", r.WriteMBps), fmt.Sprintf("%.0f", r.WriteOps))
+			t.row("read", fmt.Sprint(r.Bytes), fmt.Sprintf("%.2f", r.ReadSec), fmt.Sprintf("%.1f", r.ReadMBps), fmt.Sprintf("%.0f", r.ReadOps))
+			return t.flush()
+		},
+	}
+	cmd.Flags().StringVar(&o.Pattern, "pattern", bench.Strided, "sequential, random or strided")
+	cmd.Flags().IntVar(&o.Tasks, "tasks", o.Tasks, "N: tasks running at once")
+	cmd.Flags().IntVar(&record, "record", 0, "bytes per write and read (default: 1 MiB sequential, 4 KiB random, 47008 strided)")
+	cmd.Flags().IntVar(&o.Segments, "segments", o.Segments, "S: records per task")
+	cmd.Flags().BoolVar(&o.Fsync, "fsync", o.Fsync, "sync each file at the end of the write phase")
+	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave the files in place")
+	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -34,6 +35,7 @@ directory brings the same cluster back with all its state.`,
 	var verbose bool
 	var driveSize string
 	var ownAddrs, cgroups bool
+	var nfsOn bool
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the local cluster and supervise it until Ctrl-C",
@@ -71,12 +73,20 @@ For network fault tests, --own-addresses gives each node of a new cluster a
 loopback address of its own (127.A.B.N for node nN) and --cgroups starts
 each node in a cgroup v2 of its own (root only); "weft local node list"
 shows both, so that firewall rules can cut one node off (see
-docs/admin-guide.md, "Partitions").`,
+docs/admin-guide.md, "Partitions").
+
+--nfs makes every node an NFSv3 gateway (weft server --nfs) on a port of
+its own, on the node's address; the ports are chosen the first time and
+kept in the layout. Once ready it prints a line per node, "nfs: NAME URL",
+with a libnfs URL (nfs-ls, nfs-cp, nfs-cat take it), and writes "NAME
+HOST:PORT" lines to DIR/nfs.addrs. The exports are weft nfs export's
+("/" while none is configured); see docs/admin-guide.md, "NFS gateway".`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
   weft local up --drive-size 256MiB          # every drive holds at most 256 MiB
   weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) --pki /tmp/c1/pki status
-  weft local up --insecure --dir /tmp/bench  # no TLS: for experiments only`,
+  weft local up --insecure --dir /tmp/bench  # no TLS: for experiments only
+  weft local up --nfs --mount ""             # NFS gateways on every node, no FUSE mount`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			lvl := slog.LevelWarn
@@ -100,7 +110,7 @@ docs/admin-guide.md, "Partitions").`,
 			}
 			return local.Up(c.Context(), local.Options{
 				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
-				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure,
+				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure, NFS: nfsOn,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
@@ -115,6 +125,7 @@ docs/admin-guide.md, "Partitions").`,
 	up.Flags().BoolVarP(&verbose, "verbose", "v", false, "log the supervisor's actions")
 	up.Flags().BoolVar(&ownAddrs, "own-addresses", false, "give each node of a new cluster its own loopback address (127.A.B.N)")
 	up.Flags().BoolVar(&cgroups, "cgroups", false, "start each node in a cgroup v2 of its own (root; for firewall rules)")
+	up.Flags().BoolVar(&nfsOn, "nfs", false, "make every node an NFSv3 gateway on a port of its own (printed as a libnfs URL)")
 
 	down := &cobra.Command{
 		Use:   "down",
@@ -153,7 +164,12 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 			if g.json {
 				return printJSON(c.OutOrStdout(), states)
 			}
-			t := newTable(c.OutOrStdout(), "NAME", "PROCESS", "PID", "ADMIN", "GRPC", "CGROUP", "LOG")
+			nfsOn := slices.ContainsFunc(states, func(s local.NodeState) bool { return s.NFSAddr != "" })
+			header := []string{"NAME", "PROCESS", "PID", "ADMIN", "GRPC", "CGROUP", "LOG"}
+			if nfsOn {
+				header = slices.Insert(header, 5, "NFS")
+			}
+			t := newTable(c.OutOrStdout(), header...)
 			for _, s := range states {
 				state := "running"
 				if !s.Running {
@@ -166,7 +182,11 @@ SIGTERM (a clean shutdown: it shows down at once), "start" starts it again.`,
 				if cg == "" {
 					cg = "-"
 				}
-				t.row(s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, cg, s.Log)
+				row := []string{s.Name, state, strconv.Itoa(s.PID), s.AdminAddr, s.GRPCAddr, cg, s.Log}
+				if nfsOn {
+					row = slices.Insert(row, 5, s.NFSAddr)
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		},

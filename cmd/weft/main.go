@@ -93,6 +93,8 @@ $WEFT_PKI, then weft-data/pki; a bearer token from --token or $WEFT_TOKEN
 		newPolicyCmd(g),
 		newCallbackCmd(g),
 		newQoSCmd(g),
+		newNFSCmd(g),
+		newCheckstreamCmd(g),
 		newVersionCmd(),
 	)
 	refuseUnknownSubcommands(root)

@@ -18,6 +18,7 @@ func newServerCmd(g *globals) *cobra.Command {
 		drives     []string
 		endpoints  string
 		logLevel   string
+		nfsAddrs   []string
 		flagCfg    server.Config
 	)
 	cmd := &cobra.Command{
@@ -58,7 +59,17 @@ line override it. Keys: name, data_dir, grpc_addr, admin_addr, lease_ttl,
 default_protection, usage_interval, drives (list of {path, class, pool,
 capacity}),
 etcd {endpoints, embed, client_url, peer_url, initial_cluster, token},
-pki_dir, insecure.`,
+pki_dir, insecure, nfs {listen}.
+
+NFS: --nfs HOST:PORT (repeatable, or comma-separated) makes the node an
+NFSv3 gateway on each address: MOUNT and NFS on the one port, for every
+client that reaches it (clients name both ports, e.g. libnfs's
+nfs://HOST/?nfsport=PORT&mountport=PORT&version=3&auto-traverse-mounts=0).
+It serves the exports of weft nfs export (the whole namespace, "/", while
+none is configured), with the permission checks of a mount and root
+squashed unless an export says otherwise; NFS itself is not encrypted, so
+serve it on networks you trust. weft nfs status shows what every node serves. See
+docs/admin-guide.md, "NFS gateway".`,
 		Example: `  # a one-node cluster with its own etcd member
   weft cluster init --pki /etc/weft/pki --name n1 --host 10.0.0.1
   weft server --name n1 --pki /etc/weft/pki --data-dir /var/lib/weft --etcd-embed \
@@ -71,6 +82,10 @@ pki_dir, insecure.`,
   # a node of a cluster with an external etcd
   weft server --name n4 --pki /etc/weft/pki --etcd-endpoints https://10.0.0.1:2379,https://10.0.0.2:2379 \
       --grpc-addr 10.0.0.4:7070 --admin-addr 10.0.0.4:7080 --drive /mnt/d0
+
+  # a node that is also an NFS gateway on its public address
+  weft server --name n5 --pki /etc/weft/pki --etcd-endpoints https://10.0.0.1:2379 \
+      --grpc-addr 10.0.0.5:7070 --admin-addr 10.0.0.5:7080 --drive /mnt/d0 --nfs 10.0.0.5:2049
 
   weft server --config /etc/weft/node.yaml`,
 		Args: exactArgs(0, "no arguments (drives are given with --drive)"),
@@ -103,6 +118,14 @@ pki_dir, insecure.`,
 			set("etcd-token", func() { cfg.Etcd.Token = flagCfg.Etcd.Token })
 			set("pki", func() { cfg.PKIDir = g.pki })
 			set("insecure", func() { cfg.Insecure = g.insecure })
+			set("nfs", func() {
+				cfg.NFS.Listen = nil
+				for _, a := range nfsAddrs {
+					if a = strings.TrimSpace(a); a != "" {
+						cfg.NFS.Listen = append(cfg.NFS.Listen, a)
+					}
+				}
+			})
 			set("etcd-endpoints", func() {
 				cfg.Etcd.Endpoints = nil
 				for _, e := range strings.Split(endpoints, ",") {
@@ -126,6 +149,9 @@ pki_dir, insecure.`,
 				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
 			s, err := server.Start(c.Context(), cfg, log)
 			if err != nil {
 				return err
@@ -150,6 +176,7 @@ pki_dir, insecure.`,
 	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&flagCfg.Pprof, "pprof", false, "serve Go profiles at ADMIN_ADDR/debug/pprof/")
+	f.StringSliceVar(&nfsAddrs, "nfs", nil, "serve NFSv3 (and MOUNT) on HOST:PORT, e.g. 127.0.0.1:2049 (repeatable or comma-separated)")
 	f.DurationVar(&flagCfg.RepairGrace, "repair-grace", events.DefaultRepairGrace, "how long a drive may be down before a repair job starts by itself")
 	return cmd
 }

@@ -81,7 +81,9 @@ type Deps struct {
 	// Workers are this node's background workers; nil answers 503.
 	Workers WorkerLister
 	// QoS is this node's QoS state; nil answers 503 for it.
-	QoS  QoSNode
+	QoS QoSNode
+	// NFS is this node's NFS gateway; nil: the node runs none.
+	NFS  NFSNode
 	Node NodeInfo
 	Log  *slog.Logger
 	// Peer are the options of the client with which this node relays a
@@ -103,6 +105,7 @@ type handler struct {
 	adder    DriveAdder
 	workers  WorkerLister
 	qos      QoSNode
+	nfs      NFSNode
 	node     NodeInfo
 	log      *slog.Logger
 	peer     []ClientOption
@@ -129,7 +132,7 @@ type handler struct {
 //
 // and the routes of jobs, files, pools, file layouts, tokens and
 // identities, the pool policy, callbacks and QoS (jobs.go, files.go, pools.go,
-// file_layout.go, access.go, policy.go, callbacks.go, qos.go). Who may call them is Guard's
+// file_layout.go, access.go, policy.go, callbacks.go, qos.go, nfs.go). Who may call them is Guard's
 // business (auth.go): the server puts it in front of the handler.
 //
 // Errors are ErrorBody with 400 (bad input), 404, 409 (exists, or a
@@ -138,7 +141,7 @@ type handler struct {
 // down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, qos: d.QoS, node: d.Node, log: d.Log,
+	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, qos: d.QoS, nfs: d.NFS, node: d.Node, log: d.Log,
 		peer: d.Peer, insecure: d.Insecure}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -168,6 +171,7 @@ func NewHandler(d Deps) http.Handler {
 	h.policyRoutes(mux)
 	h.callbackRoutes(mux)
 	h.qosRoutes(mux)
+	h.nfsRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such API route: %s %s", r.Method, r.URL.Path))
 	})

@@ -41,6 +41,9 @@ const (
 	// DefaultCacheBytes bounds the stripe data a Client caches for
 	// sequential readers, over all files.
 	DefaultCacheBytes = 256 << 20
+	// raStreams is how many readers at once get a full readahead window
+	// (Readahead stripes in flight each); more share the slots.
+	raStreams = 4
 	// DefaultIOTimeout bounds one block RPC.
 	DefaultIOTimeout = 30 * time.Second
 	// DefaultMapTTL is how long a cached stripe map is trusted before it is
@@ -83,6 +86,12 @@ type Config struct {
 	// Readahead is the number of stripes prefetched ahead of a sequential
 	// reader; 0 means DefaultReadahead, negative disables readahead.
 	Readahead int
+	// PrefetchCap bounds how far one reader's prefetch reads ahead of it,
+	// in bytes: stripes ahead of a sequential reader (at most Readahead),
+	// records ahead of a strided one. 0 means no bound beyond Readahead;
+	// a cap below a stripe stops stripe readahead; negative turns every
+	// prefetch off (as a negative Readahead does).
+	PrefetchCap int64
 	// CacheBytes bounds the stripe data cached for sequential readers
 	// over all files; 0 means DefaultCacheBytes. Past it, readers read
 	// ranges directly and readahead pauses.
@@ -140,6 +149,9 @@ type metaStore interface {
 	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
 	CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, co meta.CommitOptions) ([]meta.Stripe, error)
 	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
+	// Extend and DropStripes make holes (see sparse.go).
+	Extend(ctx context.Context, lin meta.LIN, size uint64) (meta.Attr, error)
+	DropStripes(ctx context.Context, lin meta.LIN, from, to, size uint64) (meta.Attr, error)
 	EnqueueDeletes(ctx context.Context, entries []meta.DeleteEntry) error
 	// Sync waits until a metadata cache has seen every change committed
 	// before the call (see meta.Meta.Sync).
@@ -171,20 +183,22 @@ type Client struct {
 	session   meta.SessionID
 	unitSize  int
 	readahead int
-	maxDirty  int64
-	maxTotal  int64        // Config.MaxDirtyTotal
-	dirty     atomic.Int64 // bytes of write buffers over all files (inode.buffered)
-	maxCache  int64
-	cached    atomic.Int64 // bytes of stripe data cached (or loading) over all files
-	ioTimeout time.Duration
-	mapTTL    time.Duration
-	dial      func(addr string) (BlockClient, error)
-	codec     *erasure.Codec
-	bufs      bufPool
-	wsem      chan struct{} // write-out slots
-	rasem     chan struct{} // readahead slots
-	seed      uint64
-	st        counters
+	// prefetchCap is Config.PrefetchCap (0: none).
+	prefetchCap int64
+	maxDirty    int64
+	maxTotal    int64        // Config.MaxDirtyTotal
+	dirty       atomic.Int64 // bytes of write buffers over all files (inode.buffered)
+	maxCache    int64
+	cached      atomic.Int64 // bytes of stripe data cached (or loading) over all files
+	ioTimeout   time.Duration
+	mapTTL      time.Duration
+	dial        func(addr string) (BlockClient, error)
+	codec       *erasure.Codec
+	bufs        bufPool
+	wsem        chan struct{} // write-out slots
+	rasem       chan struct{} // readahead slots
+	seed        uint64
+	st          counters
 
 	ctx    context.Context // background work; canceled by Close
 	cancel context.CancelFunc
@@ -236,7 +250,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		meta: m, topo: cfg.Topology, log: cfg.Log, session: cfg.Session,
-		unitSize: cfg.UnitSize, readahead: cfg.Readahead, maxDirty: cfg.MaxDirty, maxTotal: cfg.MaxDirtyTotal, maxCache: cfg.CacheBytes,
+		unitSize: cfg.UnitSize, readahead: cfg.Readahead, prefetchCap: cfg.PrefetchCap, maxDirty: cfg.MaxDirty, maxTotal: cfg.MaxDirtyTotal, maxCache: cfg.CacheBytes,
 		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
@@ -260,6 +274,9 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		c.readahead = DefaultReadahead
 	case c.readahead < 0:
 		c.readahead = 0
+	}
+	if c.prefetchCap < 0 {
+		c.readahead, c.prefetchCap = 0, 0
 	}
 	if c.maxDirty <= 0 {
 		c.maxDirty = DefaultMaxDirty
@@ -288,7 +305,8 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		c.dial = func(addr string) (BlockClient, error) { return block.Dial(addr, opts...) }
 	}
 	c.wsem = make(chan struct{}, wb)
-	c.rasem = make(chan struct{}, max(c.readahead, 1))
+	// Readahead slots: a full window for a few files read at once.
+	c.rasem = make(chan struct{}, max(c.readahead, 1)*raStreams)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }

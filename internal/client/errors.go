@@ -32,4 +32,8 @@ var (
 	ErrReadOnly = errors.New("client: file not open for writing")
 	// ErrClosed: the File or the Client was closed (EBADF).
 	ErrClosed = errors.New("client: closed")
+	// ErrNoData: SeekData or SeekHole from an offset at or past the end
+	// of the file, or SeekData from an offset with only holes after it
+	// (ENXIO).
+	ErrNoData = errors.New("client: no data at or after the offset")
 )

@@ -25,10 +25,10 @@ type File struct {
 	ino      *inode
 	writable bool
 
-	mu     sync.Mutex // guards the fields below
-	closed bool
-	next   int64 // where a sequential read would continue
-	streak int   // consecutive sequential reads
+	mu      sync.Mutex // guards the fields below
+	closed  bool
+	pattern readPattern // what the handle's reads look like
+	queued  int64       // the furthest record prefetched for a strided reader
 }
 
 // Open returns a handle of regular file lin, for reading and, if writable,
@@ -216,7 +216,8 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), size-off))
-	seq := f.sequential(off, n)
+	kind, stride, slack, queued := f.observe(off, n)
+	seq := kind == accessSequential
 	for pos := off; pos < off+int64(n); {
 		idx, within := pos/ino.ss, int(pos%ino.ss)
 		m := int(min(off+int64(n)-pos, ino.ss-int64(within)))
@@ -226,8 +227,14 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		pos += int64(m)
 	}
-	if seq {
+	switch kind {
+	case accessSequential:
 		ino.prefetch((off+int64(n)-1)/ino.ss+1, size)
+	case accessStrided:
+		ino.prefetchStrided(off, n, stride, slack, size, &queued)
+		f.mu.Lock()
+		f.queued = max(f.queued, queued)
+		f.mu.Unlock()
 	}
 	f.c.st.bytesRead.Add(int64(n))
 	if n < len(p) {
@@ -236,18 +243,21 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// sequential records a read and reports whether it continues the previous
-// one (readahead is on).
-func (f *File) sequential(off int64, n int) bool {
+// observe records a read of n bytes at off and says what to prefetch: a
+// sequential reader's next stripes, a strided reader's next records (its
+// stride, how far its reads stray from it, and the furthest record
+// already prefetched for it), or nothing (random, or readahead is off).
+func (f *File) observe(off int64, n int) (kind access, stride, slack, queued int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if off == f.next && off > 0 {
-		f.streak++
-	} else {
-		f.streak = 0
+	kind, stride = f.pattern.observe(off, n)
+	if f.c.readahead == 0 || (kind == accessSequential && !f.pattern.stripeReadahead(f.ino.ss)) {
+		return accessRandom, 0, 0, 0
 	}
-	f.next = off + int64(n)
-	return f.streak > 0 && f.c.readahead > 0
+	if kind != accessStrided {
+		f.queued = 0
+	}
+	return kind, stride, f.pattern.slack, f.queued
 }
 
 // sizeForRead returns the file size for a read at off. A read at or past

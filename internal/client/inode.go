@@ -81,7 +81,7 @@ func newInode(c *Client, lin meta.LIN, a meta.Attr, req erasure.Protection, from
 		c: c, lin: lin, requested: req, fromPool: fromPool, geo: geo, ss: geo.StripeDataSize(),
 		size: int64(a.Size), dirty: map[int64]*dstripe{}, inflight: map[int64]*dstripe{},
 		changed: make(chan struct{}), maps: map[int64]mapEntry{},
-		cache: stripeCache{max: c.readahead + 2, entries: map[int64]*cacheEntry{}, bytes: &c.cached, limit: c.maxCache},
+		cache: stripeCache{max: c.readahead + 2, entries: map[int64]*cacheEntry{}, bytes: &c.cached, limit: c.maxCache, unread: &c.st.prefetchUnread},
 	}
 	ino.setPool(a.Pool)
 	return ino

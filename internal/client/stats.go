@@ -16,6 +16,9 @@ import (
 type Stats struct {
 	// StripesWritten is the number of stripes committed.
 	StripesWritten int64
+	// HolesKept is the number of stripe write-outs whose bytes were all
+	// zeros, committed as holes (nothing stored) instead.
+	HolesKept int64
 	// UnderProtectedWrites is the number of stripes written below their
 	// protection: with fewer units than it asks, or on too few nodes or
 	// drives for the tolerance their pool could give (left for repair).
@@ -54,6 +57,16 @@ type Stats struct {
 	CacheHits, CacheMisses int64
 	// ReadaheadStripes is the number of stripes prefetched.
 	ReadaheadStripes int64
+	// StridedRecords is the number of records prefetched for strided
+	// readers (a record in two stripes counts twice).
+	StridedRecords int64
+	// PrefetchBytes is the number of bytes read ahead: stripes for
+	// sequential readers, records for strided ones.
+	PrefetchBytes int64
+	// PrefetchUnreadBytes is the number of bytes read ahead that no read
+	// used before they were dropped (evicted, invalidated, or the file
+	// closed): the prefetch's waste.
+	PrefetchUnreadBytes int64
 	// LocalReads is the number of unit reads served straight from a drive
 	// on this machine (short-circuit), not through a block service.
 	LocalReads int64
@@ -68,7 +81,8 @@ type counters struct {
 	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
 	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
 	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
-	localReads, localWrites, unreadable                            atomic.Int64
+	localReads, localWrites, unreadable, holesKept                 atomic.Int64
+	prefetched, prefetchUnread, stridedRecords                     atomic.Int64
 	seq                                                            atomic.Uint64 // random stream ids
 	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
 }
@@ -83,7 +97,9 @@ func (c *Client) Stats() Stats {
 		DegradedReads: s.degraded.Load(), UnitErrors: s.unitErrors.Load(), CorruptUnits: s.corrupt.Load(),
 		PutRetries: s.putRetries.Load(), Conflicts: s.conflicts.Load(), OrphansEnqueued: s.orphans.Load(),
 		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
+		StridedRecords: s.stridedRecords.Load(), PrefetchBytes: s.prefetched.Load(), PrefetchUnreadBytes: s.prefetchUnread.Load(),
 		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(), UnreadableReads: s.unreadable.Load(),
+		HolesKept: s.holesKept.Load(),
 	}
 }
 

@@ -20,12 +20,15 @@ import (
 //
 // Each attempt reads the stripe's current map (generation g); if d does
 // not cover the stripe's data, it reads the stored data (degraded if need
-// be) and lays d's bytes over it; it encodes the result, writes the units
-// to new blocks, and commits the map only if the stripe is still at
-// generation g. When another writer or a restriper committed in between,
-// the new blocks go to the delete queue and the attempt is retried from
-// the fresh map, up to maxCommitAttempts times; d's ranges are re-applied
-// each time, so non-overlapping writes of both writers survive.
+// be) and lays d's bytes over it; it encodes the result up to its last
+// non-zero byte, writes the units to new blocks, and commits the map only
+// if the stripe is still at generation g. A result of zeros only stores
+// nothing: the stripe is committed as a hole (meta.StripeUpdate.Drop, at
+// generation g) and the map returned has no units. When another writer
+// or a restriper committed in between, the new blocks go to the delete
+// queue and the attempt is retried from the fresh map, up to
+// maxCommitAttempts times; d's ranges are re-applied each time, so
+// non-overlapping writes of both writers survive.
 //
 // The committed map never names a block whose put was not acknowledged.
 // d must be in flight: nothing else modifies it meanwhile.
@@ -61,6 +64,29 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			}
 			data = merged
 		}
+		size := uint64(d.idx*ino.ss) + uint64(n)
+		// Trailing zeros are not stored: bytes past a stripe's DataLen
+		// read as zeros. A stripe of zeros only is a hole (see sparse.go).
+		data = data[:dataEnd(data)]
+		if len(data) == 0 {
+			ino.freeStripeBuf(merged)
+			committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: meta.Stripe{Index: uint64(d.idx)}, ExpectGen: gen, Drop: true}, size)
+			if err == nil {
+				// As below: the hole is committed, nobody told.
+				if err := failpoint.Eval("client/after-commit"); err != nil {
+					return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d as a hole: %w", ino.lin, d.idx, err)
+				}
+				c.st.holesKept.Add(1)
+				return committed, nil
+			}
+			if !errors.Is(err, meta.ErrStripeConflict) {
+				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d as a hole: %w", ino.lin, d.idx, err)
+			}
+			if err := ino.conflicted(d.idx, attempt, err); err != nil {
+				return meta.Stripe{}, err
+			}
+			continue
+		}
 		pool := ino.currentPool()
 		s, tol, err := ino.putStripe(ctx, d.idx, gen+1, data, pool)
 		ino.freeStripeBuf(merged)
@@ -73,7 +99,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		if err := failpoint.Eval("client/before-commit"); err != nil {
 			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
-		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol, Pool: pool}, uint64(d.idx*ino.ss)+uint64(n))
+		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol, Pool: pool}, size)
 		if err == nil {
 			// Failpoint client/after-commit: the map is committed and the
 			// replaced blocks are queued for deletion (same transaction),
@@ -95,21 +121,32 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			// deleting committed data.
 			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
 		}
-		c.st.conflicts.Add(1)
 		c.enqueueOrphans(ctx, ino.lin, s.Index, s.Units)
-		var sc *meta.StripeConflictError
-		if errors.As(err, &sc) && sc.Pool != "" {
-			// The file moved to another pool (set-pool, a tier job)
-			// since this handle read it: its stripes go there now.
-			ino.setPool(sc.Pool)
-		}
-		ino.mu.Lock()
-		ino.forgetMapLocked(d.idx)
-		ino.mu.Unlock()
-		if attempt >= maxCommitAttempts {
-			return meta.Stripe{}, fmt.Errorf("%w: LIN %d stripe %d: gave up after %d attempts: %w", ErrConflict, ino.lin, d.idx, attempt, err)
+		if err := ino.conflicted(d.idx, attempt, err); err != nil {
+			return meta.Stripe{}, err
 		}
 	}
+}
+
+// conflicted handles a commit of stripe idx that lost its compare-and-swap
+// (err) at attempt: it counts it, follows the file to its new pool if it
+// moved, and drops the cached map for the next attempt; it returns
+// ErrConflict after maxCommitAttempts.
+func (ino *inode) conflicted(idx int64, attempt int, err error) error {
+	ino.c.st.conflicts.Add(1)
+	var sc *meta.StripeConflictError
+	if errors.As(err, &sc) && sc.Pool != "" {
+		// The file moved to another pool (set-pool, a tier job)
+		// since this handle read it: its stripes go there now.
+		ino.setPool(sc.Pool)
+	}
+	ino.mu.Lock()
+	ino.forgetMapLocked(idx)
+	ino.mu.Unlock()
+	if attempt >= maxCommitAttempts {
+		return fmt.Errorf("%w: LIN %d stripe %d: gave up after %d attempts: %w", ErrConflict, ino.lin, idx, attempt, err)
+	}
+	return nil
 }
 
 // definite reports whether a failed commit surely committed nothing.

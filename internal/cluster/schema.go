@@ -42,6 +42,8 @@ import (
 //	                              (qos.go)
 //	/weft/qos/demand/<node>       qos.NodeDemand, bound to the node's
 //	                              lease: its QoS demand, every second
+//	/weft/nfs/exports             the NFS gateways' exports, a
+//	                              NFSExports (nfs.go)
 //	/weft/ping                    never written: what every client reads
 //	                              to prove a quorum answers (etcdx.PingKey)
 //

@@ -32,7 +32,7 @@ func Weft() Table {
 	return Table{
 		Rules: []Rule{
 			// Processes and their wiring.
-			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/cluster", "internal/pki",
+			{Pkg: "cmd/weft", Kind: Wiring, Imports: []string{"internal/admin", "internal/bench", "internal/checkstream", "internal/cluster", "internal/pki",
 				"internal/drive", "internal/etcdx", "internal/events", "internal/impact", "internal/job", "internal/local", "internal/meta",
 				"internal/mount", "internal/namespace", "internal/qos", "internal/server"}},
 			{Pkg: "internal/namespace", Kind: Wiring, Imports: []string{"internal/cluster", "internal/kv", "internal/kv/etcdkv",
@@ -40,7 +40,8 @@ func Weft() Table {
 			{Pkg: "internal/local", Kind: Wiring, Imports: []string{"internal/admin", "internal/mount", "internal/pki", "internal/server"}},
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client", "internal/pki",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
-				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology"}},
+				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology",
+				"internal/gateway/nfs", "internal/mount", "internal/vfs"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/policy",
 				"internal/qos", "internal/topology", "internal/vfs"}},
@@ -48,6 +49,8 @@ func Weft() Table {
 			// The data edges.
 			{Pkg: "internal/gateway/fuse", Kind: Edge, Imports: []string{EdgeAPI},
 				Libraries: []string{"github.com/hanwen/go-fuse/v2"}},
+			{Pkg: "internal/gateway/nfs", Kind: Edge, Imports: []string{EdgeAPI},
+				Libraries: []string{"github.com/willscott/go-nfs-client"}},
 
 			// The file system.
 			{Pkg: "internal/admin", Kind: Part, Imports: []string{"internal/client", "internal/cluster", "internal/drive", "internal/pki",
@@ -74,6 +77,8 @@ func Weft() Table {
 
 			// Self-contained parts.
 			{Pkg: "internal/job", Kind: Leaf},
+			// The stream writer and checker of weft checkstream.
+			{Pkg: "internal/checkstream", Kind: Leaf},
 			{Pkg: "internal/qos", Kind: Leaf},
 			{Pkg: "internal/placement", Kind: Leaf},
 			{Pkg: "internal/policy", Kind: Leaf},
@@ -84,6 +89,9 @@ func Weft() Table {
 			{Pkg: "internal/kv/kvcache", Kind: Leaf, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/kv/memkv", Kind: Leaf, Imports: []string{"internal/kv"}},
 			{Pkg: "internal/etcdx", Kind: Leaf},
+			// Floating service addresses held through etcd leases (the
+			// NFS gateway's HA); it speaks etcd's client directly.
+			{Pkg: "internal/vip", Kind: Leaf},
 			{Pkg: "internal/pki", Kind: Leaf},
 			{Pkg: "internal/rpc", Kind: Leaf},
 			{Pkg: "internal/rpc/pb", Kind: Leaf},
@@ -95,6 +103,10 @@ func Weft() Table {
 
 			// Test support.
 			{Pkg: "internal/datadriven", Kind: Test},
+			// The NFS gateway's tests: an edge's own test files see only
+			// vfs, so they live here, over a real vfs.FS.
+			{Pkg: "internal/gateway/nfs/nfstest", Kind: Test, Imports: []string{"internal/client", "internal/client/clienttest",
+				"internal/gateway/nfs", "internal/vfs"}},
 			{Pkg: "internal/client/clienttest", Kind: Test, Imports: []string{"internal/block", "internal/client",
 				"internal/drive", "internal/erasure", "internal/kv", "internal/kv/memkv", "internal/meta"}},
 			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx", "internal/pki", "internal/pki/pkitest"}},

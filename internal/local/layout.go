@@ -24,7 +24,7 @@ import (
 //	 "own_addresses":true,
 //	 "members":[{"name":"n1","grpc_addr":"127.0.0.1:P","admin_addr":"…",
 //	             "etcd_client":"http://127.0.0.1:P","etcd_peer":"…","embed":true,
-//	             "drives":["nodes/n1/disk0",…]}, …]}
+//	             "drives":["nodes/n1/disk0",…], "nfs_addr":"127.0.0.1:P"}, …]}
 //
 // Paths are relative to DIR so that a directory can be moved.
 // own_addresses (absent: false) marks a layout whose nodes each listen on a
@@ -79,6 +79,10 @@ type NodeLayout struct {
 	EtcdPeer   string   `json:"etcd_peer,omitempty"`
 	Embed      bool     `json:"embed"`
 	Drives     []string `json:"drives"`
+	// NFSAddr is the node's NFS gateway address (host:port), given the
+	// first time the cluster is run with --nfs and kept, as the other
+	// ports are ("" until then; an older weft ignores it).
+	NFSAddr string `json:"nfs_addr,omitempty"`
 }
 
 // MaxEtcdMembers is how many nodes of a local cluster run an etcd member:
@@ -285,4 +289,51 @@ func writeFileAtomic(path string, b []byte) error {
 		return fmt.Errorf("local: %w", err)
 	}
 	return nil
+}
+
+// withNFS gives every node of l that has none an NFS address, on a free
+// port of the node's own address, and rewrites DIR/local.json if it did
+// (an older weft reading it ignores the addresses).
+func withNFS(dir string, l Layout) (Layout, error) {
+	var hosts []string
+	var need []int
+	for i, m := range l.Members {
+		if m.NFSAddr == "" {
+			host, _, err := net.SplitHostPort(m.GRPCAddr)
+			if err != nil {
+				return l, fmt.Errorf("%w: node %s: grpc_addr %q: %v", ErrLayout, m.Name, m.GRPCAddr, err)
+			}
+			hosts = append(hosts, host)
+			need = append(need, i)
+		}
+	}
+	if len(need) == 0 {
+		return l, nil
+	}
+	ports, err := freePorts(hosts)
+	if err != nil {
+		return l, err
+	}
+	l.Members = append([]NodeLayout(nil), l.Members...)
+	for k, i := range need {
+		l.Members[i].NFSAddr = net.JoinHostPort(hosts[k], strconv.Itoa(ports[k]))
+	}
+	b, _ := json.MarshalIndent(l, "", "  ")
+	if err := writeFileAtomic(layoutPath(dir), append(b, '\n')); err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// NFSURL is a libnfs URL of the NFS gateway at addr (host:port), MOUNT
+// and NFS on the one port, NFSv3: what nfs-ls, nfs-cp and nfs-cat take
+// (a file goes before the "?": nfs://HOST/dir/file?...). It turns off
+// libnfs's traversal of nested exports (auto-traverse-mounts=0), with
+// which libnfs 5's nfs-cp and nfs-cat fail to mount ("mount_cb: (null)").
+func NFSURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("nfs://%s/?nfsport=%s&mountport=%s&version=3&auto-traverse-mounts=0", host, port, port)
 }

@@ -67,6 +67,11 @@ type Options struct {
 	// node logs it loudly. For experiments and benchmarks only. A
 	// cluster keeps what it was created with (see Layout.IsInsecure).
 	Insecure bool
+	// NFS makes every node an NFS gateway on an address of its own (in
+	// the layout, NodeLayout.NFSAddr: chosen the first time, then kept);
+	// Up prints each node's libnfs URL and writes the addresses to
+	// DIR/nfs.addrs. Without it the nodes run no gateway.
+	NFS bool
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -87,7 +92,10 @@ type NodeState struct {
 	// (with Options.Cgroups; "" otherwise), as iptables' cgroup match
 	// takes it: the node's processes and every socket they open are in it.
 	Cgroup string `json:"cgroup,omitempty"`
-	Log    string `json:"log"`
+	// NFSAddr is the node's NFS gateway address when the cluster runs
+	// with Options.NFS ("" otherwise).
+	NFSAddr string `json:"nfs_addr,omitempty"`
+	Log     string `json:"log"`
 	// Env is the environment the running (or last) process was started
 	// with on top of the supervisor's own (Control.StartEnv).
 	Env []string `json:"env,omitempty"`
@@ -99,6 +107,7 @@ const (
 	AdminAddrsFile = "admin.addrs" // every node's admin address, one a line
 	ControlFile    = "local.addr"  // the path of the supervisor's control API's unix socket
 	PIDFile        = "local.pid"   // the supervisor's pid
+	NFSAddrsFile   = "nfs.addrs"   // with Options.NFS: "NODE HOST:PORT" a line, every node's NFS address
 )
 
 type proc struct {
@@ -163,6 +172,11 @@ func Up(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	if opts.NFS {
+		if layout, err = withNFS(dir, layout); err != nil {
+			return err
+		}
+	}
 	s := &supervisor{opts: opts, layout: layout, dir: dir, procs: map[string]*proc{}}
 	if !layout.IsInsecure() {
 		if err := ensurePKI(dir, layout, time.Now()); err != nil {
@@ -216,6 +230,15 @@ func Up(ctx context.Context, opts Options) error {
 	}
 	_ = writeFileAtomic(filepath.Join(dir, AdminAddrFile), []byte(first+"\n"))
 	_ = writeFileAtomic(filepath.Join(dir, AdminAddrsFile), []byte(strings.Join(all, "\n")+"\n"))
+	if opts.NFS {
+		var lines []string
+		for _, n := range layout.Members {
+			lines = append(lines, n.Name+" "+n.NFSAddr)
+		}
+		_ = writeFileAtomic(filepath.Join(dir, NFSAddrsFile), []byte(strings.Join(lines, "\n")+"\n"))
+	} else {
+		_ = os.Remove(filepath.Join(dir, NFSAddrsFile))
+	}
 	mounted := ""
 	if opts.Mount != "" {
 		if mounted, err = s.mount(ctx, opts.Mount, strings.Join(all, ",")); err != nil {
@@ -233,6 +256,11 @@ func Up(ctx context.Context, opts Options) error {
 	creds := ""
 	if !layout.IsInsecure() {
 		creds = " --pki " + filepath.Join(dir, PKIDir)
+	}
+	if opts.NFS {
+		for _, n := range layout.Members {
+			fmt.Fprintf(opts.Out, "nfs: %s %s\n", n.Name, NFSURL(n.NFSAddr))
+		}
 	}
 	fmt.Fprintf(opts.Out, "try: weft --admin %s%s status   (Ctrl-C stops the cluster)\n", first, creds)
 
@@ -276,6 +304,9 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 		Pprof:       s.opts.Pprof,
 		RepairGrace: s.opts.RepairGrace,
 		Etcd:        server.EtcdConfig{Endpoints: s.layout.etcdEndpoints()},
+	}
+	if s.opts.NFS && n.NFSAddr != "" {
+		cfg.NFS.Listen = []string{n.NFSAddr}
 	}
 	if s.layout.IsInsecure() {
 		cfg.Insecure = true
@@ -497,6 +528,9 @@ func (s *supervisor) states() []NodeState {
 	for _, n := range s.layout.Members {
 		host, _, _ := net.SplitHostPort(n.GRPCAddr)
 		st := NodeState{Name: n.Name, AdminAddr: n.AdminAddr, GRPCAddr: n.GRPCAddr, Host: host, Log: filepath.Join(s.nodeDir(n.Name), "server.log")}
+		if s.opts.NFS {
+			st.NFSAddr = n.NFSAddr
+		}
 		if s.cgroups != nil {
 			st.Cgroup = s.cgroups.Path(n.Name)
 		}

@@ -318,9 +318,14 @@ func (o *op) trimStripes(n *inode, size uint64) (bool, error) {
 // blocks to the delete queue, within the op's budget. It reports whether no
 // stripe from first on is left.
 func (o *op) deleteStripes(n *inode, first uint64) (bool, error) {
+	return o.deleteStripeRange(n, keyStripe(n.lin, first), stripesEnd(n.lin))
+}
+
+// deleteStripeRange deletes n's stripes with keys in [start, end), as
+// deleteStripes does.
+func (o *op) deleteStripeRange(n *inode, start, end []byte) (bool, error) {
 	// Every stripe scanned joins the read set, which is bounded like writes.
 	perScan := max(1, min(16, o.m.budget/4))
-	start, end := keyStripe(n.lin, first), stripesEnd(n.lin)
 	kvs, next, err := o.tx.Scan(start, end, perScan)
 	if err != nil {
 		return false, err

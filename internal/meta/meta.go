@@ -43,6 +43,9 @@ type Config struct {
 	// of the Meta's own, stopped by Close. Without write-back the Meta
 	// runs no worker.
 	Runner *runner.Runner
+	// Locks holds the file locks (SetLock; see locks.go); nil: a MemLocks
+	// of the Meta's own, coherent among the users of this Meta only.
+	Locks LockStore
 }
 
 // Meta is the namespace of one weft cluster, as seen by one client. It is
@@ -64,10 +67,13 @@ type Meta struct {
 	shardSeq  atomic.Uint64
 	cached    bool // the store is a cache: read keys, not ranges, where either does
 
-	session SessionID
-	alive   func(ctx context.Context, s SessionID) (bool, error)
-	log     *slog.Logger
-	wb      *writeBack // nil without write-back
+	session      SessionID
+	alive        func(ctx context.Context, s SessionID) (bool, error)
+	log          *slog.Logger
+	wb           *writeBack // nil without write-back
+	locks        LockStore
+	lockViews    lockViews
+	lockCounters lockCounters
 
 	lostMu sync.Mutex
 	lost   []error // write-back errors not yet reported by Flush
@@ -170,7 +176,10 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 	}
 	_, cached := cfg.Store.(cache)
 	m := &Meta{store: cfg.Store, now: cfg.Now, batch: cfg.LINBatch, shardBase: rand.IntN(UsageShards), cached: cached,
-		session: cfg.Session, alive: cfg.SessionAlive, log: cfg.Log}
+		session: cfg.Session, alive: cfg.SessionAlive, log: cfg.Log, locks: cfg.Locks}
+	if m.locks == nil {
+		m.locks = NewMemLocks()
+	}
 	if m.now == nil {
 		m.now = time.Now
 	}

@@ -30,6 +30,7 @@ func TestMeta(t *testing.T) {
 		{"OpenUnlinked", testOpenUnlinked},
 		{"Stripes", testStripes},
 		{"LargeFileDelete", testLargeFileDelete},
+		{"Holes", testHoles},
 		{"DeleteQueue", testDeleteQueue},
 		{"ReadDirWhileChanging", testReadDirWhileChanging},
 		{"ScanInodes", testScanInodes},

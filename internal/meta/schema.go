@@ -26,6 +26,7 @@ package meta
 //	"q" drive block                  delete queue: LIN, stripe, length, enqueued time
 //	"u" shard                        usage deltas (per pool) of one of UsageShards shards
 //	"U" pool                         usage corrections: how many fsck has made to the pool's usage
+//	"Kv1/" lin "/" session           file locks (not namespace records: see locks_schema.go)
 //
 // An inode's times and open records follow its inode key, so one range read
 // returns the inode with them (stat, unlink and close each read them

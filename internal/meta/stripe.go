@@ -79,6 +79,13 @@ type StripeUpdate struct {
 	// that read the file's pool before a set-pool or a tier job moved it
 	// never commits a stripe into the old pool.
 	Pool string
+	// Drop makes the stripe a hole instead: its map (if it is at
+	// ExpectGen; ExpectGen 0 and no map is a no-op) is deleted with its
+	// protection-index and lost-data entries, and its blocks go to the
+	// delete queue. Stripe carries only the Index. The writer of a stripe
+	// whose bytes are all zeros drops it rather than storing zeros; the
+	// commit still grows the file (CommitOptions.Size) and sets mtime.
+	Drop bool
 }
 
 // CommitOptions go with a stripe commit.
@@ -100,7 +107,8 @@ type CommitOptions struct {
 
 // CommitStripes replaces stripes of file lin in one transaction, each only
 // if its stored generation equals ExpectGen (compare-and-swap); each
-// committed stripe gets generation ExpectGen+1. Blocks of the old stripes
+// committed stripe gets generation ExpectGen+1; a dropped one
+// (StripeUpdate.Drop) is deleted and returned with its Index only. Blocks of the old stripes
 // that the new ones do not reuse go to the delete queue in the same
 // transaction; the WDL, Allocated, size, mtime, the protection index (an
 // entry for each stripe with units not placed or below its target, none
@@ -172,6 +180,13 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 			if up.Pool != "" && up.Pool != n.pool {
 				return &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen, Pool: n.pool}
 			}
+			if up.Drop {
+				if vals[i] != nil {
+					o.deleteStripe(n, old)
+				}
+				out[i] = Stripe{Index: s.Index}
+				continue
+			}
 			s.Gen = old.Gen + 1
 			keep := map[unitKey]bool{}
 			for _, u := range s.Units {
@@ -236,6 +251,12 @@ func checkStripes(ups []StripeUpdate) error {
 			return fmt.Errorf("%w: stripe %d twice in one commit", ErrInvalid, s.Index)
 		}
 		seen[s.Index] = true
+		if up.Drop {
+			if len(s.Units) != 0 {
+				return fmt.Errorf("%w: stripe %d is dropped but names %d units", ErrInvalid, s.Index, len(s.Units))
+			}
+			continue
+		}
 		if err := s.Protection.Validate(); err != nil {
 			return err
 		}

@@ -29,6 +29,10 @@ import (
 //	weft_mount_writeback_total{outcome}          creates and unlinks deferred, committed, dropped
 //	weft_mount_writeback_waiting                 deferred and not committed yet
 //	weft_mount_delegations                       directory delegations held
+//	weft_mount_locks_total{result}               lock requests (flock, fcntl) granted, refused (EAGAIN), interrupted while waiting
+//	weft_mount_unlocks_total                     unlocks that released something (closes included)
+//	weft_mount_lock_waits_total                  lock requests that waited for another owner's lock
+//	weft_mount_lock_waiters                      lock requests waiting now
 type metaCollector struct {
 	m    *meta.Meta
 	c    *kvcache.Store
@@ -51,12 +55,16 @@ func newDesc(name, help string, labels ...string) *prometheus.Desc {
 
 func newMetaCollector(m *meta.Meta, c *kvcache.Store) *metaCollector {
 	return &metaCollector{m: m, c: c, desc: descs{
-		"reads":       newDesc("weft_mount_meta_cache_reads_total", "Metadata keys and ranges read from the mount's cache (hit) or from etcd (miss).", "result"),
-		"keys":        newDesc("weft_mount_meta_cache_keys", "Metadata keys the mount's cache holds."),
-		"serving":     newDesc("weft_mount_meta_cache_serving", "1 while the mount's metadata cache answers reads."),
-		"writeback":   newDesc("weft_mount_writeback_total", "Creates and unlinks acknowledged before their commit, by outcome.", "outcome"),
-		"waiting":     newDesc("weft_mount_writeback_waiting", "Creates and unlinks acknowledged and not committed yet."),
-		"delegations": newDesc("weft_mount_delegations", "Directory delegations the mount holds."),
+		"reads":        newDesc("weft_mount_meta_cache_reads_total", "Metadata keys and ranges read from the mount's cache (hit) or from etcd (miss).", "result"),
+		"keys":         newDesc("weft_mount_meta_cache_keys", "Metadata keys the mount's cache holds."),
+		"serving":      newDesc("weft_mount_meta_cache_serving", "1 while the mount's metadata cache answers reads."),
+		"writeback":    newDesc("weft_mount_writeback_total", "Creates and unlinks acknowledged before their commit, by outcome.", "outcome"),
+		"waiting":      newDesc("weft_mount_writeback_waiting", "Creates and unlinks acknowledged and not committed yet."),
+		"delegations":  newDesc("weft_mount_delegations", "Directory delegations the mount holds."),
+		"locks":        newDesc("weft_mount_locks_total", "File lock requests (flock, fcntl) by result: granted, refused (another owner holds a conflicting lock), interrupted (a wait cut short).", "result"),
+		"unlocks":      newDesc("weft_mount_unlocks_total", "File unlocks that released something, closes included."),
+		"lock_waits":   newDesc("weft_mount_lock_waits_total", "File lock requests that waited for another owner's lock."),
+		"lock_waiters": newDesc("weft_mount_lock_waiters", "File lock requests waiting now."),
 	}}
 }
 
@@ -80,6 +88,13 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 	metric("writeback", prometheus.CounterValue, float64(st.Dropped), "dropped")
 	metric("waiting", prometheus.GaugeValue, float64(st.Waiting))
 	metric("delegations", prometheus.GaugeValue, float64(c.m.Delegations()))
+	ls := c.m.LockStats()
+	metric("locks", prometheus.CounterValue, float64(ls.Granted), "granted")
+	metric("locks", prometheus.CounterValue, float64(ls.Refused), "refused")
+	metric("locks", prometheus.CounterValue, float64(ls.Cut), "interrupted")
+	metric("unlocks", prometheus.CounterValue, float64(ls.Unlocks))
+	metric("lock_waits", prometheus.CounterValue, float64(ls.Waited))
+	metric("lock_waiters", prometheus.GaugeValue, float64(ls.Waiting))
 }
 
 // dataCollector exports a mount's file I/O (client.Stats):
@@ -92,6 +107,9 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 //	weft_mount_degraded_reads_total            stripe reads rebuilt from parity
 //	weft_mount_unit_errors_total               unit reads and writes that failed
 //	weft_mount_corrupt_units_total             units found corrupt
+//	weft_mount_prefetch_bytes_total            bytes read ahead (stripes for sequential readers, records for strided ones)
+//	weft_mount_prefetch_unread_bytes_total     of those, bytes dropped before any read used them
+//	weft_mount_prefetched_records_total        records prefetched for strided readers
 type dataCollector struct {
 	c    *client.Client
 	desc descs
@@ -103,11 +121,15 @@ func newDataCollector(c *client.Client) *dataCollector {
 		"unit_bytes":     newDesc("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
 		"local":          newDesc("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
 		"stripes":        newDesc("weft_mount_stripes_written_total", "Stripes written."),
+		"holes":          newDesc("weft_mount_zero_stripes_total", "Stripe write-outs of zeros only, committed as holes (nothing stored)."),
 		"underprotected": newDesc("weft_mount_underprotected_writes_total", "Stripes written below their protection: units not placed, or too few nodes or drives (left for repair)."),
 		"degraded":       newDesc("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
 		"unreadable":     newDesc("weft_mount_unreadable_reads_total", "Stripe reads that failed: too few units readable (EIO)."),
 		"unit_errors":    newDesc("weft_mount_unit_errors_total", "Unit reads and writes that failed."),
 		"corrupt":        newDesc("weft_mount_corrupt_units_total", "Units found corrupt (checksum or identity mismatch)."),
+		"prefetch":       newDesc("weft_mount_prefetch_bytes_total", "Bytes read ahead of readers: stripes for sequential readers, records for strided ones."),
+		"unread":         newDesc("weft_mount_prefetch_unread_bytes_total", "Bytes read ahead that were dropped before any read used them (prefetch waste; cap it with weft mount --max-readahead)."),
+		"records":        newDesc("weft_mount_prefetched_records_total", "Records prefetched for strided readers."),
 	}}
 }
 
@@ -125,11 +147,15 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("local", st.LocalReads, "read")
 	counter("local", st.LocalWrites, "write")
 	counter("stripes", st.StripesWritten)
+	counter("holes", st.HolesKept)
 	counter("underprotected", st.UnderProtectedWrites)
 	counter("degraded", st.DegradedReads)
 	counter("unreadable", st.UnreadableReads)
 	counter("unit_errors", st.UnitErrors)
 	counter("corrupt", st.CorruptUnits)
+	counter("prefetch", st.PrefetchBytes)
+	counter("unread", st.PrefetchUnreadBytes)
+	counter("records", st.StridedRecords)
 }
 
 // serveMetrics serves, at addr until stop is called, /metrics (the

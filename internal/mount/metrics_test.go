@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,6 +57,19 @@ func TestMetaCollector(t *testing.T) {
 	if err := m.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Locks: one granted, one refused (a second owner), one unlock.
+	lk := meta.Lock{Owner: meta.LockOwner{Session: 1, Owner: 1}, Type: meta.LockWrite, Start: 0, End: 9}
+	if err := m.SetLock(ctx, d.LIN, lk, false); err != nil {
+		t.Fatal(err)
+	}
+	other := lk
+	other.Owner.Owner = 2
+	if err := m.SetLock(ctx, d.LIN, other, false); !errors.Is(err, meta.ErrLocked) {
+		t.Fatalf("a second owner's lock: %v, want ErrLocked", err)
+	}
+	if err := m.UnlockOwner(ctx, d.LIN, 1, false); err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newMetaCollector(m, c))
 	mfs, err := reg.Gather()
@@ -75,6 +89,10 @@ func TestMetaCollector(t *testing.T) {
 	if got["weft_mount_writeback_total/deferred"] == 0 || got["weft_mount_writeback_total/deferred"] != got["weft_mount_writeback_total/committed"] ||
 		got["weft_mount_writeback_waiting"] != 0 || got["weft_mount_delegations"] != 1 || got["weft_mount_meta_cache_serving"] != 1 {
 		t.Fatalf("metrics: %v", got)
+	}
+	if got["weft_mount_locks_total/granted"] != 1 || got["weft_mount_locks_total/refused"] != 1 || got["weft_mount_locks_total/interrupted"] != 0 ||
+		got["weft_mount_unlocks_total"] != 1 || got["weft_mount_lock_waits_total"] != 0 || got["weft_mount_lock_waiters"] != 0 {
+		t.Fatalf("lock metrics: %v", got)
 	}
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)

@@ -28,11 +28,18 @@ import (
 // changes at once and others' within the members' apply lag, and its
 // lookups and getattrs cost half as much.
 func Open(ctx context.Context, cli *clientv3.Client, embedded, sessionReads bool) (*meta.Meta, error) {
+	return OpenSession(ctx, cli, embedded, sessionReads, 0)
+}
+
+// OpenSession is Open for a client with a session (its etcd lease): the
+// file locks it takes (meta.Meta.SetLock) are kept under that lease. A
+// Meta of session 0 takes no locks.
+func OpenSession(ctx context.Context, cli *clientv3.Client, embedded, sessionReads bool, session meta.SessionID) (*meta.Meta, error) {
 	store, err := metaStore(cli, embedded, sessionReads)
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, store, meta.Config{SessionAlive: SessionAlive(cli)})
+	return open(ctx, store, meta.Config{Session: session, SessionAlive: SessionAlive(cli), Locks: Locks(cli)})
 }
 
 // CacheOptions configure OpenCached.
@@ -82,7 +89,8 @@ func OpenCached(ctx context.Context, cli *clientv3.Client, embedded bool, o Cach
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: SessionAlive(cli), Log: o.Log, Runner: o.Runner}
+	cfg := meta.Config{Session: o.Session, WriteBack: o.WriteBack, SessionAlive: SessionAlive(cli), Log: o.Log, Runner: o.Runner,
+		Locks: Locks(cli)}
 	if m, err = open(ctx, c, cfg); err != nil {
 		c.Close()
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,38 @@ type Config struct {
 	// read and change everything. Only for experiments and benchmarks;
 	// it is logged loudly at every start.
 	Insecure bool `yaml:"insecure,omitempty"`
+	// NFS configures the node's NFS gateway; the node runs none without
+	// an address to serve.
+	NFS NFSConfig `yaml:"nfs,omitempty"`
+}
+
+// NFSConfig configures a node's NFS gateway (NFSRole).
+type NFSConfig struct {
+	// Listen are the addresses (host:port) the gateway serves from the
+	// node's start, MOUNT and NFSv3 on each (--nfs).
+	Listen []string `yaml:"listen,omitempty"`
+}
+
+// Enabled reports whether the node runs an NFS gateway.
+func (c NFSConfig) Enabled() bool { return len(c.Listen) > 0 }
+
+// validate checks every address, naming it and the form wanted.
+func (c NFSConfig) validate() error {
+	seen := map[string]bool{}
+	for _, a := range c.Listen {
+		host, port, err := net.SplitHostPort(a)
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil || (host != "" && host != "localhost" && net.ParseIP(host) == nil) {
+			return fmt.Errorf("%w: --nfs %q: want HOST:PORT with an IP address, such as 127.0.0.1:2049 or 10.0.0.4:2049", ErrConfig, a)
+		}
+		if seen[a] {
+			return fmt.Errorf("%w: --nfs %s is listed twice", ErrConfig, a)
+		}
+		seen[a] = true
+	}
+	return nil
 }
 
 // DriveSpec is one drive: a directory, its class, its pool and optionally
@@ -192,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := erasure.ParseProtection(c.DefaultProtection); err != nil {
 		return fmt.Errorf("%w: --default-protection: %w", ErrConfig, err)
+	}
+	if err := c.NFS.validate(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for i := range c.Drives {

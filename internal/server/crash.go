@@ -44,6 +44,14 @@ func (s *Server) Crash() {
 		} else if s.adminLis != nil {
 			s.adminLis.Close()
 		}
+		if s.nfs != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.nfs.stopAll(ctx)
+			cancel()
+		}
+		for _, l := range s.nfsLis {
+			l.Close()
+		}
 		if s.grpc != nil {
 			s.grpc.Stop()
 		} else if s.grpcLis != nil {
@@ -71,6 +79,9 @@ func (s *Server) Crash() {
 			s.log.Warn("stopping the crashed node's workers", "err", err)
 		}
 		cancel()
+		if s.nfs != nil && s.nfs.crashed != nil {
+			s.nfs.crashed()
+		}
 		s.closeLocal()
 		s.log.Info("node crashed")
 	})

@@ -71,6 +71,10 @@ type Server struct {
 	grpc     *grpc.Server
 	adminLis net.Listener
 	admin    *http.Server
+	// nfsLis are bound for cfg.NFS.Listen until the gateway serves them;
+	// nfs is the gateway (nfs.go), nil without --nfs.
+	nfsLis []net.Listener
+	nfs    *NFSRole
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed when shutdown begins
@@ -101,6 +105,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	}
 	if s.adminLis, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 		return s, fmt.Errorf("server: admin address %s (--admin-addr): %w", cfg.AdminAddr, err)
+	}
+	for _, a := range cfg.NFS.Listen {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			return s, fmt.Errorf("server: NFS address %s (--nfs): %w", a, err)
+		}
+		s.nfsLis = append(s.nfsLis, l)
 	}
 	if cfg.Etcd.Embed {
 		s.member, err = etcdx.Start(ctx, etcdx.MemberConfig{
@@ -192,8 +203,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		return s, err
 	}
 	reg.MustRegister(newJobCollector(s.jobs, s.throttle))
+	var nfsNode admin.NFSNode
+	if cfg.NFS.Enabled() {
+		lis := s.nfsLis
+		s.nfsLis = nil // the gateway's now, closed by it even if it fails to start
+		if err = s.startNFS(ctx, lis); err != nil {
+			return s, err
+		}
+		nfsNode = s.nfs
+		reg.MustRegister(newNFSCollector(s.nfs))
+	}
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run, QoS: s,
+		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run, QoS: s, NFS: nfsNode,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},
@@ -206,7 +227,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	if err = s.startWorkers(); err != nil {
 		return s, err
 	}
-	s.log.Info("node up", "cluster", s.store.ClusterID(), "grpc", rec.GRPCAddr, "admin", rec.AdminAddr, "drives", len(s.drives))
+	s.log.Info("node up", "cluster", s.store.ClusterID(), "grpc", rec.GRPCAddr, "admin", rec.AdminAddr, "drives", len(s.drives),
+		"nfs", cfg.NFS.Listen)
 	return s, nil
 }
 
@@ -266,6 +288,7 @@ func (s *Server) shutdown(ctx context.Context) {
 		} else if s.adminLis != nil {
 			s.adminLis.Close()
 		}
+		s.stopNFS(ctx)
 		if s.grpc != nil {
 			done := make(chan struct{})
 			go func() { s.grpc.GracefulStop(); close(done) }()

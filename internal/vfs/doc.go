@@ -5,8 +5,8 @@
 // It is the whole API of the data edges: a gateway imports vfs and its
 // protocol library, nothing else of weft (internal/layering checks it).
 // So vfs speaks its own types — LIN, Attr, FileType, DirEntry, CreateArgs,
-// SetAttrMask, RenameFlags, XattrFlags, Caller (WithCaller), Handle —
-// converted from meta's in one file (convert.go), and its own error classes
+// SetAttrMask, RenameFlags, XattrFlags, AllocMode, Caller (WithCaller),
+// Handle — converted from meta's in one file (convert.go), and its own error classes
 // (ErrNotFound, ErrAccess, ErrNoSpace, …), into which it translates the
 // errors of meta and client at its boundary in one table (errors.go),
 // keeping their messages. Only Config, which the wiring (package mount)

@@ -46,6 +46,13 @@ var (
 	// ErrXattrTooLarge: an xattr name, value or list of names is over its
 	// limit (E2BIG).
 	ErrXattrTooLarge = errors.New("vfs: extended attribute too large")
+	// ErrLocked: another owner, on this client or another, holds a
+	// conflicting file lock (EAGAIN).
+	ErrLocked = errors.New("vfs: file is locked")
+	// ErrNoLocks: this client can take no more locks: its session ended
+	// (cut off from the cluster longer than its TTL), and the locks it
+	// held are gone (ENOLCK).
+	ErrNoLocks = errors.New("vfs: no locks available")
 	// ErrBusy: the inode is in use (EBUSY).
 	ErrBusy = errors.New("vfs: busy")
 	// ErrBadHandle: the handle is closed or not open for this access
@@ -56,6 +63,12 @@ var (
 	// ErrFileTooLarge: the change is larger than one metadata transaction
 	// takes (EFBIG).
 	ErrFileTooLarge = errors.New("vfs: file too large")
+	// ErrNotSupported: the operation or mode is not implemented, such as
+	// an fallocate mode other than Handle.Allocate's (EOPNOTSUPP).
+	ErrNotSupported = errors.New("vfs: operation not supported")
+	// ErrNoData: a seek for data or a hole from at or past the end of the
+	// file, or for data where only holes follow (ENXIO).
+	ErrNoData = errors.New("vfs: no data or hole past the offset")
 	// ErrUnavailable: the metadata store or too many drives did not
 	// answer, or the operation kept conflicting with concurrent ones; it
 	// may succeed if retried (EIO; NFS's JUKEBOX).
@@ -86,8 +99,11 @@ var classes = [...]struct{ from, class error }{
 	{meta.ErrNoXattr, ErrNoXattr},
 	{meta.ErrXattrTooLarge, ErrXattrTooLarge},
 	{meta.ErrBusy, ErrBusy},
+	{meta.ErrLocked, ErrLocked},
+	{meta.ErrLocksLost, ErrNoLocks},
 	{meta.ErrInvalid, ErrInvalid},
 	{client.ErrNoSpace, ErrNoSpace},
+	{client.ErrNoData, ErrNoData},
 	{meta.ErrTooLarge, ErrFileTooLarge},
 	{meta.ErrUnavailable, ErrUnavailable},
 	{meta.ErrConflict, ErrUnavailable},

@@ -30,8 +30,11 @@ func TestClassify(t *testing.T) {
 		{meta.ErrNoXattr, ErrNoXattr},
 		{meta.ErrXattrTooLarge, ErrXattrTooLarge},
 		{meta.ErrBusy, ErrBusy},
+		{meta.ErrLocked, ErrLocked},
+		{meta.ErrLocksLost, ErrNoLocks},
 		{meta.ErrInvalid, ErrInvalid},
 		{client.ErrNoSpace, ErrNoSpace},
+		{client.ErrNoData, ErrNoData},
 		{meta.ErrTooLarge, ErrFileTooLarge},
 		{meta.ErrUnavailable, ErrUnavailable},
 		{meta.ErrConflict, ErrUnavailable},
@@ -88,8 +91,8 @@ func TestClassify(t *testing.T) {
 
 func allClasses() []error {
 	return []error{ErrNotFound, ErrExists, ErrNotDir, ErrIsDir, ErrNotEmpty, ErrNameTooLong, ErrPerm, ErrAccess,
-		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
-		ErrUnavailable}
+		ErrTooManyLinks, ErrInvalid, ErrNoXattr, ErrXattrTooLarge, ErrBusy, ErrLocked, ErrNoLocks, ErrBadHandle, ErrNoSpace, ErrFileTooLarge,
+		ErrNotSupported, ErrNoData, ErrUnavailable}
 }
 
 // TestErrorsFromMeta drives real failures through an FS over a namespace:

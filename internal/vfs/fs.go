@@ -46,7 +46,8 @@ type FS struct {
 	c   *client.Client
 	log *slog.Logger
 
-	opens *opens
+	opens   *opens
+	lockers lockers
 
 	mu      sync.Mutex
 	handles map[uint64]*Handle

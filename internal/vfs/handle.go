@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,11 @@ type Handle struct {
 	// handle, so these are atomic.
 	privCleared atomic.Bool
 	atimeDone   atomic.Bool
+
+	// lockKeys are the owners that took locks through the handle and
+	// were not unlocked since (see locks.go); lockMu guards them.
+	lockMu   sync.Mutex
+	lockKeys map[lockKey]bool
 }
 
 // Open opens lin with Linux open flags. O_TRUNC truncates; the caller
@@ -205,8 +211,10 @@ func (h *Handle) Fsync(ctx context.Context) error {
 // fsync(2) of a directory.
 func (fs *FS) FsyncDir(ctx context.Context) error { return classify(fs.m.Flush(ctx)) }
 
-// Release closes the handle: buffered data is written out, and the file
-// is deleted if it was unlinked and this was its last opener.
+// Release closes the handle: buffered data is written out, the locks
+// taken through it and not unlocked yet are released (flock and OFD
+// locks; see locks.go), and the file is deleted if it was unlinked and
+// this was its last opener.
 func (fs *FS) Release(ctx context.Context, fh uint64) error {
 	fs.mu.Lock()
 	h := fs.handles[fh]
@@ -220,6 +228,9 @@ func (fs *FS) Release(ctx context.Context, fh uint64) error {
 
 func (fs *FS) release(ctx context.Context, h *Handle) error {
 	err := h.file.Close(ctx)
+	if lerr := fs.releaseLocks(ctx, h); err == nil {
+		err = lerr
+	}
 	if rerr := fs.opens.release(ctx, meta.LIN(h.LIN)); err == nil {
 		err = rerr
 	}

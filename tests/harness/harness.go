@@ -90,6 +90,9 @@ type Options struct {
 	// The default, with TLS, is what every test runs unless it is about
 	// the insecure mode.
 	Insecure bool
+	// NFS makes every node an NFS gateway (weft local up --nfs); their
+	// addresses are Cluster.NFSAddrs.
+	NFS bool
 }
 
 // Cluster is a running local cluster (`weft local up`), in either mode.
@@ -204,6 +207,9 @@ func (c *Cluster) startProcess(bin string, o Options, out io.Writer) {
 	if o.Insecure {
 		args = append(args, "--insecure")
 	}
+	if o.NFS {
+		args = append(args, "--nfs")
+	}
 	args = append(args, "--mount", c.Mount)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -227,7 +233,7 @@ func (c *Cluster) startInProcess(o Options, out io.Writer) {
 		defer close(c.done)
 		err := local.Up(ctx, local.Options{
 			Dir: o.Dir, Nodes: o.Nodes, DrivesPerNode: o.DrivesPerNode, LeaseTTL: o.LeaseTTL, Mount: c.Mount,
-			RepairGrace: o.RepairGrace, DriveSize: o.DriveSize, Launcher: local.InProcess{}, Insecure: o.Insecure,
+			RepairGrace: o.RepairGrace, DriveSize: o.DriveSize, Launcher: local.InProcess{}, Insecure: o.Insecure, NFS: o.NFS,
 			Out: out, Log: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {
@@ -523,4 +529,21 @@ func (c *Cluster) KeepLogs() {
 		}
 		_ = os.WriteFile(filepath.Join(dst, "local-up.log"), []byte(c.out.String()), 0o644)
 	})
+}
+
+// NFSAddrs returns every node's NFS gateway address (host:port) by node
+// name, from DIR/nfs.addrs, for a cluster started with Options.NFS.
+func (c *Cluster) NFSAddrs() map[string]string {
+	c.tb.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, local.NFSAddrsFile))
+	if err != nil {
+		c.tb.Fatalf("harness: the NFS addresses (a cluster started with Options.NFS?): %v", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if name, addr, ok := strings.Cut(line, " "); ok {
+			out[name] = addr
+		}
+	}
+	return out
 }

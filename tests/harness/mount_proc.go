@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -82,6 +83,20 @@ func (c *Cluster) StartMount(dir string, flags []string, env ...string) *MountPr
 	return m
 }
 
+// Stop ends the process as an unmount by the administrator would
+// (SIGTERM: it flushes, unmounts and exits) and waits up to a minute for
+// it; it fails the test if the process is still running then.
+func (m *MountProc) Stop(tb testing.TB) {
+	tb.Helper()
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-m.done:
+	case <-time.After(time.Minute):
+		tb.Fatalf("harness: weft mount %s still running a minute after SIGTERM:\n%s", m.Dir, m.out)
+	}
+	m.Detach()
+}
+
 // Done is closed when the process has exited.
 func (m *MountProc) Done() <-chan struct{} { return m.done }
 
@@ -108,3 +123,8 @@ func (m *MountProc) Output() string { return m.out.String() }
 func (m *MountProc) Detach() {
 	_ = syscall.Unmount(m.Dir, syscall.MNT_DETACH) // EINVAL: not mounted
 }
+
+// Kill kills the process with SIGKILL (kill -9): the mount dies without
+// unmounting or closing its session, whose lease then expires. Wait for
+// Done after it.
+func (m *MountProc) Kill() error { return m.cmd.Process.Kill() }

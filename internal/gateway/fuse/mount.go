@@ -55,6 +55,7 @@ func New(fs *vfs.FS, dir string, o Options) (*Mount, error) {
 		DisableReadDirPlus: true,
 		Debug:              o.Debug,
 		DirectMount:        os.Geteuid() == 0,
+		EnableLocks:        true, // flock and POSIX locks come to weft (locks.go)
 	}
 	srv, err := gofuse.NewServer(newRawFS(fs, o.Log), dir, mo)
 	if err != nil {

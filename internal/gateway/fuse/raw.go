@@ -352,7 +352,12 @@ func (r *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status 
 		return status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
-	return status(h.Flush(ctx))
+	err = h.Flush(ctx)
+	// A close by a process: its POSIX locks on the file go (locks.go).
+	if lerr := h.UnlockOwner(ctx, in.LockOwner); err == nil {
+		err = lerr
+	}
+	return status(err)
 }
 
 func (r *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {

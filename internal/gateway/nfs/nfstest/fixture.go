@@ -1,0 +1,103 @@
+package nfstest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/client/clienttest"
+	"github.com/weftfs/weft/internal/gateway/nfs"
+	"github.com/weftfs/weft/internal/vfs"
+)
+
+// Capacity is the drive capacity the fixture's FS reports (FSSTAT).
+const (
+	CapacityTotal = 1 << 40
+	CapacityFree  = 1 << 39
+)
+
+// Fixture is an in-process cluster (clienttest.Fixture), a vfs.FS over it
+// with permission checks, and an nfs.Server serving it on a loopback
+// port. Everything stops at the end of the test.
+type Fixture struct {
+	TB      testing.TB
+	Cluster *clienttest.Fixture
+	FS      *vfs.FS
+	Server  *nfs.Server
+	// Addr is the listener's host:port; Port its port.
+	Addr string
+	Port int
+	// IdleClose is the Config.IdleClose of the servers Start starts.
+	IdleClose time.Duration
+
+	stop func()
+}
+
+// New starts a Fixture serving exports (none given: "/" with
+// NoRootSquash) with write verifier verifier.
+func New(tb testing.TB, verifier uint64, exports ...nfs.Export) *Fixture {
+	tb.Helper()
+	f := &Fixture{TB: tb, Cluster: clienttest.New(tb)}
+	if len(exports) == 0 {
+		exports = []nfs.Export{{Path: "/", NoRootSquash: true}}
+	}
+	f.Start(verifier, exports...)
+	return f
+}
+
+// NewFS returns a new vfs.FS over the fixture's namespace (as another
+// gateway node would have), with its own data-path client.
+func (f *Fixture) NewFS() *vfs.FS {
+	c := f.Cluster.Client(clienttest.Unit, func(*client.Config) {})
+	fs := vfs.New(vfs.Config{Meta: f.Cluster.Meta, Client: c, CheckPermissions: true,
+		Capacity: func(context.Context) (int64, int64, error) { return CapacityTotal, CapacityFree, nil }})
+	f.TB.Cleanup(func() { _ = fs.Close(context.Background()) })
+	return fs
+}
+
+// Start starts a new Server over a new FS on a new port (stopping the
+// running one first, as a gateway restart does).
+func (f *Fixture) Start(verifier uint64, exports ...nfs.Export) {
+	f.TB.Helper()
+	if f.stop != nil {
+		f.stop()
+	}
+	f.FS = f.NewFS()
+	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports, IdleClose: f.IdleClose})
+	if err != nil {
+		f.TB.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.TB.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, l, verifier) }()
+	f.Server, f.Addr, f.Port = s, l.Addr().String(), l.Addr().(*net.TCPAddr).Port
+	stopped := false
+	f.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
+			f.TB.Errorf("Serve: %v", err)
+		}
+		if err := s.Close(context.Background()); err != nil {
+			f.TB.Errorf("Server.Close: %v", err)
+		}
+	}
+	f.TB.Cleanup(f.stop)
+}
+
+// Stop stops the running Server (Serve returns, Close flushes).
+func (f *Fixture) Stop() {
+	if f.stop != nil {
+		f.stop()
+	}
+}
