@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -226,4 +227,60 @@ func BenchmarkLocalRandomRead(b *testing.B) {
 	after := c.Stats()
 	b.SetBytes(4 * kib)
 	b.ReportMetric(float64(after.UnitBytesRead-before.UnitBytesRead)/float64(n*4*kib), "unit-bytes/byte")
+}
+
+// BenchmarkRandomWrite writes 4 KiB at random 4 KiB-aligned offsets of a
+// 256 MiB ec:4+2 file (written sequentially first), randWrites per
+// iteration, then syncs; it reports the writes per second, the sync
+// included (fio's randwrite with end_fsync on a mount). The blocks that
+// copy-on-write replaced are deleted every drainEvery writes, off the
+// clock, so that tmpfs does not fill.
+//
+//	go test -run '^$' -bench RandomWrite -benchtime 3x ./internal/client/
+func BenchmarkRandomWrite(b *testing.B) {
+	const (
+		randWrites = 65536
+		drainEvery = 4096
+	)
+	f := clienttest.New(b)
+	c := f.Client(0)
+	lin := f.Create("bench", "ec:4+2")
+	fh, err := c.Open(bg, lin, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close(bg)
+	clienttest.WriteAll(b, fh, clienttest.RandBytes(benchSize, 1), mib)
+	if err := fh.Sync(bg); err != nil {
+		b.Fatal(err)
+	}
+	f.DrainDeletes()
+	p := clienttest.RandBytes(4*kib, 2)
+	rng := rand.New(rand.NewPCG(1, 2))
+	before := c.Stats().StripesWritten
+	var syncs time.Duration
+	for b.Loop() {
+		for i := range randWrites {
+			off := rng.Int64N(benchSize/(4*kib)) * 4 * kib
+			if _, err := fh.WriteAt(bg, p, off); err != nil {
+				b.Fatal(err)
+			}
+			if i%drainEvery == drainEvery-1 {
+				b.StopTimer()
+				f.DrainDeletes()
+				b.StartTimer()
+			}
+		}
+		t0 := time.Now()
+		if err := fh.Sync(bg); err != nil {
+			b.Fatal(err)
+		}
+		syncs += time.Since(t0)
+		b.StopTimer()
+		f.DrainDeletes()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*randWrites)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(syncs.Seconds()/float64(b.N), "sync-s/op")
+	b.ReportMetric(float64(b.N*randWrites)/float64(c.Stats().StripesWritten-before), "writes/stripe")
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/weftfs/weft/internal/block"
@@ -24,8 +25,15 @@ const (
 	// reader.
 	DefaultReadahead = 4
 	// DefaultMaxDirty is the most bytes buffered per open file before
-	// WriteAt waits for write-out.
-	DefaultMaxDirty = 64 << 20
+	// WriteAt waits for write-out. Complete stripes are written out at
+	// once, so it holds mostly a random writer's small writes (sparse
+	// stripes hold what was written, see dstripe), whose stripes each cost
+	// a read-modify-write: the more it holds, the more writes one carries.
+	DefaultMaxDirty = 1 << 30
+	// The default of Config.MaxDirtyTotal is an eighth of the machine's
+	// memory (like the kernel's dirty page limits), within these bounds.
+	minDefaultDirtyTotal = 256 << 20
+	maxDefaultDirtyTotal = 4 << 30
 	// DefaultWriteBehind is the number of stripes one Client writes out at
 	// once (each to K+M drives in parallel), over all its open files: 16
 	// stripes of ec:4+2 with 1 MiB units hold 96 MiB of buffers.
@@ -91,6 +99,10 @@ type Config struct {
 	// MaxDirty is the most bytes buffered per open file (per LIN) before
 	// WriteAt waits for write-out; 0 means DefaultMaxDirty.
 	MaxDirty int64
+	// MaxDirtyTotal is the most bytes buffered over all files: a WriteAt
+	// that finds more writes out its own file's stripes first. 0 means an
+	// eighth of the machine's memory, at least 256 MiB and at most 4 GiB.
+	MaxDirtyTotal int64
 	// WriteBehind is the number of stripes the Client writes out at once;
 	// 0 means DefaultWriteBehind.
 	WriteBehind int
@@ -174,6 +186,8 @@ type Client struct {
 	// prefetchCap is Config.PrefetchCap (0: none).
 	prefetchCap int64
 	maxDirty    int64
+	maxTotal    int64        // Config.MaxDirtyTotal
+	dirty       atomic.Int64 // bytes of write buffers over all files (inode.buffered)
 	maxCache    int64
 	cached      atomic.Int64 // bytes of stripe data cached (or loading) over all files
 	ioTimeout   time.Duration
@@ -236,7 +250,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		meta: m, topo: cfg.Topology, log: cfg.Log, session: cfg.Session,
-		unitSize: cfg.UnitSize, readahead: cfg.Readahead, prefetchCap: cfg.PrefetchCap, maxDirty: cfg.MaxDirty, maxCache: cfg.CacheBytes,
+		unitSize: cfg.UnitSize, readahead: cfg.Readahead, prefetchCap: cfg.PrefetchCap, maxDirty: cfg.MaxDirty, maxTotal: cfg.MaxDirtyTotal, maxCache: cfg.CacheBytes,
 		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
@@ -266,6 +280,9 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	if c.maxDirty <= 0 {
 		c.maxDirty = DefaultMaxDirty
+	}
+	if c.maxTotal <= 0 {
+		c.maxTotal = defaultDirtyTotal()
 	}
 	if c.maxCache <= 0 {
 		c.maxCache = DefaultCacheBytes
@@ -369,4 +386,13 @@ func (c *Client) Size(lin meta.LIN) (int64, bool) {
 // wants one per goroutine).
 func (c *Client) rng() *rand.Rand {
 	return rand.New(rand.NewPCG(c.seed, c.st.seq.Add(1)))
+}
+
+// defaultDirtyTotal is the default of Config.MaxDirtyTotal.
+func defaultDirtyTotal() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return minDefaultDirtyTotal
+	}
+	return min(max(int64(si.Totalram)*int64(si.Unit)/8, minDefaultDirtyTotal), maxDefaultDirtyTotal)
 }

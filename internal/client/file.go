@@ -14,10 +14,12 @@ import (
 // one Client share the file's state (see Client), so a handle reads what
 // another wrote, buffered or not. A File is safe for concurrent use.
 //
-// Writes are buffered per stripe and written out in the background as
-// soon as a stripe is complete; partial stripes are written by Flush,
-// Sync and Close, or when the file's buffered bytes pass MaxDirty. A write
-// is durable once a Flush, Sync or Close that follows it returns nil.
+// Writes are buffered per stripe (sparse for a random writer, see
+// dstripe) and written out in the background as soon as a stripe is
+// complete; partial stripes are written by Flush, Sync and Close, and
+// the dirtiest of them in the background once the buffered bytes pass
+// three quarters of MaxDirty or MaxDirtyTotal (see makeRoom). A write is
+// durable once a Flush, Sync or Close that follows it returns nil.
 type File struct {
 	c        *Client
 	ino      *inode
@@ -140,8 +142,8 @@ func (f *File) Size() int64 {
 // end; a gap before off reads as zeros. The data is buffered: it is
 // visible at once to every handle of the file in this Client and durable
 // after the next Flush, Sync or Close that returns nil. WriteAt waits
-// while the file's buffered bytes exceed MaxDirty and write-out slots are
-// busy.
+// while the file's buffered bytes would pass MaxDirty (or the Client's
+// MaxDirtyTotal), for write-outs of its dirtiest stripes.
 //
 // It returns len(p), or 0 and an error: ErrReadOnly, ErrClosed, ErrInvalid
 // (negative offset), or the write-out error that kept the buffered bytes

@@ -144,7 +144,7 @@ func (ino *inode) overlayLocked(idx int64, within, n int) *overlay {
 			if ov == nil {
 				ov = &overlay{data: make([]byte, n)}
 			}
-			copy(ov.data[r.lo-within:r.hi-within], d.buf[r.lo:r.hi])
+			d.copyTo(ov.data[r.lo-within:r.hi-within], r.lo, r.hi)
 			ov.ext = ov.ext.add(r.lo-within, r.hi-within)
 		}
 	}
