@@ -204,7 +204,11 @@ func newNFSStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show what every node's NFS gateway serves: addresses, clients, ops/s",
-		Long: `Asks every node that is up for its NFS gateway and prints three tables:
+		Long: `Asks every node that is up for its NFS gateway and prints up to four tables:
+
+  addresses the NFS service addresses (weft server --nfs-address) held:
+            the node serving each, since when, and the holding's epoch
+            (every move raises it); a free address is not listed
 
   gateways  per node: the addresses it serves, the exports version it
             applies, its clients and its operations per second (over the
@@ -241,6 +245,16 @@ answers as they are.`,
 
 // printNFSStatus prints the gateways, their clients and their operations.
 func printNFSStatus(w io.Writer, s admin.NFSStatus, now time.Time) error {
+	if len(s.Addresses) > 0 {
+		t := newTable(w, "SERVICE ADDRESS", "NODE", "SINCE", "EPOCH")
+		for _, a := range s.Addresses {
+			t.row(a.Addr, a.Node, a.Since.Local().Format(time.DateTime)+" ("+ago(now, a.Since)+")", strconv.FormatInt(a.Epoch, 10))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
 	t := newTable(w, "NODE", "ADDRESS", "EXPORTS", "CLIENTS", "OPS/S")
 	for _, n := range s.Nodes {
 		if !n.Gateway {

@@ -525,6 +525,7 @@ func (s *Server) NFS() *NFSRole { return s.nfs }
 // stopNFS stops the gateway (its addresses, then its file system), or
 // closes the --nfs listeners a failed start left bound.
 func (s *Server) stopNFS(ctx context.Context) {
+	s.stopNFSAddresses(ctx)
 	if s.nfs != nil {
 		s.nfs.close(ctx)
 	}
