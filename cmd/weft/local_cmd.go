@@ -38,6 +38,7 @@ directory brings the same cluster back with all its state.`,
 	var nfsOn bool
 	var nfsAddrs []string
 	var nfsPort int
+	var nfsIface string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the local cluster and supervise it until Ctrl-C",
@@ -90,7 +91,11 @@ node holding one serves it (weft server --nfs-address), and another takes
 it over within seconds when that node dies. They are served at one port,
 --nfs-port or a free one chosen at each start, printed as "nfs: service
 ADDR URL" and written as "ADDR HOST:PORT" lines to DIR/nfs.service.addrs;
-weft nfs status shows which node holds each. See docs/admin-guide.md,
+weft nfs status shows which node holds each. --nfs-iface TEMPLATE gives
+each node an interface of its own for them ("{node}" is its name; make the
+interfaces first, e.g. ip link add weftpub-n1 type dummy): the holder puts
+the address there and gives it up when that link goes down — public link
+failures on one machine. See docs/admin-guide.md,
 "NFS service addresses and failover".`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
@@ -123,7 +128,7 @@ weft nfs status shows which node holds each. See docs/admin-guide.md,
 			return local.Up(c.Context(), local.Options{
 				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
 				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure, NFS: nfsOn,
-				NFSAddresses: nfsAddrs, NFSPort: nfsPort,
+				NFSAddresses: nfsAddrs, NFSPort: nfsPort, NFSIface: nfsIface,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
@@ -141,6 +146,7 @@ weft nfs status shows which node holds each. See docs/admin-guide.md,
 	up.Flags().BoolVar(&nfsOn, "nfs", false, "make every node an NFSv3 gateway on a port of its own (printed as a libnfs URL)")
 	up.Flags().StringSliceVar(&nfsAddrs, "nfs-address", nil, "NFS service addresses that fail over between the nodes, loopback here (e.g. 127.0.0.50)")
 	up.Flags().IntVar(&nfsPort, "nfs-port", 0, "the NFS service addresses' port (default: a free one)")
+	up.Flags().StringVar(&nfsIface, "nfs-iface", "", `each node's interface for the service addresses, "{node}" its name (e.g. weftpub-{node}, made beforehand): the holder puts them there and holds them only while its link is up`)
 
 	down := &cobra.Command{
 		Use:   "down",

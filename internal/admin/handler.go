@@ -88,7 +88,7 @@ type Deps struct {
 	// control plane (any node can); nil leaves them out of the status.
 	NFSAddresses func(ctx context.Context) ([]NFSAddress, error)
 	Node         NodeInfo
-	Log  *slog.Logger
+	Log          *slog.Logger
 	// Peer are the options of the client with which this node relays a
 	// request to another node's admin API (drive add, workers): its own
 	// node certificate.

@@ -83,6 +83,13 @@ type Options struct {
 	NFSAddresses []string
 	// NFSPort is the service addresses' port; 0 picks a free one.
 	NFSPort int
+	// NFSIface, with NFSAddresses, gives every node an interface of its
+	// own for them: the template with "{node}" replaced by the node's
+	// name (e.g. weftpub-{node}, an interface made beforehand, such as a
+	// dummy one). The holder puts the address on its interface (ip addr
+	// add/del, no ARP) and holds addresses only while that interface's
+	// link is up: public link failures on one machine.
+	NFSIface string
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -342,6 +349,11 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 	if len(s.opts.NFSAddresses) > 0 {
 		cfg.NFS.Addresses = slices.Clone(s.opts.NFSAddresses)
 		cfg.NFS.Port = s.opts.NFSPort
+		if s.opts.NFSIface != "" {
+			iface := strings.ReplaceAll(s.opts.NFSIface, "{node}", n.Name)
+			cfg.NFS.Iface, cfg.NFS.LinkIface = iface, iface
+			cfg.NFS.HookAdd, cfg.NFS.HookDel = "ip addr add {addr}/{prefix} dev {iface}", "ip addr del {addr}/{prefix} dev {iface}"
+		}
 	}
 	if s.layout.IsInsecure() {
 		cfg.Insecure = true

@@ -53,6 +53,10 @@ import (
 //	                   gateway no client talks to any more releases them
 //	nfs-policy-follow  follows the pool policy (cluster.PolicyFollower)
 //
+// Its duplicate-request cache is shared through etcd (nfs_drc.go), so
+// that a request resent to another gateway after a service address moved
+// gets its first reply there.
+//
 // and those of its metadata cache and open files (kvcache, vfs "opens").
 //
 // Write verifier: each address is served with a verifier drawn from the
@@ -478,7 +482,7 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 	if err := exp.Load(ctx); err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}
-	gw, err := nfs.New(nfs.Config{FS: fs, Log: log, Exports: nfsExports(exp.Current().Effective())})
+	gw, err := nfs.New(nfs.Config{FS: fs, Log: log, Exports: nfsExports(exp.Current().Effective()), DRC: newNFSDRC(s.etcd)})
 	if err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}

@@ -241,10 +241,14 @@ func (s *Server) handle(ctx context.Context, cn *conn, rec []byte) []byte {
 			reply = b.Bytes()
 		}
 	}
+	failed := err != nil || res.status != 0
 	if p.nonIdempotent {
+		if s.store != nil {
+			reply, failed = s.shared(ctx, key, reply, failed)
+		}
 		s.drc.finish(key, reply)
 	}
-	s.record(p.name, cn.remote, cn.listener, err != nil || res.status != 0, time.Since(start))
+	s.record(p.name, cn.remote, cn.listener, failed, time.Since(start))
 	return reply
 }
 
