@@ -279,7 +279,7 @@ func nfsExports(in []cluster.NFSExport) []nfs.Export {
 	out := make([]nfs.Export, len(in))
 	for i, e := range in {
 		out[i] = nfs.Export{Path: e.Path, Clients: slices.Clone(e.Clients), ReadOnly: e.ReadOnly, NoRootSquash: e.NoRootSquash,
-			AnonUID: e.AnonUID, AnonGID: e.AnonGID}
+			AnonUID: e.AnonUID, AnonGID: e.AnonGID, Sync: e.Sync}
 	}
 	return out
 }
