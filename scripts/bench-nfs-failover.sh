@@ -10,6 +10,7 @@
 # nfs-ls), as the test does. About 3 minutes a run.
 #   usage: scripts/bench-nfs-failover.sh [RUNS]   (default 5)
 #   WEFT_BINARY  a weft binary to test (default: built by the test)
+# A failed run's cluster logs are kept under the logs directory it prints.
 set -euo pipefail
 runs=${1:-5}
 case $runs in ''|*[!0-9]*|0) echo "usage: $0 [RUNS]   (RUNS: a positive number of runs, default 5)" >&2; exit 2;; esac
@@ -17,7 +18,8 @@ cd "$(dirname "$0")/.."
 out=$(mktemp -d /var/tmp/weft-nfs-failover.XXXXXX)
 echo "logs in $out"
 for i in $(seq "$runs"); do
-  if go test ./tests/ -run '^TestNFSFailover$' -count 1 -v -timeout 15m >"$out/run$i.log" 2>&1; then
+  # the cluster's logs of a failed run are kept under $out/logs
+  if WEFT_TEST_LOGS="$out/logs" go test ./tests/ -run '^TestNFSFailover$' -count 1 -v -timeout 15m >"$out/run$i.log" 2>&1; then
     echo "run $i: ok"
   else
     echo "run $i: FAILED (see $out/run$i.log)"
