@@ -36,6 +36,9 @@ directory brings the same cluster back with all its state.`,
 	var driveSize string
 	var ownAddrs, cgroups bool
 	var nfsOn bool
+	var nfsAddrs []string
+	var nfsPort int
+	var nfsIface string
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Start the local cluster and supervise it until Ctrl-C",
@@ -80,13 +83,27 @@ its own, on the node's address; the ports are chosen the first time and
 kept in the layout. Once ready it prints a line per node, "nfs: NAME URL",
 with a libnfs URL (nfs-ls, nfs-cp, nfs-cat take it), and writes "NAME
 HOST:PORT" lines to DIR/nfs.addrs. The exports are weft nfs export's
-("/" while none is configured); see docs/admin-guide.md, "NFS gateway".`,
+("/" while none is configured); see docs/admin-guide.md, "NFS gateway".
+
+--nfs-address IP[,IP] adds NFS service addresses (loopback addresses here,
+such as 127.0.0.50): every node is a gateway and a candidate for each, the
+node holding one serves it (weft server --nfs-address), and another takes
+it over within seconds when that node dies. They are served at one port,
+--nfs-port or a free one chosen at each start, printed as "nfs: service
+ADDR URL" and written as "ADDR HOST:PORT" lines to DIR/nfs.service.addrs;
+weft nfs status shows which node holds each. --nfs-iface TEMPLATE gives
+each node an interface of its own for them ("{node}" is its name; make the
+interfaces first, e.g. ip link add weftpub-n1 type dummy): the holder puts
+the address there and gives it up when that link goes down — public link
+failures on one machine. See docs/admin-guide.md,
+"NFS service addresses and failover".`,
 		Example: `  weft local up                          # 3 nodes x 4 drives in ./weft-data
   weft local up --nodes 3 --drives-per-node 2
   weft local up --drive-size 256MiB          # every drive holds at most 256 MiB
   weft local up --dir /tmp/c1 &  weft --admin $(cat /tmp/c1/admin.addr) --pki /tmp/c1/pki status
   weft local up --insecure --dir /tmp/bench  # no TLS: for experiments only
-  weft local up --nfs --mount ""             # NFS gateways on every node, no FUSE mount`,
+  weft local up --nfs --mount ""             # NFS gateways on every node, no FUSE mount
+  weft local up --nfs-address 127.0.0.50     # one NFS service address that fails over`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, _ []string) error {
 			lvl := slog.LevelWarn
@@ -111,6 +128,7 @@ HOST:PORT" lines to DIR/nfs.addrs. The exports are weft nfs export's
 			return local.Up(c.Context(), local.Options{
 				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
 				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure, NFS: nfsOn,
+				NFSAddresses: nfsAddrs, NFSPort: nfsPort, NFSIface: nfsIface,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
 			})
 		},
@@ -126,6 +144,9 @@ HOST:PORT" lines to DIR/nfs.addrs. The exports are weft nfs export's
 	up.Flags().BoolVar(&ownAddrs, "own-addresses", false, "give each node of a new cluster its own loopback address (127.A.B.N)")
 	up.Flags().BoolVar(&cgroups, "cgroups", false, "start each node in a cgroup v2 of its own (root; for firewall rules)")
 	up.Flags().BoolVar(&nfsOn, "nfs", false, "make every node an NFSv3 gateway on a port of its own (printed as a libnfs URL)")
+	up.Flags().StringSliceVar(&nfsAddrs, "nfs-address", nil, "NFS service addresses that fail over between the nodes, loopback here (e.g. 127.0.0.50)")
+	up.Flags().IntVar(&nfsPort, "nfs-port", 0, "the NFS service addresses' port (default: a free one)")
+	up.Flags().StringVar(&nfsIface, "nfs-iface", "", `each node's interface for the service addresses, "{node}" its name (e.g. weftpub-{node}, made beforehand): the holder puts them there and holds them only while its link is up`)
 
 	down := &cobra.Command{
 		Use:   "down",

@@ -51,6 +51,7 @@ func newNFSExportCmd(g *globals) *cobra.Command {
 		clients        []string
 		readOnly       bool
 		noSquash       bool
+		syncW          bool
 		anonUID, anonG uint32
 	)
 	add := &cobra.Command{
@@ -64,16 +65,21 @@ MOUNTPOINT/projects). The directory must exist when a client mounts it.
 (any client without it). --read-only refuses every change through the
 export. Root (uid 0) is squashed to --anon-uid:--anon-gid (65534:65534,
 nobody:nogroup, unless given) unless --no-root-squash lets it act as root.
+--sync makes every write durable before its reply (answered FILE_SYNC):
+clients that do not write again what they wrote UNSTABLE when a gateway
+fails over (libnfs: nfs-cp, nfs-cat) need it not to lose those writes;
+kernel clients do without it.
 
 A path exported already is refused: remove it first, then add it with the
 new options. The first export added replaces the default export of "/".`,
 		Example: `  weft nfs export add /projects --clients 10.0.0.0/24,10.0.1.7
   weft nfs export add /archive --read-only
   weft nfs export add / --clients 127.0.0.1 --no-root-squash
-  weft nfs export add /scratch --anon-uid 1000 --anon-gid 1000`,
+  weft nfs export add /scratch --anon-uid 1000 --anon-gid 1000
+  weft nfs export add /ingest --sync          # for libnfs clients behind a service address`,
 		Args: exactArgs(1, "the exported directory's PATH"),
 		RunE: func(c *cobra.Command, args []string) error {
-			e := cluster.NFSExport{Path: args[0], ReadOnly: readOnly, NoRootSquash: noSquash, AnonUID: anonUID, AnonGID: anonG}
+			e := cluster.NFSExport{Path: args[0], ReadOnly: readOnly, NoRootSquash: noSquash, AnonUID: anonUID, AnonGID: anonG, Sync: syncW}
 			for _, cl := range clients {
 				if cl = strings.TrimSpace(cl); cl != "" {
 					e.Clients = append(e.Clients, cl)
@@ -109,6 +115,7 @@ new options. The first export added replaces the default export of "/".`,
 	af.StringSliceVar(&clients, "clients", nil, "IPs or CIDRs allowed to mount it, comma-separated (default: any client)")
 	af.BoolVar(&readOnly, "read-only", false, "refuse every change through this export")
 	af.BoolVar(&noSquash, "no-root-squash", false, "let uid 0 act as root (by default root is squashed to the anonymous identity)")
+	af.BoolVar(&syncW, "sync", false, "make every write durable before its reply (FILE_SYNC): for clients that do not resend uncommitted writes after a failover")
 	af.Uint32Var(&anonUID, "anon-uid", 0, "uid root is squashed to (default 65534)")
 	af.Uint32Var(&anonG, "anon-gid", 0, "gid root is squashed to (default 65534)")
 	remove := &cobra.Command{
@@ -181,6 +188,9 @@ func printNFSExports(w io.Writer, l admin.NFSExportList) error {
 		if e.ReadOnly {
 			access = "ro"
 		}
+		if e.Sync {
+			access += ",sync"
+		}
 		t.row(e.Path, clients, access, rootCol(e))
 	}
 	return t.flush()
@@ -204,7 +214,11 @@ func newNFSStatusCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show what every node's NFS gateway serves: addresses, clients, ops/s",
-		Long: `Asks every node that is up for its NFS gateway and prints three tables:
+		Long: `Asks every node that is up for its NFS gateway and prints up to four tables:
+
+  addresses the NFS service addresses (weft server --nfs-address) held:
+            the node serving each, since when, and the holding's epoch
+            (every move raises it); a free address is not listed
 
   gateways  per node: the addresses it serves, the exports version it
             applies, its clients and its operations per second (over the
@@ -241,6 +255,16 @@ answers as they are.`,
 
 // printNFSStatus prints the gateways, their clients and their operations.
 func printNFSStatus(w io.Writer, s admin.NFSStatus, now time.Time) error {
+	if len(s.Addresses) > 0 {
+		t := newTable(w, "SERVICE ADDRESS", "NODE", "SINCE", "EPOCH")
+		for _, a := range s.Addresses {
+			t.row(a.Addr, a.Node, a.Since.Local().Format(time.DateTime)+" ("+ago(now, a.Since)+")", strconv.FormatInt(a.Epoch, 10))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
 	t := newTable(w, "NODE", "ADDRESS", "EXPORTS", "CLIENTS", "OPS/S")
 	for _, n := range s.Nodes {
 		if !n.Gateway {

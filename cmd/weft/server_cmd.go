@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ func newServerCmd(g *globals) *cobra.Command {
 		endpoints  string
 		logLevel   string
 		nfsAddrs   []string
+		svcAddrs   []string
 		flagCfg    server.Config
 	)
 	cmd := &cobra.Command{
@@ -59,7 +61,8 @@ line override it. Keys: name, data_dir, grpc_addr, admin_addr, lease_ttl,
 default_protection, usage_interval, drives (list of {path, class, pool,
 capacity}),
 etcd {endpoints, embed, client_url, peer_url, initial_cluster, token},
-pki_dir, insecure, nfs {listen}.
+pki_dir, insecure, nfs {listen, addresses, port, address_ttl, iface,
+prefix, hook_add, hook_del, hook_announce, link_iface, link_check}.
 
 NFS: --nfs HOST:PORT (repeatable, or comma-separated) makes the node an
 NFSv3 gateway on each address: MOUNT and NFS on the one port, for every
@@ -69,7 +72,28 @@ It serves the exports of weft nfs export (the whole namespace, "/", while
 none is configured), with the permission checks of a mount and root
 squashed unless an export says otherwise; NFS itself is not encrypted, so
 serve it on networks you trust. weft nfs status shows what every node serves. See
-docs/admin-guide.md, "NFS gateway".`,
+docs/admin-guide.md, "NFS gateway".
+
+NFS service addresses: --nfs-address IP[,IP] makes the node a candidate for
+each address; every node given the same addresses is one. The holder of an
+address (an etcd lease of --nfs-address-ttl, 3s) puts it on the machine and
+serves NFS on it at --nfs-port (2049); it stops serving before its lease can
+expire when it cannot renew it (self-fencing), gives it up when its public
+link check fails, and hands it over at once when it stops. Another node
+takes it over within about the TTL; a node that comes back does not take an
+address back while another serves it. How the address moves:
+  --nfs-iface IFACE [--nfs-prefix N]   ip addr add ADDR/N dev IFACE, then a
+                                       gratuitous ARP (arping -U), and the
+                                       link check of IFACE (up, carrier)
+  --nfs-hook-add CMD --nfs-hook-del CMD [--nfs-hook-announce CMD]
+                                       commands of your own, no shell, with
+                                       {addr}, {prefix} and {iface} filled in
+  (neither)                            127.0.0.0/8 addresses only: local
+                                       already, nothing to move
+--nfs-link-iface IFACE or --nfs-link-check CMD (exit 0: up) sets the public
+link check apart from the hook. A node with service addresses and no --nfs
+is a gateway too. See docs/admin-guide.md, "NFS service addresses and
+failover".`,
 		Example: `  # a one-node cluster with its own etcd member
   weft cluster init --pki /etc/weft/pki --name n1 --host 10.0.0.1
   weft server --name n1 --pki /etc/weft/pki --data-dir /var/lib/weft --etcd-embed \
@@ -86,6 +110,11 @@ docs/admin-guide.md, "NFS gateway".`,
   # a node that is also an NFS gateway on its public address
   weft server --name n5 --pki /etc/weft/pki --etcd-endpoints https://10.0.0.1:2379 \
       --grpc-addr 10.0.0.5:7070 --admin-addr 10.0.0.5:7080 --drive /mnt/d0 --nfs 10.0.0.5:2049
+
+  # one of several gateways sharing the service address 10.0.0.50 on eth0
+  weft server --name n6 --pki /etc/weft/pki --etcd-endpoints https://10.0.0.1:2379 \
+      --grpc-addr 10.0.0.6:7070 --admin-addr 10.0.0.6:7080 --drive /mnt/d0 \
+      --nfs-address 10.0.0.50 --nfs-iface eth0 --nfs-prefix 24
 
   weft server --config /etc/weft/node.yaml`,
 		Args: exactArgs(0, "no arguments (drives are given with --drive)"),
@@ -126,6 +155,23 @@ docs/admin-guide.md, "NFS gateway".`,
 					}
 				}
 			})
+			set("nfs-address", func() {
+				cfg.NFS.Addresses = nil
+				for _, a := range svcAddrs {
+					if a = strings.TrimSpace(a); a != "" {
+						cfg.NFS.Addresses = append(cfg.NFS.Addresses, a)
+					}
+				}
+			})
+			set("nfs-port", func() { cfg.NFS.Port = flagCfg.NFS.Port })
+			set("nfs-address-ttl", func() { cfg.NFS.AddressTTL = flagCfg.NFS.AddressTTL })
+			set("nfs-iface", func() { cfg.NFS.Iface = flagCfg.NFS.Iface })
+			set("nfs-prefix", func() { cfg.NFS.Prefix = flagCfg.NFS.Prefix })
+			set("nfs-hook-add", func() { cfg.NFS.HookAdd = flagCfg.NFS.HookAdd })
+			set("nfs-hook-del", func() { cfg.NFS.HookDel = flagCfg.NFS.HookDel })
+			set("nfs-hook-announce", func() { cfg.NFS.HookAnnounce = flagCfg.NFS.HookAnnounce })
+			set("nfs-link-iface", func() { cfg.NFS.LinkIface = flagCfg.NFS.LinkIface })
+			set("nfs-link-check", func() { cfg.NFS.LinkCheck = flagCfg.NFS.LinkCheck })
 			set("etcd-endpoints", func() {
 				cfg.Etcd.Endpoints = nil
 				for _, e := range strings.Split(endpoints, ",") {
@@ -177,6 +223,16 @@ docs/admin-guide.md, "NFS gateway".`,
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.BoolVar(&flagCfg.Pprof, "pprof", false, "serve Go profiles at ADMIN_ADDR/debug/pprof/")
 	f.StringSliceVar(&nfsAddrs, "nfs", nil, "serve NFSv3 (and MOUNT) on HOST:PORT, e.g. 127.0.0.1:2049 (repeatable or comma-separated)")
+	f.StringSliceVar(&svcAddrs, "nfs-address", nil, "NFS service addresses (IPs) this node is a candidate for, served at --nfs-port by their holder (repeatable or comma-separated)")
+	f.IntVar(&flagCfg.NFS.Port, "nfs-port", server.DefaultNFSPort, "the NFS service addresses' port")
+	f.DurationVar(&flagCfg.NFS.AddressTTL, "nfs-address-ttl", 3*time.Second, "the NFS service addresses' lease TTL: a dead holder's addresses move after about this long")
+	f.StringVar(&flagCfg.NFS.Iface, "nfs-iface", "", "put the service addresses on this interface (ip addr add, arping -U) and check its link")
+	f.IntVar(&flagCfg.NFS.Prefix, "nfs-prefix", 0, "the service addresses' prefix length on --nfs-iface (default: /32 or /128)")
+	f.StringVar(&flagCfg.NFS.HookAdd, "nfs-hook-add", "", `command that puts a service address on this machine, e.g. "ip addr add {addr}/{prefix} dev {iface}"`)
+	f.StringVar(&flagCfg.NFS.HookDel, "nfs-hook-del", "", `command that takes it off, e.g. "ip addr del {addr}/{prefix} dev {iface}"`)
+	f.StringVar(&flagCfg.NFS.HookAnnounce, "nfs-hook-announce", "", `command run after the add, e.g. "arping -U -c 2 -I {iface} {addr}"`)
+	f.StringVar(&flagCfg.NFS.LinkIface, "nfs-link-iface", "", "the public link check: this interface must be up with a carrier (default: --nfs-iface)")
+	f.StringVar(&flagCfg.NFS.LinkCheck, "nfs-link-check", "", `the public link check: a command that must exit 0, e.g. "ping -c 1 -W 1 10.0.0.1"`)
 	f.DurationVar(&flagCfg.RepairGrace, "repair-grace", events.DefaultRepairGrace, "how long a drive may be down before a repair job starts by itself")
 	return cmd
 }

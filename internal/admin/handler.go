@@ -83,9 +83,12 @@ type Deps struct {
 	// QoS is this node's QoS state; nil answers 503 for it.
 	QoS QoSNode
 	// NFS is this node's NFS gateway; nil: the node runs none.
-	NFS  NFSNode
-	Node NodeInfo
-	Log  *slog.Logger
+	NFS NFSNode
+	// NFSAddresses reads who holds each NFS service address, from the
+	// control plane (any node can); nil leaves them out of the status.
+	NFSAddresses func(ctx context.Context) ([]NFSAddress, error)
+	Node         NodeInfo
+	Log          *slog.Logger
 	// Peer are the options of the client with which this node relays a
 	// request to another node's admin API (drive add, workers): its own
 	// node certificate.
@@ -106,6 +109,7 @@ type handler struct {
 	workers  WorkerLister
 	qos      QoSNode
 	nfs      NFSNode
+	nfsAddrs func(ctx context.Context) ([]NFSAddress, error)
 	node     NodeInfo
 	log      *slog.Logger
 	peer     []ClientOption
@@ -141,7 +145,7 @@ type handler struct {
 // down) or 500.
 func NewHandler(d Deps) http.Handler {
 	store := d.Store
-	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, qos: d.QoS, nfs: d.NFS, node: d.Node, log: d.Log,
+	h := &handler{store: store, layouts: d.Layouts, ns: d.Namespace, jobs: d.Jobs, throttle: d.Throttle, policies: d.Policies, adder: d.Drives, workers: d.Workers, qos: d.QoS, nfs: d.NFS, nfsAddrs: d.NFSAddresses, node: d.Node, log: d.Log,
 		peer: d.Peer, insecure: d.Insecure}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })

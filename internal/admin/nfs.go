@@ -65,8 +65,22 @@ const NFSRateWindow = 10 * time.Second
 // NFSStatus is GET /v1/nfs/status: the gateway of every node that is up
 // and answered, by node name; Errors names the others.
 type NFSStatus struct {
-	Nodes  []NFSNodeStatus `json:"nodes"`
-	Errors []string        `json:"errors,omitempty"`
+	Nodes []NFSNodeStatus `json:"nodes"`
+	// Addresses are the service addresses held, as the control plane
+	// has them (an address no node holds is absent).
+	Addresses []NFSAddress `json:"addresses"`
+	Errors    []string     `json:"errors,omitempty"`
+}
+
+// NFSAddress is one NFS service address (weft server --nfs-address) and
+// the node holding it: since when, and the holding's epoch (the etcd
+// revision it was taken at; every move raises it, and the gateway's
+// write verifier with it).
+type NFSAddress struct {
+	Addr  string    `json:"addr"`
+	Node  string    `json:"node"`
+	Since time.Time `json:"since"`
+	Epoch int64     `json:"epoch"`
 }
 
 // NFSExportList is GET /v1/nfs/exports, and the answer of a change: the
@@ -146,7 +160,19 @@ func (h *handler) nfsRoutes(mux *http.ServeMux) {
 		if nodes == nil {
 			nodes = []NFSNodeStatus{}
 		}
-		return NFSStatus{Nodes: nodes, Errors: errs}, err
+		if err != nil {
+			return nil, err
+		}
+		addrs := []NFSAddress{}
+		if h.nfsAddrs != nil {
+			a, aerr := h.nfsAddrs(ctx)
+			if aerr != nil {
+				errs = append(errs, fmt.Sprintf("service addresses: %v", aerr))
+			} else if a != nil {
+				addrs = a
+			}
+		}
+		return NFSStatus{Nodes: nodes, Addresses: addrs, Errors: errs}, nil
 	}))
 	mux.HandleFunc("GET "+APIVersion+"/node/nfs", h.get(func(context.Context) (any, error) { return h.ownNFS() }))
 }

@@ -53,6 +53,10 @@ type NFSExport struct {
 	// 65534 (nobody, nogroup).
 	AnonUID uint32 `json:"anon_uid,omitempty"`
 	AnonGID uint32 `json:"anon_gid,omitempty"`
+	// Sync makes every write durable before its reply (FILE_SYNC), for
+	// clients that do not resend uncommitted writes when the write
+	// verifier changes: what a failover needs from them.
+	Sync bool `json:"sync,omitempty"`
 }
 
 // DefaultNFSExport is what the gateways export while no export is

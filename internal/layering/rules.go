@@ -41,7 +41,7 @@ func Weft() Table {
 			{Pkg: "internal/server", Kind: Wiring, Imports: []string{"internal/admin", "internal/block", "internal/client", "internal/pki",
 				"internal/cluster", "internal/drive", "internal/erasure", "internal/etcdx", "internal/events", "internal/impact",
 				"internal/job", "internal/jobs", "internal/meta", "internal/namespace", "internal/qos", "internal/restripe", "internal/topology",
-				"internal/gateway/nfs", "internal/mount", "internal/vfs"}},
+				"internal/gateway/nfs", "internal/mount", "internal/vfs", "internal/vip"}},
 			{Pkg: "internal/mount", Kind: Wiring, Imports: []string{"internal/admin", "internal/client", "internal/cluster", "internal/pki",
 				"internal/etcdx", "internal/gateway/fuse", "internal/kv/kvcache", "internal/meta", "internal/namespace", "internal/policy",
 				"internal/qos", "internal/topology", "internal/vfs"}},

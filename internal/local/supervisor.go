@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +74,22 @@ type Options struct {
 	// Up prints each node's libnfs URL and writes the addresses to
 	// DIR/nfs.addrs. Without it the nodes run no gateway.
 	NFS bool
+	// NFSAddresses are NFS service addresses (weft server --nfs-address):
+	// loopback addresses such as 127.0.0.50, every node a candidate for
+	// each, served by the node holding it at one port chosen at each Up
+	// (NFSPort, or a free one). Up prints each one's libnfs URL
+	// ("nfs: service ADDR URL") and writes "ADDR HOST:PORT" lines to
+	// DIR/nfs.service.addrs. They make every node a gateway.
+	NFSAddresses []string
+	// NFSPort is the service addresses' port; 0 picks a free one.
+	NFSPort int
+	// NFSIface, with NFSAddresses, gives every node an interface of its
+	// own for them: the template with "{node}" replaced by the node's
+	// name (e.g. weftpub-{node}, an interface made beforehand, such as a
+	// dummy one). The holder puts the address on its interface (ip addr
+	// add/del, no ARP) and holds addresses only while that interface's
+	// link is up: public link failures on one machine.
+	NFSIface string
 	// Out receives the user-facing lines ("ready: …", node exits).
 	Out io.Writer
 	Log *slog.Logger
@@ -108,6 +126,9 @@ const (
 	ControlFile    = "local.addr"  // the path of the supervisor's control API's unix socket
 	PIDFile        = "local.pid"   // the supervisor's pid
 	NFSAddrsFile   = "nfs.addrs"   // with Options.NFS: "NODE HOST:PORT" a line, every node's NFS address
+	// NFSServiceAddrsFile: with Options.NFSAddresses, "ADDR HOST:PORT" a
+	// line, every service address and where it is served.
+	NFSServiceAddrsFile = "nfs.service.addrs"
 )
 
 type proc struct {
@@ -177,6 +198,11 @@ func Up(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if len(opts.NFSAddresses) > 0 {
+		if opts.NFSPort, err = servicePort(opts.NFSAddresses, opts.NFSPort); err != nil {
+			return err
+		}
+	}
 	s := &supervisor{opts: opts, layout: layout, dir: dir, procs: map[string]*proc{}}
 	if !layout.IsInsecure() {
 		if err := ensurePKI(dir, layout, time.Now()); err != nil {
@@ -239,6 +265,15 @@ func Up(ctx context.Context, opts Options) error {
 	} else {
 		_ = os.Remove(filepath.Join(dir, NFSAddrsFile))
 	}
+	if len(opts.NFSAddresses) > 0 {
+		var lines []string
+		for _, a := range opts.NFSAddresses {
+			lines = append(lines, a+" "+net.JoinHostPort(a, strconv.Itoa(opts.NFSPort)))
+		}
+		_ = writeFileAtomic(filepath.Join(dir, NFSServiceAddrsFile), []byte(strings.Join(lines, "\n")+"\n"))
+	} else {
+		_ = os.Remove(filepath.Join(dir, NFSServiceAddrsFile))
+	}
 	mounted := ""
 	if opts.Mount != "" {
 		if mounted, err = s.mount(ctx, opts.Mount, strings.Join(all, ",")); err != nil {
@@ -261,6 +296,9 @@ func Up(ctx context.Context, opts Options) error {
 		for _, n := range layout.Members {
 			fmt.Fprintf(opts.Out, "nfs: %s %s\n", n.Name, NFSURL(n.NFSAddr))
 		}
+	}
+	for _, a := range opts.NFSAddresses {
+		fmt.Fprintf(opts.Out, "nfs: service %s %s\n", a, NFSURL(net.JoinHostPort(a, strconv.Itoa(opts.NFSPort))))
 	}
 	fmt.Fprintf(opts.Out, "try: weft --admin %s%s status   (Ctrl-C stops the cluster)\n", first, creds)
 
@@ -307,6 +345,15 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 	}
 	if s.opts.NFS && n.NFSAddr != "" {
 		cfg.NFS.Listen = []string{n.NFSAddr}
+	}
+	if len(s.opts.NFSAddresses) > 0 {
+		cfg.NFS.Addresses = slices.Clone(s.opts.NFSAddresses)
+		cfg.NFS.Port = s.opts.NFSPort
+		if s.opts.NFSIface != "" {
+			iface := strings.ReplaceAll(s.opts.NFSIface, "{node}", n.Name)
+			cfg.NFS.Iface, cfg.NFS.LinkIface = iface, iface
+			cfg.NFS.HookAdd, cfg.NFS.HookDel = "ip addr add {addr}/{prefix} dev {iface}", "ip addr del {addr}/{prefix} dev {iface}"
+		}
 	}
 	if s.layout.IsInsecure() {
 		cfg.Insecure = true
@@ -634,4 +681,40 @@ func (s *supervisor) mount(ctx context.Context, dir, admins string) (string, err
 	s.trackLocked("mount", NodeLayout{}, p, logPath)
 	s.mu.Unlock()
 	return abs, nil
+}
+
+// servicePort checks the service addresses of a local cluster (loopback
+// addresses: every one is on this machine without a hook) and returns
+// port, or a port free on all of them when port is 0.
+func servicePort(addrs []string, port int) (int, error) {
+	for _, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || !ip.IsLoopback() {
+			return 0, fmt.Errorf("local: NFS service address %q: a local cluster takes loopback addresses such as 127.0.0.50", a)
+		}
+	}
+	if port != 0 {
+		return port, nil
+	}
+	for range 20 {
+		l, err := net.Listen("tcp", net.JoinHostPort(addrs[0], "0"))
+		if err != nil {
+			return 0, fmt.Errorf("local: NFS service address %s: %w", addrs[0], err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		free := true
+		for _, a := range addrs[1:] {
+			l, err := net.Listen("tcp", net.JoinHostPort(a, strconv.Itoa(p)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("local: no port free on every NFS service address %v: give one (--nfs-port)", addrs)
 }

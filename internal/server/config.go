@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -72,13 +73,49 @@ type NFSConfig struct {
 	// Listen are the addresses (host:port) the gateway serves from the
 	// node's start, MOUNT and NFSv3 on each (--nfs).
 	Listen []string `yaml:"listen,omitempty"`
+	// Addresses are service addresses (IPs, --nfs-address): every node
+	// configured with one is a candidate for it, and the one holding it
+	// (internal/vip) serves NFS on it at Port. A node with only service
+	// addresses runs a gateway too.
+	Addresses []string `yaml:"addresses,omitempty"`
+	// Port is the service addresses' port (--nfs-port); 0 means 2049.
+	Port int `yaml:"port,omitempty"`
+	// AddressTTL is the service addresses' lease TTL (--nfs-address-ttl),
+	// whole seconds; 0 means vip.DefaultTTL (3 s). A dead holder's
+	// addresses move about this long after its last renewal.
+	AddressTTL time.Duration `yaml:"address_ttl,omitempty"`
+	// Iface and Prefix put a service address on the machine's interface
+	// Iface with prefix length Prefix (0: /32 or /128) and announce it by
+	// a gratuitous ARP (vip.MachineHook; --nfs-iface, --nfs-prefix). With
+	// HookAdd and HookDel, they fill the commands' {iface} and {prefix}.
+	Iface  string `yaml:"iface,omitempty"`
+	Prefix int    `yaml:"prefix,omitempty"`
+	// HookAdd, HookDel and HookAnnounce are explicit commands (templates
+	// with {addr}, {prefix}, {iface}; no shell) that put an address on
+	// the machine, take it off and announce it (vip.NewCommandHook;
+	// --nfs-hook-add, --nfs-hook-del, --nfs-hook-announce). Without them
+	// or Iface, 127.0.0.0/8 addresses need no hook; others are refused.
+	HookAdd      string `yaml:"hook_add,omitempty"`
+	HookDel      string `yaml:"hook_del,omitempty"`
+	HookAnnounce string `yaml:"hook_announce,omitempty"`
+	// LinkIface is the interface whose link must be up (IFF_UP and a
+	// carrier) for the node to hold service addresses (--nfs-link-iface);
+	// "" means Iface. LinkCheck is a command that must exit 0 instead
+	// (--nfs-link-check, e.g. "ping -c 1 -W 1 10.0.0.1"). Neither: the
+	// link is taken to be up.
+	LinkIface string `yaml:"link_iface,omitempty"`
+	LinkCheck string `yaml:"link_check,omitempty"`
 }
 
-// Enabled reports whether the node runs an NFS gateway.
-func (c NFSConfig) Enabled() bool { return len(c.Listen) > 0 }
+// DefaultNFSPort is the service addresses' port when none is given.
+const DefaultNFSPort = 2049
 
-// validate checks every address, naming it and the form wanted.
-func (c NFSConfig) validate() error {
+// Enabled reports whether the node runs an NFS gateway.
+func (c NFSConfig) Enabled() bool { return len(c.Listen) > 0 || len(c.Addresses) > 0 }
+
+// validate checks every address, naming it and the form wanted, and fills
+// the defaults.
+func (c *NFSConfig) validate() error {
 	seen := map[string]bool{}
 	for _, a := range c.Listen {
 		host, port, err := net.SplitHostPort(a)
@@ -92,6 +129,48 @@ func (c NFSConfig) validate() error {
 			return fmt.Errorf("%w: --nfs %s is listed twice", ErrConfig, a)
 		}
 		seen[a] = true
+	}
+	if len(c.Addresses) == 0 {
+		return nil
+	}
+	if c.Port == 0 {
+		c.Port = DefaultNFSPort
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("%w: --nfs-port %d: want a TCP port, 1-65535", ErrConfig, c.Port)
+	}
+	if c.AddressTTL < 0 || c.AddressTTL%time.Second != 0 || (c.AddressTTL > 0 && c.AddressTTL < 2*time.Second) {
+		return fmt.Errorf("%w: --nfs-address-ttl %s: use whole seconds, at least 2s (the default is 3s)", ErrConfig, c.AddressTTL)
+	}
+	if c.Prefix < 0 || c.Prefix > 128 {
+		return fmt.Errorf("%w: --nfs-prefix %d: want a prefix length, 0 (the full length) to 128", ErrConfig, c.Prefix)
+	}
+	if (c.HookAdd == "") != (c.HookDel == "") {
+		return fmt.Errorf("%w: --nfs-hook-add and --nfs-hook-del go together: give both, e.g. %q and %q", ErrConfig,
+			"ip addr add {addr}/{prefix} dev {iface}", "ip addr del {addr}/{prefix} dev {iface}")
+	}
+	if c.LinkIface != "" && c.LinkCheck != "" {
+		return fmt.Errorf("%w: --nfs-link-iface and --nfs-link-check: give one public link check, not both", ErrConfig)
+	}
+	hooked := c.Iface != "" || c.HookAdd != ""
+	seenIP := map[string]bool{}
+	for _, a := range c.Addresses {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return fmt.Errorf("%w: --nfs-address %q: want an IP address such as 10.0.0.50 or 127.0.0.50", ErrConfig, a)
+		}
+		if seenIP[ip.Unmap().String()] {
+			return fmt.Errorf("%w: --nfs-address %s is listed twice", ErrConfig, a)
+		}
+		seenIP[ip.Unmap().String()] = true
+		if !hooked && !ip.Unmap().IsLoopback() {
+			return fmt.Errorf("%w: --nfs-address %s is not a loopback address: say how to put it on this machine, with --nfs-iface IFACE [--nfs-prefix N] or --nfs-hook-add and --nfs-hook-del", ErrConfig, a)
+		}
+		for _, l := range c.Listen {
+			if host, port, _ := net.SplitHostPort(l); host == ip.String() && port == strconv.Itoa(c.Port) {
+				return fmt.Errorf("%w: --nfs %s is also the service address %s at --nfs-port %d: a service address is served only by its holder; drop it from --nfs", ErrConfig, l, a, c.Port)
+			}
+		}
 	}
 	return nil
 }

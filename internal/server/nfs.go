@@ -53,6 +53,10 @@ import (
 //	                   gateway no client talks to any more releases them
 //	nfs-policy-follow  follows the pool policy (cluster.PolicyFollower)
 //
+// Its duplicate-request cache is shared through etcd (nfs_drc.go), so
+// that a request resent to another gateway after a service address moved
+// gets its first reply there.
+//
 // and those of its metadata cache and open files (kvcache, vfs "opens").
 //
 // Write verifier: each address is served with a verifier drawn from the
@@ -275,7 +279,7 @@ func nfsExports(in []cluster.NFSExport) []nfs.Export {
 	out := make([]nfs.Export, len(in))
 	for i, e := range in {
 		out[i] = nfs.Export{Path: e.Path, Clients: slices.Clone(e.Clients), ReadOnly: e.ReadOnly, NoRootSquash: e.NoRootSquash,
-			AnonUID: e.AnonUID, AnonGID: e.AnonGID}
+			AnonUID: e.AnonUID, AnonGID: e.AnonGID, Sync: e.Sync}
 	}
 	return out
 }
@@ -478,7 +482,7 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 	if err := exp.Load(ctx); err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}
-	gw, err := nfs.New(nfs.Config{FS: fs, Log: log, Exports: nfsExports(exp.Current().Effective())})
+	gw, err := nfs.New(nfs.Config{FS: fs, Log: log, Exports: nfsExports(exp.Current().Effective()), DRC: newNFSDRC(s.etcd)})
 	if err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}
@@ -525,6 +529,7 @@ func (s *Server) NFS() *NFSRole { return s.nfs }
 // stopNFS stops the gateway (its addresses, then its file system), or
 // closes the --nfs listeners a failed start left bound.
 func (s *Server) stopNFS(ctx context.Context) {
+	s.stopNFSAddresses(ctx)
 	if s.nfs != nil {
 		s.nfs.close(ctx)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/gateway/nfs"
 	"github.com/weftfs/weft/internal/runner"
+	"github.com/weftfs/weft/internal/vip"
 )
 
 // fakeGateway stands for the protocol server: it holds every connection
@@ -389,10 +390,62 @@ func TestNFSConfig(t *testing.T) {
 		{[]string{"a:1", "a:1"}, `--nfs "a:1"`},
 		{[]string{"10.0.0.1:1", "10.0.0.1:1"}, "listed twice"},
 	} {
-		err := NFSConfig{Listen: tc.listen}.validate()
+		c := NFSConfig{Listen: tc.listen}
+		err := c.validate()
 		if (tc.want == "") != (err == nil) || (err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want))) {
 			t.Errorf("%v: %v; want %q", tc.listen, err, tc.want)
 		}
+	}
+}
+
+// TestNFSAddressConfig: service addresses are checked (addresses, port,
+// TTL, hooks, link checks), the defaults filled in, and the hook and link
+// check built as the flags say.
+func TestNFSAddressConfig(t *testing.T) {
+	for _, tc := range []struct {
+		c    NFSConfig
+		want string
+	}{
+		{NFSConfig{Addresses: []string{"127.0.0.50", "::1"}}, ""},
+		{NFSConfig{Addresses: []string{"10.0.0.50"}, Iface: "eth0", Prefix: 24}, ""},
+		{NFSConfig{Addresses: []string{"10.0.0.50"}, HookAdd: "ip addr add {addr}/32 dev d0", HookDel: "ip addr del {addr}/32 dev d0", LinkIface: "d0"}, ""},
+		{NFSConfig{Addresses: []string{"10.0.0.50"}}, "not a loopback address"},
+		{NFSConfig{Addresses: []string{"10.0.0"}}, `--nfs-address "10.0.0"`},
+		{NFSConfig{Addresses: []string{"127.0.0.50", "127.0.0.50"}}, "listed twice"},
+		{NFSConfig{Addresses: []string{"127.0.0.50"}, Port: 70000}, "--nfs-port 70000"},
+		{NFSConfig{Addresses: []string{"127.0.0.50"}, AddressTTL: 1500 * time.Millisecond}, "--nfs-address-ttl"},
+		{NFSConfig{Addresses: []string{"127.0.0.50"}, HookAdd: "ip addr add {addr} dev lo"}, "go together"},
+		{NFSConfig{Addresses: []string{"127.0.0.50"}, LinkIface: "a", LinkCheck: "true"}, "not both"},
+		{NFSConfig{Addresses: []string{"127.0.0.50"}, Listen: []string{"127.0.0.50:2049"}}, "drop it from --nfs"},
+	} {
+		c := tc.c
+		err := c.validate()
+		if (tc.want == "") != (err == nil) || (err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want))) {
+			t.Errorf("%+v: %v; want %q", tc.c, err, tc.want)
+		}
+		if err == nil && (c.Port != DefaultNFSPort && tc.c.Port == 0 || !c.Enabled()) {
+			t.Errorf("%+v: port %d enabled %v after validate", tc.c, c.Port, c.Enabled())
+		}
+	}
+	if h, err := nfsAddressHook(NFSConfig{}); err != nil || h != (vip.NoHook{}) {
+		t.Errorf("no hook flags: %v %v; want vip.NoHook", h, err)
+	}
+	h, err := nfsAddressHook(NFSConfig{Iface: "eth1", Prefix: 24})
+	ch, ok := h.(*vip.CommandHook)
+	if err != nil || !ok || ch.Iface != "eth1" || ch.Prefix != 24 || len(ch.AnnounceArgs) == 0 {
+		t.Errorf("--nfs-iface eth1: %+v %v; want the machine hook of eth1/24", h, err)
+	}
+	if _, err := nfsAddressHook(NFSConfig{HookAdd: "ip {bogus}", HookDel: "x"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("a bad hook template: %v; want ErrConfig", err)
+	}
+	if c, err := nfsLinkCheck(NFSConfig{LinkCheck: "false"}); err != nil || c == nil || c(context.Background()) == nil {
+		t.Errorf("--nfs-link-check false: %v; want a check that fails", err)
+	}
+	if c, err := nfsLinkCheck(NFSConfig{LinkIface: "weft-no-such-iface"}); err != nil || c == nil || c(context.Background()) == nil {
+		t.Errorf("--nfs-link-iface of a missing interface: %v; want a check that fails", err)
+	}
+	if c, err := nfsLinkCheck(NFSConfig{}); err != nil || c != nil {
+		t.Errorf("no link check flags: %v; want none", err)
 	}
 }
 

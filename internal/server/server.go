@@ -33,6 +33,7 @@ import (
 	"github.com/weftfs/weft/internal/qos"
 	"github.com/weftfs/weft/internal/runner"
 	"github.com/weftfs/weft/internal/topology"
+	"github.com/weftfs/weft/internal/vip"
 )
 
 // Version is the weft version a node reports.
@@ -75,6 +76,9 @@ type Server struct {
 	// nfs is the gateway (nfs.go), nil without --nfs.
 	nfsLis []net.Listener
 	nfs    *NFSRole
+	// vip holds the NFS service addresses (nfs_vip.go), nil without
+	// --nfs-address.
+	vip *vip.Manager
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed when shutdown begins
@@ -212,9 +216,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		}
 		nfsNode = s.nfs
 		reg.MustRegister(newNFSCollector(s.nfs))
+		if len(cfg.NFS.Addresses) > 0 {
+			if err = s.startNFSAddresses(ctx, s.nfs); err != nil {
+				return s, err
+			}
+			reg.MustRegister(s.vip)
+		}
 	}
 	mux.Handle("/", admin.NewHandler(admin.Deps{
-		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run, QoS: s, NFS: nfsNode,
+		Store: s.store, Layouts: s.files, Namespace: s.meta, Jobs: s.jobs, Throttle: s.throttle, Policies: impact.NewPolicyStore(s.etcd), Log: s.log, Drives: s, Workers: s.run, QoS: s, NFS: nfsNode, NFSAddresses: s.nfsAddresses,
 		Node: admin.NodeInfo{
 			Name: cfg.Name, PID: os.Getpid(), ClusterID: s.store.ClusterID(), EtcdEndpoints: cfg.endpoints(), EmbeddedEtcd: s.embedded,
 		},
@@ -228,7 +238,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		return s, err
 	}
 	s.log.Info("node up", "cluster", s.store.ClusterID(), "grpc", rec.GRPCAddr, "admin", rec.AdminAddr, "drives", len(s.drives),
-		"nfs", cfg.NFS.Listen)
+		"nfs", cfg.NFS.Listen, "nfs_addresses", cfg.NFS.Addresses)
 	return s, nil
 }
 

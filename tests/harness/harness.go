@@ -93,6 +93,12 @@ type Options struct {
 	// NFS makes every node an NFS gateway (weft local up --nfs); their
 	// addresses are Cluster.NFSAddrs.
 	NFS bool
+	// NFSAddresses are NFS service addresses (loopback, e.g. 127.0.0.50)
+	// every node is a candidate for (weft local up --nfs-address); where
+	// each is served is Cluster.NFSServiceAddrs. NFSIface is
+	// --nfs-iface: each node's interface for them ("{node}" its name).
+	NFSAddresses []string
+	NFSIface     string
 }
 
 // Cluster is a running local cluster (`weft local up`), in either mode.
@@ -210,6 +216,12 @@ func (c *Cluster) startProcess(bin string, o Options, out io.Writer) {
 	if o.NFS {
 		args = append(args, "--nfs")
 	}
+	if len(o.NFSAddresses) > 0 {
+		args = append(args, "--nfs-address", strings.Join(o.NFSAddresses, ","))
+	}
+	if o.NFSIface != "" {
+		args = append(args, "--nfs-iface", o.NFSIface)
+	}
 	args = append(args, "--mount", c.Mount)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -234,6 +246,7 @@ func (c *Cluster) startInProcess(o Options, out io.Writer) {
 		err := local.Up(ctx, local.Options{
 			Dir: o.Dir, Nodes: o.Nodes, DrivesPerNode: o.DrivesPerNode, LeaseTTL: o.LeaseTTL, Mount: c.Mount,
 			RepairGrace: o.RepairGrace, DriveSize: o.DriveSize, Launcher: local.InProcess{}, Insecure: o.Insecure, NFS: o.NFS,
+			NFSAddresses: o.NFSAddresses, NFSIface: o.NFSIface,
 			Out: out, Log: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {
@@ -543,6 +556,24 @@ func (c *Cluster) NFSAddrs() map[string]string {
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if name, addr, ok := strings.Cut(line, " "); ok {
 			out[name] = addr
+		}
+	}
+	return out
+}
+
+// NFSServiceAddrs returns where each NFS service address is served
+// (host:port) by address, from DIR/nfs.service.addrs, for a cluster
+// started with Options.NFSAddresses.
+func (c *Cluster) NFSServiceAddrs() map[string]string {
+	c.tb.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, local.NFSServiceAddrsFile))
+	if err != nil {
+		c.tb.Fatalf("harness: the NFS service addresses (a cluster started with Options.NFSAddresses?): %v", err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if a, hp, ok := strings.Cut(line, " "); ok {
+			out[a] = hp
 		}
 	}
 	return out

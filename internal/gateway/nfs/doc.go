@@ -55,10 +55,14 @@
 //
 // Non-idempotent procedures go through a duplicate-request cache
 // (drc.go), kept in this gateway's memory: a client resending after a lost
-// reply gets the first reply, but one that fails over to another node does
-// not find it there. Surviving failover needs the cache where every
-// gateway sees it (etcd, written before the reply, keyed by client, xid
-// and procedure) or rebuilt from what the namespace shows.
+// reply gets the first reply. With Config.DRC the replies of those that
+// succeeded are also recorded, before they are sent, where every gateway
+// finds them (drc_store.go; the node keeps them in etcd), and a request
+// that fails is looked up there: a client that fails over to another
+// node gets its first reply there too. An idempotent request that finds
+// the cluster unavailable is retried for a while, and not answered at
+// all once its listener is stopped (the client resends it to the next
+// holder of the address).
 //
 // Long-lived goroutines: an edge may not import the node's runner, so the
 // package starts none of its own but the one per connection, which Serve

@@ -19,8 +19,8 @@ import (
 // again later and then gets the reply.
 //
 // The cache lives in this gateway's memory: it covers lost replies and
-// reconnections to the same gateway, not a failover to another node (see
-// the package doc).
+// reconnections to the same gateway; a failover to another node is
+// covered by the shared store, Config.DRC (drc_store.go).
 const (
 	drcEntries = 8192
 	drcTTL     = 5 * time.Minute

@@ -22,6 +22,11 @@ type Export struct {
 	// to AnonUID/AnonGID.
 	NoRootSquash     bool   `json:"no_root_squash,omitempty"`
 	AnonUID, AnonGID uint32 // 0 here means 65534 (nobody/nogroup)
+	// Sync makes every WRITE durable before its reply, answered
+	// FILE_SYNC whatever the client asked: for clients that do not send
+	// again what they wrote UNSTABLE when the write verifier changes
+	// (libnfs), whose uncommitted writes a failover would otherwise lose.
+	Sync bool `json:"sync,omitempty"`
 }
 
 // nobody is the anonymous uid and gid when an export names none.

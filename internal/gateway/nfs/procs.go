@@ -271,9 +271,9 @@ func (r *request) write() (result, error) {
 	}
 	n, err := of.h.Write(r.ctx, data, int64(args.Offset))
 	committed := unstable
-	if err == nil && args.Stable != unstable {
-		// DATA_SYNC and FILE_SYNC alike: data and metadata durable
-		// before the reply.
+	if err == nil && (args.Stable != unstable || r.exp.Sync) {
+		// DATA_SYNC and FILE_SYNC alike (and every write of a sync
+		// export): data and metadata durable before the reply.
 		err = of.h.Fsync(r.ctx)
 		committed = fileSync
 	}

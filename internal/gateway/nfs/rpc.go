@@ -76,6 +76,14 @@ type conn struct {
 	verifier uint64
 }
 
+// unavailableRetry bounds how long an idempotent request that finds the
+// cluster unavailable is tried again before it is answered
+// NFS3ERR_JUKEBOX; unavailableDelay is the pause between tries.
+const (
+	unavailableRetry = 10 * time.Second
+	unavailableDelay = 250 * time.Millisecond
+)
+
 // connRequests bounds the requests one connection has in progress: a
 // client multiplexes many on one connection (a slow COMMIT must not hold
 // up its READs), and the bound keeps one client from taking all.
@@ -213,7 +221,35 @@ func (s *Server) handle(ctx context.Context, cn *conn, rec []byte) []byte {
 		}
 	}
 
+	argStart := len(rec) - rd.Len()
 	res, err := p.fn(r)
+	// An idempotent request that found the cluster unavailable is tried
+	// again here for a while rather than answered NFS3ERR_JUKEBOX, which
+	// some clients (libnfs) take as a failure; once the address is being
+	// stopped (a fence, a handover: ctx ends) it is not answered at all,
+	// so that the client resends it to the next holder, as knfsd drops a
+	// reply it cannot give.
+	for err == nil && res.status == nfs3ErrJukebox && !p.nonIdempotent && ctx.Err() == nil && time.Since(start) < unavailableRetry {
+		select {
+		case <-ctx.Done():
+		case <-time.After(unavailableDelay):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		r = &request{s: s, ctx: ctx, base: ctx, conn: cn, args: bytes.NewReader(rec[argStart:]), proc: p}
+		if h.Proc != 0 {
+			r.credentials(h.Cred)
+		}
+		res, err = p.fn(r)
+	}
+	if err == nil && res.status == nfs3ErrJukebox && ctx.Err() != nil {
+		s.record(p.name, cn.remote, cn.listener, true, time.Since(start))
+		if p.nonIdempotent {
+			s.drc.abandon(key)
+		}
+		return nil
+	}
 	var reply []byte
 	switch {
 	case errors.Is(err, errGarbage):
@@ -241,10 +277,14 @@ func (s *Server) handle(ctx context.Context, cn *conn, rec []byte) []byte {
 			reply = b.Bytes()
 		}
 	}
+	failed := err != nil || res.status != 0
 	if p.nonIdempotent {
+		if s.store != nil {
+			reply, failed = s.shared(ctx, key, reply, failed)
+		}
 		s.drc.finish(key, reply)
 	}
-	s.record(p.name, cn.remote, cn.listener, err != nil || res.status != 0, time.Since(start))
+	s.record(p.name, cn.remote, cn.listener, failed, time.Since(start))
 	return reply
 }
 

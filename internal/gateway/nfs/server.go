@@ -21,6 +21,11 @@ type Config struct {
 	// IdleClose is how long an open file no request uses stays open
 	// (its buffered writes with it); 0 means 30 s.
 	IdleClose time.Duration
+	// DRC, if set, keeps the replies of non-idempotent requests where
+	// every gateway finds them (drc_store.go): a request resent to
+	// another gateway after a failover gets the reply of its first run.
+	// Nil: the in-memory cache only.
+	DRC DRCStore
 }
 
 // Server answers MOUNT v3 and NFSv3 over vfs. It is safe for concurrent
@@ -31,6 +36,7 @@ type Server struct {
 
 	files   *files
 	drc     *drc
+	store   DRCStore
 	cookies *cookies
 
 	mu        sync.Mutex
@@ -53,7 +59,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{fs: cfg.FS, log: cfg.Log, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), cookies: newCookies(),
+	s := &Server{fs: cfg.FS, log: cfg.Log, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), store: cfg.DRC, cookies: newCookies(),
 		listeners: map[string]int{}, mounts: map[mountEntry]bool{}, clients: map[string]*ClientStat{}, ops: map[string]*OpStat{}}
 	if err := s.SetExports(cfg.Exports); err != nil {
 		return nil, err

@@ -2,7 +2,10 @@ package nfstest
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
+	"sync"
 	"testing"
 
 	nfsc "github.com/willscott/go-nfs-client/nfs"
@@ -346,5 +349,92 @@ func TestReaddirPlusPages(t *testing.T) {
 	}
 	if len(seen) != n+2 || replies < 2 {
 		t.Fatalf("READDIR listed %d entries in %d replies", len(seen), replies)
+	}
+}
+
+// memDRC is a DRCStore in memory, shared by the gateways of a test as
+// etcd is by a cluster's.
+type memDRC struct {
+	mu   sync.Mutex
+	m    map[nfs.DRCKey][]byte
+	puts int
+}
+
+func (d *memDRC) Put(_ context.Context, k nfs.DRCKey, reply []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.m[k] = bytes.Clone(reply)
+	d.puts++
+	return nil
+}
+
+func (d *memDRC) Get(_ context.Context, k nfs.DRCKey) ([]byte, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.m[k]
+	return r, ok, nil
+}
+
+// TestDuplicateRequestsAcrossFailover: requests whose replies were lost
+// when the address moved to another gateway (a new Server, its in-memory
+// cache empty) are resent there with their xids, and get their first
+// replies from the shared store: a GUARDED CREATE, MKDIR, SYMLINK, LINK,
+// RENAME, REMOVE, RMDIR; without the store the same resends fail.
+func TestDuplicateRequestsAcrossFailover(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			f := New(t, 1)
+			store := &memDRC{m: map[nfs.DRCKey][]byte{}}
+			if shared {
+				f.DRC = store
+				f.Start(2, nfs.Export{Path: "/", NoRootSquash: true})
+			}
+			c, root := mountRoot(t, f, authSys(0, 0))
+			sub := c.mkdir(root, "sub", 0o755)
+			file := c.create(root, "target", 0o644, nfs3Ok)
+			c.create(root, "r1", 0o644, nfs3Ok)
+			c.mkdir(root, "old", 0o755)
+			xid := xids.Add(100)
+			reqs := []struct {
+				proc uint32
+				args []any
+			}{
+				{pCreate, []any{dirop(root, "new"), uint32(1), modeAttr(0o644)}}, // GUARDED, as nfs-cp creates
+				{pMkdir, []any{dirop(root, "dir"), modeAttr(0o755)}},
+				{pSymlink, []any{dirop(root, "sym"), modeAttr(0o777), "target"}},
+				{pLink, []any{file, dirop(sub, "hard")}},
+				{pRename, []any{dirop(root, "r1"), dirop(sub, "moved")}},
+				{pRemove, []any{dirop(root, "target")}},
+				{pRmdir, []any{dirop(root, "old")}},
+			}
+			first := make([][]byte, len(reqs))
+			for i, r := range reqs {
+				rd := c.callXid(xid+uint32(i), nfsc.Nfs3Prog, r.proc, r.args...)
+				first[i] = make([]byte, rd.Len())
+				rd.Read(first[i])
+				if st := binary.BigEndian.Uint32(first[i]); st != 0 {
+					t.Fatalf("request %d (proc %d): status %d", i, r.proc, st)
+				}
+			}
+			// The address moves: a new gateway, the client reconnects to it.
+			f.Start(3, nfs.Export{Path: "/", NoRootSquash: true})
+			c.addr = f.Addr
+			c.reconnect()
+			for i, r := range reqs {
+				rd := c.callXid(xid+uint32(i), nfsc.Nfs3Prog, r.proc, r.args...)
+				again := make([]byte, rd.Len())
+				rd.Read(again)
+				st := binary.BigEndian.Uint32(again)
+				if shared && !bytes.Equal(again, first[i]) {
+					t.Errorf("resent request %d (proc %d) after the failover: status %d, not the first reply", i, r.proc, st)
+				}
+				if !shared && st == 0 {
+					t.Errorf("resent request %d (proc %d) without the shared cache succeeded: the test shows nothing", i, r.proc)
+				}
+			}
+			if shared && store.puts != len(reqs)+4 {
+				t.Errorf("%d replies recorded, want %d (the successes only)", store.puts, len(reqs)+4)
+			}
+		})
 	}
 }

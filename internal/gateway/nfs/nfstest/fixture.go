@@ -32,6 +32,9 @@ type Fixture struct {
 	Port int
 	// IdleClose is the Config.IdleClose of the servers Start starts.
 	IdleClose time.Duration
+	// DRC is the Config.DRC of the servers Start starts (set it, then
+	// Start again).
+	DRC nfs.DRCStore
 
 	stop func()
 }
@@ -66,7 +69,7 @@ func (f *Fixture) Start(verifier uint64, exports ...nfs.Export) {
 		f.stop()
 	}
 	f.FS = f.NewFS()
-	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports, IdleClose: f.IdleClose})
+	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports, IdleClose: f.IdleClose, DRC: f.DRC})
 	if err != nil {
 		f.TB.Fatal(err)
 	}

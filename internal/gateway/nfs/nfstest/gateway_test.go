@@ -340,3 +340,17 @@ func TestCloseIdle(t *testing.T) {
 	}
 	mustRead(t, other, lin, []byte("buffered+"))
 }
+
+// TestSyncExport: on a sync export an UNSTABLE WRITE is durable before its
+// reply, which says FILE_SYNC: another node reads it without a COMMIT.
+func TestSyncExport(t *testing.T) {
+	f := New(t, 7, nfs.Export{Path: "/", NoRootSquash: true, Sync: true})
+	c, root := mountRoot(t, f, authSys(0, 0))
+	fh := c.create(root, "f", 0o644, nfs3Ok)
+	st, w := c.write(fh, 0, []byte("durable"), 0)
+	if st != 0 || w.Committed != 2 {
+		t.Fatalf("UNSTABLE WRITE on a sync export: %d %+v; want FILE_SYNC (2)", st, w)
+	}
+	lin, _ := linOf(t, c, fh)
+	mustRead(t, f.NewFS(), lin, []byte("durable"))
+}
