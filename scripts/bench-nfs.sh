@@ -62,6 +62,7 @@ w() { "$weft" --admin "$admin" --pki "$work/cluster/pki" "$@"; }
 w nfs export add / --clients 127.0.0.1 --no-root-squash >/dev/null
 if [[ $tests == *" meta "* ]]; then
   mkdir -p "$work/mnt-sync"
+  : >"$work/mount-sync.log"
   w mount --sync-dirops "$work/mnt-sync" >"$work/mount-sync.log" 2>&1 &
   sync_mount=$!
   for _ in $(seq 1 60); do grep -q '^mounted:' "$work/mount-sync.log" && break; sleep 1; done
