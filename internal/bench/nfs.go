@@ -112,8 +112,11 @@ func ParseNFSURL(s string) (*NFS, error) {
 }
 
 func (n *NFS) String() string {
-	return fmt.Sprintf("nfs://%s/%s?nfsport=%d&mountport=%d",
-		net.JoinHostPort(n.Host, ""), strings.TrimPrefix(n.Export, "/"), n.NFSPort, n.MountPort)
+	host := n.Host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return fmt.Sprintf("nfs://%s/%s?nfsport=%d&mountport=%d", host, strings.TrimPrefix(n.Export, "/"), n.NFSPort, n.MountPort)
 }
 
 // replyTimeout is how long a call waits for its reply before the client

@@ -208,6 +208,7 @@ func TestParseNFSURL(t *testing.T) {
 			want: NFS{Host: "10.0.0.5", NFSPort: 2050, MountPort: 2050, Export: "/projects", UID: 1000, GID: 100}},
 		{url: "nfs://host", want: NFS{Host: "host", NFSPort: 2049, MountPort: 2049, Export: "/", UID: uid, GID: gid}},
 		{url: "nfs://h/?nfsport=1&mountport=2", want: NFS{Host: "h", NFSPort: 1, MountPort: 2, Export: "/", UID: uid, GID: gid}},
+		{url: "nfs://[::1]:2050/a/b", want: NFS{Host: "::1", NFSPort: 2050, MountPort: 2050, Export: "/a/b", UID: uid, GID: gid}},
 		{url: "nfs://h/?version=4", err: `version "4"`},
 		{url: "nfs://h/?nfsport=70000", err: `nfsport "70000" is not a port`},
 		{url: "nfs://h/?uid=x", err: `uid "x" is not a number`},
@@ -223,6 +224,11 @@ func TestParseNFSURL(t *testing.T) {
 		}
 		if err != nil || *got != c.want {
 			t.Errorf("%s: %+v, %v; want %+v", c.url, got, err, c.want)
+			continue
+		}
+		if again, err := ParseNFSURL(got.String()); err != nil || again.Host != got.Host || again.Export != got.Export ||
+			again.NFSPort != got.NFSPort || again.MountPort != got.MountPort {
+			t.Errorf("%s: String %s parses as %+v, %v", c.url, got.String(), again, err)
 		}
 	}
 	if _, err := ParseTarget("http://x/", false); err == nil {
