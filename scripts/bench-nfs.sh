@@ -63,23 +63,27 @@ w nfs export add / --clients 127.0.0.1 --no-root-squash >/dev/null
 if [[ $tests == *" meta "* ]]; then
   mkdir -p "$work/mnt-sync"
   : >"$work/mount-sync.log"
-  w mount --sync-dirops "$work/mnt-sync" >"$work/mount-sync.log" 2>&1 &
+  "$weft" --admin "$admin" --pki "$work/cluster/pki" mount --sync-dirops "$work/mnt-sync" >"$work/mount-sync.log" 2>&1 &
   sync_mount=$!
   for _ in $(seq 1 60); do grep -q '^mounted:' "$work/mount-sync.log" && break; sleep 1; done
   grep -q '^mounted:' "$work/mount-sync.log" || { cat "$work/mount-sync.log"; echo "bench-nfs: the --sync-dirops mount did not come up" >&2; exit 1; }
 fi
 
 # cleanslate waits until weft has freed the blocks of the files a run
-# deleted (its deletes are done in the background), then SETTLE seconds,
-# and drops the page cache (the drives' files are in it).
+# deleted (its deletes are done in the background): until used_bytes is 0,
+# or has not changed for 15 s (bytes weft does not free, reported), or 300
+# s; then SETTLE seconds, and drops the page cache (the drives' files are
+# in it).
 cleanslate() {
-  local used
+  local used last=-1 same=0
   for _ in $(seq 1 300); do
     used=$(w status --json | python3 -c 'import json,sys;print(json.load(sys.stdin)["used_bytes"])')
     [ "$used" -eq 0 ] && break
+    if [ "$used" -eq "$last" ]; then same=$((same + 1)); else same=0; last=$used; fi
+    [ $same -ge 15 ] && break
     sleep 1
   done
-  [ "$used" -eq 0 ] || echo "bench-nfs: weft still holds $used bytes of deleted files after 300 s" >&2
+  [ "$used" -eq 0 ] || echo "bench-nfs: weft still holds $used bytes after the previous run's files were deleted" >&2
   sleep "$settle"
   sync
   echo 3 >/proc/sys/vm/drop_caches
