@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The NFS gateway against the FUSE mount, in one run on one cluster (3
-# nodes x 4 drives, ec:4+2, `weft local up --nfs`): `weft bench io` and
+# nodes x 4 drives, ec:4+2, `weft local up --nfs`): `weft bench throughput` and
 # `weft bench meta` drive node n1's gateway (its own NFSv3 client: one TCP
 # connection per job, UNSTABLE writes and a COMMIT, no client cache) and
 # the cluster's FUSE mount (O_DIRECT, so that the page cache answers no
@@ -97,7 +97,7 @@ for r in $(seq 1 "$rounds"); do
       if [[ $tests == *" io "* ]] && [ "$t" != fuse-sync ]; then
         echo "bench-nfs: round $r, $jobs jobs, $t: io" >&2
         cleanslate
-        "$weft" bench io --json --jobs "$jobs" --size "$size" --runtime "${runtime}s" "$(target $t)" >"$work/io-$t-$jobs-$r.json"
+        "$weft" bench throughput --json --jobs "$jobs" --size "$size" --runtime "${runtime}s" "$(target $t)" >"$work/io-$t-$jobs-$r.json"
       fi
       if [[ $tests == *" meta "* ]]; then
         echo "bench-nfs: round $r, $jobs jobs, $t: meta" >&2

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -16,11 +17,13 @@ import (
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure: data throughput and metadata rates of a mount or an NFS export, FUSE's own ceiling (loopback), and make test namespaces (populate)",
+		Short: "Measure: data throughput of a mount or an NFS export (throughput), I/O patterns (io), metadata rates, FUSE's own ceiling (loopback), and make test namespaces (populate)",
 		Long: `Benchmark tools. Data throughput of a mount is measured with fio too (see
-docs/benchmarks.md and scripts/bench-fuse.sh); weft bench io drives an
-NFS export and a directory with the same code, which fio cannot
-(scripts/bench-nfs.sh compares the NFS gateway with the FUSE mount).`,
+docs/benchmarks.md, scripts/bench-fuse.sh and scripts/bench-reads.sh);
+these commands cover what fio does not: a directory and an NFS export
+driven by the same code (throughput, meta; scripts/bench-nfs.sh compares
+the NFS gateway with the FUSE mount), shared-file strided I/O (io
+--pattern strided), FUSE's ceiling, test namespaces.`,
 	}
 	var files, metaJobs int
 	metaRates := &cobra.Command{
@@ -90,7 +93,7 @@ this machine: the baseline weft's mount is compared with. Runs until Ctrl-C.`,
 			}
 		},
 	}
-	cmd.AddCommand(metaRates, newBenchIOCmd(g), loop, newBenchPopulateCmd(g))
+	cmd.AddCommand(metaRates, newBenchThroughputCmd(g), loop, newBenchPopulateCmd(g), newBenchIOCmd(g))
 	return cmd
 }
 
@@ -213,11 +216,96 @@ func printPopulateProgress(w io.Writer, r bench.PopulateResult, want int64) {
 }
 
 func newBenchIOCmd(g *globals) *cobra.Command {
-	var o bench.IOOptions
+	o := bench.IOOptions{Tasks: 4, Segments: 256, Fsync: true}
+	var record int
+	cmd := &cobra.Command{
+		Use:   "io DIR [--pattern sequential|random|strided] [--tasks N] [--record BYTES] [--segments S]",
+		Short: "Write then read records from N tasks: sequential or random on N files, or strided in one shared file",
+		Long: `Run --tasks N tasks at once (each with its own open file) that write
+records of --record bytes, then read them back and check every byte, in a
+new subdirectory of DIR (removed afterwards unless --keep), and print the
+bytes, seconds, MB/s and records per second of each phase.
+
+Patterns:
+
+  sequential   task i writes file task000i front to back, S records, then
+               reads it front to back (default record: 1 MiB)
+  random       task i writes every record of its file once in a random
+               order, then reads each once in another (default: 4 KiB)
+  strided      the N tasks share one file of N x S records interleaved:
+               record s*N+i is task i's record of segment s; task i writes
+               records i, i+N, i+2N, ... and then reads the records of task
+               (i+1) mod N, so that no task reads what it wrote (as ior's
+               "hard" tests do; default record: 47,008 bytes, neither page-
+               nor block-aligned)
+
+The write phase ends when every task's file is synced (--fsync=false: when
+it is closed). The read phase follows at once: read caches of the kernel
+and of weft may hold some of the data; drop the kernel's before a cold
+read by running the phases apart (fio) or compare with a local directory
+in the same run. On a weft mount, the strided read is what the readahead's
+stride detection serves (see docs/admin-guide.md, "Readahead and prefetch
+cap"; weft_mount_prefetch_unread_bytes_total shows what was prefetched in
+vain). Records read back wrong are an error naming the file and record.`,
+		Example: `  weft bench io --pattern strided --tasks 8 --segments 1000 weft-mnt
+  weft bench io --pattern sequential --tasks 4 --segments 256 weft-mnt    # 4 x 256 MiB
+  weft bench io --pattern random --tasks 4 --record 4096 --segments 10000 weft-mnt
+  weft bench io --pattern strided --json /var/tmp    # the same on a local disk`,
+		Args: exactArgs(1, "one directory"),
+		RunE: func(c *cobra.Command, args []string) error {
+			o.Dir, o.Record = args[0], record
+			if o.Record == 0 {
+				switch o.Pattern {
+				case bench.Sequential:
+					o.Record = 1 << 20
+				case bench.Random:
+					o.Record = 4096
+				default:
+					o.Record = bench.DefaultStridedRecord
+				}
+			}
+			if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
+				return usageError{fmt.Errorf("weft bench io %s: not an existing directory", o.Dir)}
+			}
+			switch {
+			case o.Pattern != bench.Sequential && o.Pattern != bench.Random && o.Pattern != bench.Strided:
+				return usageError{fmt.Errorf("--pattern %q: choose sequential, random or strided", o.Pattern)}
+			case o.Tasks < 1:
+				return usageError{fmt.Errorf("--tasks %d: give at least 1", o.Tasks)}
+			case o.Record < 16:
+				return usageError{fmt.Errorf("--record %d: give at least 16 bytes", o.Record)}
+			case o.Segments < 1:
+				return usageError{fmt.Errorf("--segments %d: give at least 1", o.Segments)}
+			}
+			r, err := bench.IO(o)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s: %d tasks x %d records of %d bytes, %d file(s)\n", r.Pattern, r.Tasks, r.Segments, r.Record, r.Files)
+			t := newTable(c.OutOrStdout(), "PHASE", "BYTES", "SECONDS", "MB/S", "RECORDS/S")
+			t.row("write", fmt.Sprint(r.Bytes), fmt.Sprintf("%.2f", r.WriteSec), fmt.Sprintf("%.1f", r.WriteMBps), fmt.Sprintf("%.0f", r.WriteOps))
+			t.row("read", fmt.Sprint(r.Bytes), fmt.Sprintf("%.2f", r.ReadSec), fmt.Sprintf("%.1f", r.ReadMBps), fmt.Sprintf("%.0f", r.ReadOps))
+			return t.flush()
+		},
+	}
+	cmd.Flags().StringVar(&o.Pattern, "pattern", bench.Strided, "sequential, random or strided")
+	cmd.Flags().IntVar(&o.Tasks, "tasks", o.Tasks, "N: tasks running at once")
+	cmd.Flags().IntVar(&record, "record", 0, "bytes per write and read (default: 1 MiB sequential, 4 KiB random, 47008 strided)")
+	cmd.Flags().IntVar(&o.Segments, "segments", o.Segments, "S: records per task")
+	cmd.Flags().BoolVar(&o.Fsync, "fsync", o.Fsync, "sync each file at the end of the write phase")
+	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave the files in place")
+	return cmd
+}
+
+func newBenchThroughputCmd(g *globals) *cobra.Command {
+	var o bench.ThroughputOptions
 	var size, record, block, tests string
 	var buffered bool
 	cmd := &cobra.Command{
-		Use:   "io DIR|NFS-URL",
+		Use:   "throughput DIR|NFS-URL",
 		Short: "Sequential and random read and write throughput of a directory or an NFS export",
 		Long: `Measure data throughput on a target: a directory (a weft mount, a local
 directory) or an NFSv3 export given as a libnfs URL, as weft local up --nfs
@@ -250,10 +338,10 @@ run with an error. A phase's time runs from the start of every job to
 the end of the last, the sync included. The files and directory are
 removed at the end. seqwrite always runs (it writes the files the other
 phases use); --tests picks the phases reported.`,
-		Example: `  weft bench io weft-mnt                                  # 1 job, 256MiB file, 1MiB records, 4KiB random
-  weft bench io --jobs 4 --size 128MiB --runtime 10s --json weft-mnt
-  weft bench io --jobs 4 'nfs://127.0.0.1/?nfsport=15449&mountport=15449&version=3'
-  weft bench io --tests randread,randwrite --ops 2000 'nfs://10.0.0.5/projects?uid=1000&gid=1000'`,
+		Example: `  weft bench throughput weft-mnt                                  # 1 job, 256MiB file, 1MiB records, 4KiB random
+  weft bench throughput --jobs 4 --size 128MiB --runtime 10s --json weft-mnt
+  weft bench throughput --jobs 4 'nfs://127.0.0.1/?nfsport=15449&mountport=15449&version=3'
+  weft bench throughput --tests randread,randwrite --ops 2000 'nfs://10.0.0.5/projects?uid=1000&gid=1000'`,
 		Args: exactArgs(1, "one target: a directory or an nfs:// URL"),
 		RunE: func(c *cobra.Command, args []string) error {
 			t, err := bench.ParseTarget(args[0], !buffered)
@@ -282,7 +370,7 @@ phases use); --tests picks the phases reported.`,
 			if err := o.Check(); err != nil {
 				return usageError{err}
 			}
-			r, err := bench.IO(c.Context(), t, o)
+			r, err := bench.Throughput(c.Context(), t, o)
 			if err != nil {
 				return err
 			}

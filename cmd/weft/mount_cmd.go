@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weftfs/weft/internal/admin"
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/mount"
 )
 
@@ -24,6 +25,8 @@ func newMountCmd(g *globals) *cobra.Command {
 		syncOps  bool
 		noLocal  bool
 		metrics  string
+		ahead    int
+		capStr   string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount MOUNTPOINT",
@@ -62,11 +65,20 @@ The mount connects as a client identity: --pki DIR ($WEFT_PKI, or
 weft-data/pki) holds the cluster's ca.crt and one client certificate
 (client-NAME.crt and .key; --as NAME if there are several), issued with
 weft cert issue --client NAME. --insecure mounts a cluster run without
-TLS. --metrics serves on a loopback address only.`,
+TLS. --metrics serves on a loopback address only.
+
+Readahead: a sequential reader gets --readahead stripes (default 4) read
+ahead of it; a strided reader (records of about the same size at a constant
+distance, as N tasks reading one shared file) gets its next records
+prefetched instead of whole stripes; random reads get nothing.
+--max-readahead caps how far one reader's prefetch goes (an administrator's
+guard against prefetching what is not read: the
+weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 		Example: `  weft mount /mnt/weft                 # in the directory of weft local up's weft-data
   weft --admin 10.0.0.1:7080 mount --pki /etc/weft/pki /mnt/weft
   weft mount --pki /etc/weft/pki --as backup /mnt/weft   # client:backup of several
-  weft mount --private ~/weft        # only the mounting user may use it`,
+  weft mount --private ~/weft        # only the mounting user may use it
+  weft mount --max-readahead 4MiB /mnt/weft   # at most 4 MiB ahead of a reader`,
 		Args: exactArgs(1, "one mount point"),
 		RunE: func(c *cobra.Command, args []string) error {
 			addr, err := admin.Discover(g.admin)
@@ -88,7 +100,21 @@ TLS. --metrics serves on a loopback address only.`,
 						"or --insecure for a cluster run without TLS", envPKI)}
 				}
 			}
+			var prefetchCap int64
+			switch capStr {
+			case "":
+			case "0", "off":
+				prefetchCap = -1
+			default:
+				if prefetchCap, err = drive.ParseSize(capStr); err != nil || prefetchCap <= 0 {
+					return usageError{fmt.Errorf("--max-readahead %q: give a size such as 8MiB or 512KiB, or 0 to turn prefetch off", capStr)}
+				}
+			}
+			if ahead < 0 {
+				return usageError{fmt.Errorf("--readahead %d: give a number of stripes, or 0 for the default (4)", ahead)}
+			}
 			return mount.Run(c.Context(), mount.Options{
+				Readahead: ahead, PrefetchCap: prefetchCap,
 				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, NoLocalIO: noLocal, Metrics: metrics,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 				PKI:   pkiDir, Identity: g.as,
@@ -102,6 +128,8 @@ TLS. --metrics serves on a loopback address only.`,
 	cmd.Flags().BoolVar(&syncOps, "sync-dirops", false, "commit every create and unlink to etcd before replying (no write-back)")
 	cmd.Flags().BoolVar(&noLocal, "no-local-io", false, "read and write every unit through its node, even of drives on this machine (to measure or diagnose the network path)")
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount at http://ADDR/metrics and its workers at http://ADDR/workers (weft mount workers ADDR)")
+	cmd.Flags().IntVar(&ahead, "readahead", 0, "stripes read ahead of each sequential reader (default 4)")
+	cmd.Flags().StringVar(&capStr, "max-readahead", "", "cap on how far one reader's prefetch reads ahead of it (stripes for sequential readers, records for strided ones), e.g. 8MiB; 0 turns prefetch off (default: no cap beyond --readahead)")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "workers ADDR",

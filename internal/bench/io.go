@@ -1,288 +1,221 @@
 package bench
 
 import (
-	"context"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"slices"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 )
 
-// IOTests are the phases of IO, in the order they run.
-var IOTests = []string{"seqwrite", "seqread", "randread", "randwrite"}
+// I/O patterns of IO.
+const (
+	// Sequential: each task writes, then reads, its own file front to
+	// back in records.
+	Sequential = "sequential"
+	// Random: each task writes, then reads, every record of its own file
+	// once, in a random order.
+	Random = "random"
+	// Strided: the tasks share one file of records interleaved task by
+	// task (record s·N+i is task i's record of segment s), as ior's
+	// "hard" tests do; each task writes its records, then reads those its
+	// neighbour wrote (task i reads task (i+1) mod N's), so that no task
+	// reads what it wrote itself.
+	Strided = "strided"
+)
 
-// IOOptions shape an IO run.
+// DefaultStridedRecord is the record size of the strided pattern: ior
+// hard's 47,008 bytes, which is neither page- nor block-aligned.
+const DefaultStridedRecord = 47008
+
+// IOOptions say what IO does.
 type IOOptions struct {
-	// Jobs is the number of sessions at once (NFS: connections), each
-	// with a file of its own.
-	Jobs int
-	// Size is the size of each job's file.
-	Size int64
-	// Record is the size of a sequential read or write (1 MiB).
+	// Dir is the directory the files are made in (a new subdirectory of
+	// it, removed afterwards).
+	Dir string
+	// Pattern is Sequential, Random or Strided.
+	Pattern string
+	// Tasks is the number of tasks (goroutines, each with its own open
+	// file) that run at once.
+	Tasks int
+	// Record is the size of each write and read in bytes.
 	Record int
-	// Block is the size of a random read or write (4 KiB).
-	Block int
-	// Runtime bounds each random phase; Ops bounds the operations of each
-	// job in it (0: no bound). One of them must be set.
-	Runtime time.Duration
-	Ops     int
-	// Tests are the phases to report, of IOTests (none: all). seqwrite
-	// always runs: it writes the files the others read and write.
-	Tests []string
+	// Segments is the number of records of each task: the strided file
+	// holds Tasks·Segments records, each other pattern's file Segments.
+	Segments int
+	// Fsync syncs each task's file after its writes (the write phase
+	// ends when every task's data is durable).
+	Fsync bool
+	// Keep leaves the files in place.
+	Keep bool
 }
 
-// PhaseResult is one phase of IO: its bytes, operations and time, with
-// every job counted.
-type PhaseResult struct {
-	Test    string  `json:"test"`
-	Bytes   int64   `json:"bytes"`
-	Ops     int64   `json:"ops"`
-	Seconds float64 `json:"seconds"`
-	MBps    float64 `json:"mb_per_s"` // 10^6 bytes per second
-	IOPS    float64 `json:"iops"`
-}
-
-// IOResult is the outcome of IO.
+// IOResult is the outcome of IO: what ran and each phase's rates.
 type IOResult struct {
-	Target string        `json:"target"`
-	Jobs   int           `json:"jobs"`
-	Size   int64         `json:"file_bytes"`
-	Record int           `json:"record_bytes"`
-	Block  int           `json:"block_bytes"`
-	Phases []PhaseResult `json:"phases"`
+	Dir       string  `json:"dir"`
+	Pattern   string  `json:"pattern"`
+	Tasks     int     `json:"tasks"`
+	Record    int     `json:"record_bytes"`
+	Segments  int     `json:"segments"`
+	Files     int     `json:"files"`
+	Bytes     int64   `json:"bytes"`
+	WriteSec  float64 `json:"write_seconds"`
+	WriteMBps float64 `json:"write_mb_per_s"`
+	WriteOps  float64 `json:"write_ops_per_s"`
+	ReadSec   float64 `json:"read_seconds"`
+	ReadMBps  float64 `json:"read_mb_per_s"`
+	ReadOps   float64 `json:"read_ops_per_s"`
 }
 
-// Phase returns the result of test, and whether it ran.
-func (r IOResult) Phase(test string) (PhaseResult, bool) {
-	for _, p := range r.Phases {
-		if p.Test == test {
-			return p, true
-		}
-	}
-	return PhaseResult{}, false
-}
-
-// stamp is the granule of the data pattern: every 4 KiB block of a file
-// begins with its file's number and its own offset, so that a read
-// returning the wrong bytes (another file's, another offset's, stale
-// zeros) is caught.
-const stamp = 4096
-
-// Check validates o, naming the option at fault.
-func (o *IOOptions) Check() error {
+// IO has o.Tasks tasks write records in the pattern o.Pattern, then read
+// them back and check them (every record carries its index and a pattern
+// derived from it), and reports the rate of each phase. Errors name the
+// option that is wrong, or the file and record that failed or read back
+// wrong.
+func IO(o IOOptions) (IOResult, error) {
+	r := IOResult{Dir: o.Dir, Pattern: o.Pattern, Tasks: o.Tasks, Record: o.Record, Segments: o.Segments}
 	switch {
-	case o.Jobs < 1:
-		return fmt.Errorf("bench: jobs %d: want at least 1", o.Jobs)
-	case o.Record < stamp || o.Record%stamp != 0:
-		return fmt.Errorf("bench: record size %d: want a multiple of 4KiB", o.Record)
-	case o.Block < stamp || o.Block%stamp != 0:
-		return fmt.Errorf("bench: block size %d: want a multiple of 4KiB", o.Block)
-	case o.Size < int64(o.Record) || o.Size%int64(o.Record) != 0:
-		return fmt.Errorf("bench: file size %d: want a multiple of the record size %d", o.Size, o.Record)
-	case o.Runtime <= 0 && o.Ops <= 0:
-		return errors.New("bench: the random tests need a runtime or an operation count")
-	case o.Runtime < 0 || o.Ops < 0:
-		return errors.New("bench: runtime and operation count must not be negative")
+	case o.Pattern != Sequential && o.Pattern != Random && o.Pattern != Strided:
+		return r, fmt.Errorf("bench: pattern %q: want %s, %s or %s", o.Pattern, Sequential, Random, Strided)
+	case o.Tasks < 1:
+		return r, fmt.Errorf("bench: %d tasks: want at least 1", o.Tasks)
+	case o.Record < 16:
+		return r, fmt.Errorf("bench: record of %d bytes: want at least 16", o.Record)
+	case o.Segments < 1:
+		return r, fmt.Errorf("bench: %d segments: want at least 1", o.Segments)
 	}
-	for _, t := range o.Tests {
-		if !slices.Contains(IOTests, t) {
-			return fmt.Errorf("bench: test %q: want one of %v", t, IOTests)
-		}
-	}
-	return nil
-}
-
-// IO measures data throughput on t: each of Jobs sessions writes a file of
-// Size bytes of its own in a new directory of t, in Record-sized writes,
-// and syncs it (NFS: UNSTABLE WRITEs and a COMMIT) — seqwrite; reads it
-// back in Records, checking every byte's stamp — seqread; reads Blocks at
-// random aligned offsets, checking them — randread; writes Blocks at
-// random aligned offsets and syncs — randwrite. The files and directory
-// are removed at the end. A phase's time runs from the start of every job
-// to the end of the last, sync included.
-func IO(ctx context.Context, t Target, o IOOptions) (r IOResult, err error) {
-	r = IOResult{Target: t.String(), Jobs: o.Jobs, Size: o.Size, Record: o.Record, Block: o.Block}
-	if err := o.Check(); err != nil {
-		return r, err
-	}
-	want := func(test string) bool { return len(o.Tests) == 0 || slices.Contains(o.Tests, test) }
-	ss, closeAll, err := sessions(ctx, t, o.Jobs)
+	sub, err := os.MkdirTemp(o.Dir, "weft-bench-io-")
 	if err != nil {
-		return r, err
-	}
-	defer closeAll()
-	sub := workDir("io")
-	if err := ss[0].Mkdir(sub); err != nil {
 		return r, fmt.Errorf("bench: %w", err)
 	}
-	name := func(j int) string { return fmt.Sprintf("%s/j%03d", sub, j) }
-	files := make([]File, o.Jobs)
-	defer func() {
-		for j, f := range files {
-			if f != nil {
-				_ = f.Close()
-				_ = ss[0].Remove(name(j))
-			}
-		}
-		if rerr := ss[0].Rmdir(sub); rerr != nil && err == nil {
-			err = fmt.Errorf("bench: %w", rerr)
-		}
-	}()
-	fill := pattern()
-	add := func(test string, secs float64, ops, size int64) {
-		p := PhaseResult{Test: test, Bytes: ops * size, Ops: ops, Seconds: secs}
-		if secs > 0 {
-			p.MBps, p.IOPS = float64(p.Bytes)/secs/1e6, float64(ops)/secs
-		}
-		if want(test) {
-			r.Phases = append(r.Phases, p)
-		}
+	if !o.Keep {
+		defer os.RemoveAll(sub)
 	}
-
-	recs := o.Size / int64(o.Record)
-	secs, err := parallel(ctx, o.Jobs, func(j int, stop <-chan struct{}) error {
-		f, err := ss[j].Create(name(j))
+	r.Dir = sub
+	n := int64(o.Tasks) * int64(o.Segments)
+	r.Bytes = n * int64(o.Record)
+	// where returns the file and offset of task t's k-th record, and
+	// the record's index (what it holds).
+	where := func(t, k int) (string, int64, int64) {
+		if o.Pattern == Strided {
+			i := int64(k)*int64(o.Tasks) + int64(t)
+			return filepath.Join(sub, "shared"), i * int64(o.Record), i
+		}
+		return filepath.Join(sub, fmt.Sprintf("task%04d", t)), int64(k) * int64(o.Record), int64(t)*int64(o.Segments) + int64(k)
+	}
+	r.Files = o.Tasks
+	if o.Pattern == Strided {
+		r.Files = 1
+		f, err := os.Create(filepath.Join(sub, "shared"))
 		if err != nil {
-			return fmt.Errorf("bench: %w", err)
+			return r, fmt.Errorf("bench: %w", err)
 		}
-		files[j] = f
-		buf := alignedBuf(o.Record)
-		for i := range recs {
-			if stopped(stop) {
-				return nil
-			}
-			off := i * int64(o.Record)
-			fill(buf, j, off)
-			if n, err := f.WriteAt(buf, off); err != nil || n != len(buf) {
-				return ioErr("write", name(j), off, n, len(buf), err)
+		f.Close()
+	}
+	// order returns the order task t does its records in.
+	order := func(t int) []int {
+		ks := make([]int, o.Segments)
+		for k := range ks {
+			ks[k] = k
+		}
+		if o.Pattern == Random {
+			rand.New(rand.NewPCG(uint64(t), 7)).Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+		}
+		return ks
+	}
+	r.WriteSec, err = phase(o.Tasks, func(t int) error {
+		name, _, _ := where(t, 0)
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, o.Record)
+		for _, k := range order(t) {
+			name, off, idx := where(t, k)
+			fill(buf, idx)
+			if _, err := f.WriteAt(buf, off); err != nil {
+				f.Close()
+				return fmt.Errorf("%s: record %d: %w", name, idx, err)
 			}
 		}
-		return wrapErr(f.Sync())
+		if o.Fsync {
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		return f.Close()
 	})
 	if err != nil {
 		return r, err
 	}
-	add("seqwrite", secs, int64(o.Jobs)*recs, int64(o.Record))
-
-	if want("seqread") {
-		secs, err := parallel(ctx, o.Jobs, func(j int, stop <-chan struct{}) error {
-			buf := alignedBuf(o.Record)
-			for i := range recs {
-				if stopped(stop) {
-					return nil
-				}
-				off := i * int64(o.Record)
-				if n, err := files[j].ReadAt(buf, off); n != len(buf) {
-					return ioErr("read", name(j), off, n, len(buf), err)
-				}
-				if err := check(buf, j, off, name(j)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return r, err
+	r.ReadSec, err = phase(o.Tasks, func(t int) error {
+		src := t
+		if o.Pattern == Strided {
+			src = (t + 1) % o.Tasks // not its own records
 		}
-		add("seqread", secs, int64(o.Jobs)*recs, int64(o.Record))
-	}
-
-	blocks := o.Size / int64(o.Block)
-	random := func(test string, write bool) error {
-		ops := make([]int64, o.Jobs)
-		secs, err := parallel(ctx, o.Jobs, func(j int, stop <-chan struct{}) error {
-			rng := rand.New(rand.NewPCG(uint64(j), uint64(time.Now().UnixNano())))
-			buf := alignedBuf(o.Block)
-			deadline := time.Now().Add(o.Runtime)
-			for o.Ops == 0 || ops[j] < int64(o.Ops) {
-				if stopped(stop) || (o.Runtime > 0 && ops[j]%16 == 0 && time.Now().After(deadline)) {
-					break
-				}
-				off := rng.Int64N(blocks) * int64(o.Block)
-				if write {
-					fill(buf, j, off)
-					if n, err := files[j].WriteAt(buf, off); err != nil || n != len(buf) {
-						return ioErr("write", name(j), off, n, len(buf), err)
-					}
-				} else {
-					if n, err := files[j].ReadAt(buf, off); n != len(buf) {
-						return ioErr("read", name(j), off, n, len(buf), err)
-					}
-					if err := check(buf, j, off, name(j)); err != nil {
-						return err
-					}
-				}
-				ops[j]++
-			}
-			if write {
-				return wrapErr(files[j].Sync())
-			}
-			return nil
-		})
+		name, _, _ := where(src, 0)
+		f, err := os.Open(name)
 		if err != nil {
 			return err
 		}
-		var total int64
-		for _, n := range ops {
-			total += n
+		defer f.Close()
+		buf, want := make([]byte, o.Record), make([]byte, o.Record)
+		for _, k := range order(src) {
+			name, off, idx := where(src, k)
+			if _, err := f.ReadAt(buf, off); err != nil {
+				return fmt.Errorf("%s: record %d: %w", name, idx, err)
+			}
+			fill(want, idx)
+			if !bytes.Equal(buf, want) {
+				return fmt.Errorf("%s: record %d at offset %d reads back wrong", name, idx, off)
+			}
 		}
-		add(test, secs, total, int64(o.Block))
 		return nil
+	})
+	if err != nil {
+		return r, err
 	}
-	if want("randread") {
-		if err := random("randread", false); err != nil {
-			return r, err
-		}
-	}
-	if want("randwrite") {
-		if err := random("randwrite", true); err != nil {
-			return r, err
-		}
-	}
+	mb := float64(r.Bytes) / 1e6
+	r.WriteMBps, r.WriteOps = mb/r.WriteSec, float64(n)/r.WriteSec
+	r.ReadMBps, r.ReadOps = mb/r.ReadSec, float64(n)/r.ReadSec
 	return r, nil
 }
 
-func wrapErr(err error) error {
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+// phase runs fn for every task at once and returns the seconds until the
+// last ended, or the first error.
+func phase(tasks int, fn func(t int) error) (float64, error) {
+	start := time.Now()
+	errs := make([]error, tasks)
+	var wg sync.WaitGroup
+	for t := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(t); err != nil {
+				errs[t] = fmt.Errorf("bench: task %d: %w", t, err)
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return time.Since(start).Seconds(), errors.Join(errs...)
 }
 
-func ioErr(op, name string, off int64, n, want int, err error) error {
-	if err == nil || errors.Is(err, io.EOF) {
-		err = fmt.Errorf("%d of %d bytes", n, want)
+// fill writes record idx's contents into buf: its index, then bytes that
+// depend on it.
+func fill(buf []byte, idx int64) {
+	binary.LittleEndian.PutUint64(buf, uint64(idx))
+	x := uint64(idx)*0x9E3779B97F4A7C15 + 1
+	for i := 8; i < len(buf); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], x)
+		copy(buf[i:], w[:])
 	}
-	return fmt.Errorf("bench: %s %s at %d: %w", op, name, off, err)
-}
-
-// pattern returns the filler of buffers: random bytes (the same for the
-// run) with every 4 KiB block stamped with its file and offset.
-func pattern() func(buf []byte, file int, off int64) {
-	noise := make([]byte, stamp)
-	for i := range noise {
-		noise[i] = byte(rand.Uint32())
-	}
-	return func(buf []byte, file int, off int64) {
-		for i := 0; i < len(buf); i += stamp {
-			copy(buf[i:i+stamp], noise)
-			binary.LittleEndian.PutUint64(buf[i:], uint64(file)+1)
-			binary.LittleEndian.PutUint64(buf[i+8:], uint64(off)+uint64(i))
-		}
-	}
-}
-
-// check verifies the stamps of buf, read from file at off.
-func check(buf []byte, file int, off int64, name string) error {
-	for i := 0; i < len(buf); i += stamp {
-		f, o := binary.LittleEndian.Uint64(buf[i:]), binary.LittleEndian.Uint64(buf[i+8:])
-		if f != uint64(file)+1 || o != uint64(off)+uint64(i) {
-			return fmt.Errorf("bench: read %s at %d: wrong data: the block holds file %d offset %d's stamp, not file %d offset %d's",
-				name, off+int64(i), int64(f)-1, o, file, off+int64(i))
-		}
-	}
-	return nil
 }

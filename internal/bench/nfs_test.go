@@ -127,12 +127,12 @@ func TestNFSFile(t *testing.T) {
 	}
 }
 
-// TestIONFS runs every phase through the gateway with three connections
+// TestThroughputNFS runs every phase through the gateway with three connections
 // and checks the counts, the figures and that nothing is left behind.
-func TestIONFS(t *testing.T) {
+func TestThroughputNFS(t *testing.T) {
 	f := nfstest.New(t, 1)
-	o := IOOptions{Jobs: 3, Size: 2 << 20, Record: 1 << 20, Block: 4096, Ops: 25}
-	r, err := IO(context.Background(), nfsTarget(f), o)
+	o := ThroughputOptions{Jobs: 3, Size: 2 << 20, Record: 1 << 20, Block: 4096, Ops: 25}
+	r, err := Throughput(context.Background(), nfsTarget(f), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +153,9 @@ func TestIONFS(t *testing.T) {
 	}
 
 	// Tests picks the phases reported; Runtime bounds the random ones.
-	o = IOOptions{Jobs: 1, Size: 1 << 20, Record: 1 << 20, Block: 8192, Runtime: 200 * time.Millisecond, Tests: []string{"randwrite"}}
+	o = ThroughputOptions{Jobs: 1, Size: 1 << 20, Record: 1 << 20, Block: 8192, Runtime: 200 * time.Millisecond, Tests: []string{"randwrite"}}
 	start := time.Now()
-	r, err = IO(context.Background(), nfsTarget(f), o)
+	r, err = Throughput(context.Background(), nfsTarget(f), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +184,9 @@ func TestMetaNFS(t *testing.T) {
 // an error saying what to do, and a missing export is named.
 func TestNFSSquashed(t *testing.T) {
 	f := nfstest.New(t, 1, nfs.Export{Path: "/"})
-	_, err := IO(context.Background(), nfsTarget(f), IOOptions{Jobs: 1, Size: 1 << 20, Record: 1 << 20, Block: 4096, Ops: 1})
+	_, err := Throughput(context.Background(), nfsTarget(f), ThroughputOptions{Jobs: 1, Size: 1 << 20, Record: 1 << 20, Block: 4096, Ops: 1})
 	if err == nil || !strings.Contains(err.Error(), "MKDIR") || !strings.Contains(err.Error(), "--no-root-squash") {
-		t.Fatalf("IO as squashed root: %v", err)
+		t.Fatalf("Throughput as squashed root: %v", err)
 	}
 	tg := nfsTarget(f)
 	tg.Export = "/nonesuch"

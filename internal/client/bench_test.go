@@ -2,8 +2,13 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/weftfs/weft/internal/client"
+	"github.com/weftfs/weft/internal/meta"
+	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/block"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -143,4 +148,139 @@ func BenchmarkSequentialRaw(b *testing.B) {
 			})
 		}
 	})
+}
+
+// localReadFixture writes a benchSize ec:4+2 file on a fixture whose
+// drives are all "on this machine", as on a `weft local up` mount, and
+// returns a Client that reads them straight from their directories.
+func localReadFixture(b *testing.B, tweak ...func(*client.Config)) (*client.Client, meta.LIN) {
+	f := clienttest.New(b)
+	f.Topo.Set(func(*client.DriveState) bool { return true }, func(d *client.DriveState) {
+		d.LocalPath = f.Drive(d.ID).Path()
+	})
+	lin := f.Create("bench", "ec:4+2")
+	fh, _ := f.Client(0).Open(bg, lin, true)
+	clienttest.WriteAll(b, fh, clienttest.RandBytes(benchSize, 1), mib)
+	if err := fh.Close(bg); err != nil {
+		b.Fatal(err)
+	}
+	return f.Client(0, append([]func(*client.Config){func(cfg *client.Config) { cfg.ClusterID = "c-test" }}, tweak...)...), lin
+}
+
+// BenchmarkLocalSequentialRead reads the file in 1 MiB reads from drives
+// on this machine (short-circuit reads), by one reader and by four
+// readers of a quarter each, as fio does on a local mount.
+func BenchmarkLocalSequentialRead(b *testing.B) {
+	for _, readers := range []int{1, 4} {
+		b.Run(fmt.Sprintf("readers=%d", readers), func(b *testing.B) {
+			c, lin := localReadFixture(b)
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				var wg sync.WaitGroup
+				part := int64(benchSize / readers)
+				for r := range readers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						fh, err := c.Open(bg, lin, false)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						defer fh.Close(bg)
+						buf := make([]byte, mib)
+						for off := int64(r) * part; off < int64(r+1)*part; off += mib {
+							if _, err := fh.ReadAt(bg, buf, off); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+		})
+	}
+}
+
+// BenchmarkLocalRandomRead reads 4 KiB at random 4 KiB-aligned offsets of
+// the file from drives on this machine, and reports the unit bytes read
+// per file byte (1 would be no read amplification in the client).
+func BenchmarkLocalRandomRead(b *testing.B) {
+	c, lin := localReadFixture(b)
+	fh, err := c.Open(bg, lin, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close(bg)
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 4*kib)
+	before := c.Stats()
+	n := 0
+	for b.Loop() {
+		off := rng.Int64N(benchSize/(4*kib)) * 4 * kib
+		if _, err := fh.ReadAt(bg, buf, off); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	after := c.Stats()
+	b.SetBytes(4 * kib)
+	b.ReportMetric(float64(after.UnitBytesRead-before.UnitBytesRead)/float64(n*4*kib), "unit-bytes/byte")
+}
+
+// BenchmarkRandomWrite writes 4 KiB at random 4 KiB-aligned offsets of a
+// 256 MiB ec:4+2 file (written sequentially first), randWrites per
+// iteration, then syncs; it reports the writes per second, the sync
+// included (fio's randwrite with end_fsync on a mount). The blocks that
+// copy-on-write replaced are deleted every drainEvery writes, off the
+// clock, so that tmpfs does not fill.
+//
+//	go test -run '^$' -bench RandomWrite -benchtime 3x ./internal/client/
+func BenchmarkRandomWrite(b *testing.B) {
+	const (
+		randWrites = 65536
+		drainEvery = 4096
+	)
+	f := clienttest.New(b)
+	c := f.Client(0)
+	lin := f.Create("bench", "ec:4+2")
+	fh, err := c.Open(bg, lin, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close(bg)
+	clienttest.WriteAll(b, fh, clienttest.RandBytes(benchSize, 1), mib)
+	if err := fh.Sync(bg); err != nil {
+		b.Fatal(err)
+	}
+	f.DrainDeletes()
+	p := clienttest.RandBytes(4*kib, 2)
+	rng := rand.New(rand.NewPCG(1, 2))
+	before := c.Stats().StripesWritten
+	var syncs time.Duration
+	for b.Loop() {
+		for i := range randWrites {
+			off := rng.Int64N(benchSize/(4*kib)) * 4 * kib
+			if _, err := fh.WriteAt(bg, p, off); err != nil {
+				b.Fatal(err)
+			}
+			if i%drainEvery == drainEvery-1 {
+				b.StopTimer()
+				f.DrainDeletes()
+				b.StartTimer()
+			}
+		}
+		t0 := time.Now()
+		if err := fh.Sync(bg); err != nil {
+			b.Fatal(err)
+		}
+		syncs += time.Since(t0)
+		b.StopTimer()
+		f.DrainDeletes()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*randWrites)/b.Elapsed().Seconds(), "writes/s")
+	b.ReportMetric(syncs.Seconds()/float64(b.N), "sync-s/op")
+	b.ReportMetric(float64(b.N*randWrites)/float64(c.Stats().StripesWritten-before), "writes/stripe")
 }

@@ -99,6 +99,13 @@ func (c *Client) measure(u unitRef, start time.Time, err error) {
 // the unit's CRC from the stripe map. A mismatch is an error wrapping
 // drive.ErrCorrupt.
 func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) (_ []byte, rerr error) {
+	return c.getUnitInto(ctx, u, off, length, nil)
+}
+
+// getUnitInto is getUnit that, given dst (length bytes), may read a unit
+// of a drive on this machine straight into it (and returns it then): the
+// stripe a reader assembles is filled without a copy per unit.
+func (c *Client) getUnitInto(ctx context.Context, u unitRef, off, length int, dst []byte) (_ []byte, rerr error) {
 	defer func(start time.Time) { c.measure(u, start, rerr) }(time.Now())
 	ctx = c.tagged(ctx, u)
 	id := drive.BlockID(u.unit.Block)
@@ -109,7 +116,12 @@ func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) (_ []b
 		local = true
 		// A short-circuit read: same checks, no RPC.
 		var err error
-		if data, hdr, err = ld.Get(ctx, id, int64(off), int64(length)); err != nil {
+		if dst != nil {
+			data, hdr, err = ld.GetInto(ctx, id, int64(off), dst[:length])
+		} else {
+			data, hdr, err = ld.Get(ctx, id, int64(off), int64(length))
+		}
+		if err != nil {
 			return nil, c.unitErr(err)
 		}
 		c.st.localReads.Add(1)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/weftfs/weft/internal/block"
@@ -24,8 +25,15 @@ const (
 	// reader.
 	DefaultReadahead = 4
 	// DefaultMaxDirty is the most bytes buffered per open file before
-	// WriteAt waits for write-out.
-	DefaultMaxDirty = 64 << 20
+	// WriteAt waits for write-out. Complete stripes are written out at
+	// once, so it holds mostly a random writer's small writes (sparse
+	// stripes hold what was written, see dstripe), whose stripes each cost
+	// a read-modify-write: the more it holds, the more writes one carries.
+	DefaultMaxDirty = 1 << 30
+	// The default of Config.MaxDirtyTotal is an eighth of the machine's
+	// memory (like the kernel's dirty page limits), within these bounds.
+	minDefaultDirtyTotal = 256 << 20
+	maxDefaultDirtyTotal = 4 << 30
 	// DefaultWriteBehind is the number of stripes one Client writes out at
 	// once (each to K+M drives in parallel), over all its open files: 16
 	// stripes of ec:4+2 with 1 MiB units hold 96 MiB of buffers.
@@ -33,6 +41,9 @@ const (
 	// DefaultCacheBytes bounds the stripe data a Client caches for
 	// sequential readers, over all files.
 	DefaultCacheBytes = 256 << 20
+	// raStreams is how many readers at once get a full readahead window
+	// (Readahead stripes in flight each); more share the slots.
+	raStreams = 4
 	// DefaultIOTimeout bounds one block RPC.
 	DefaultIOTimeout = 30 * time.Second
 	// DefaultMapTTL is how long a cached stripe map is trusted before it is
@@ -75,6 +86,12 @@ type Config struct {
 	// Readahead is the number of stripes prefetched ahead of a sequential
 	// reader; 0 means DefaultReadahead, negative disables readahead.
 	Readahead int
+	// PrefetchCap bounds how far one reader's prefetch reads ahead of it,
+	// in bytes: stripes ahead of a sequential reader (at most Readahead),
+	// records ahead of a strided one. 0 means no bound beyond Readahead;
+	// a cap below a stripe stops stripe readahead; negative turns every
+	// prefetch off (as a negative Readahead does).
+	PrefetchCap int64
 	// CacheBytes bounds the stripe data cached for sequential readers
 	// over all files; 0 means DefaultCacheBytes. Past it, readers read
 	// ranges directly and readahead pauses.
@@ -82,6 +99,10 @@ type Config struct {
 	// MaxDirty is the most bytes buffered per open file (per LIN) before
 	// WriteAt waits for write-out; 0 means DefaultMaxDirty.
 	MaxDirty int64
+	// MaxDirtyTotal is the most bytes buffered over all files: a WriteAt
+	// that finds more writes out its own file's stripes first. 0 means an
+	// eighth of the machine's memory, at least 256 MiB and at most 4 GiB.
+	MaxDirtyTotal int64
 	// WriteBehind is the number of stripes the Client writes out at once;
 	// 0 means DefaultWriteBehind.
 	WriteBehind int
@@ -162,18 +183,22 @@ type Client struct {
 	session   meta.SessionID
 	unitSize  int
 	readahead int
-	maxDirty  int64
-	maxCache  int64
-	cached    atomic.Int64 // bytes of stripe data cached (or loading) over all files
-	ioTimeout time.Duration
-	mapTTL    time.Duration
-	dial      func(addr string) (BlockClient, error)
-	codec     *erasure.Codec
-	bufs      bufPool
-	wsem      chan struct{} // write-out slots
-	rasem     chan struct{} // readahead slots
-	seed      uint64
-	st        counters
+	// prefetchCap is Config.PrefetchCap (0: none).
+	prefetchCap int64
+	maxDirty    int64
+	maxTotal    int64        // Config.MaxDirtyTotal
+	dirty       atomic.Int64 // bytes of write buffers over all files (inode.buffered)
+	maxCache    int64
+	cached      atomic.Int64 // bytes of stripe data cached (or loading) over all files
+	ioTimeout   time.Duration
+	mapTTL      time.Duration
+	dial        func(addr string) (BlockClient, error)
+	codec       *erasure.Codec
+	bufs        bufPool
+	wsem        chan struct{} // write-out slots
+	rasem       chan struct{} // readahead slots
+	seed        uint64
+	st          counters
 
 	ctx    context.Context // background work; canceled by Close
 	cancel context.CancelFunc
@@ -225,7 +250,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		meta: m, topo: cfg.Topology, log: cfg.Log, session: cfg.Session,
-		unitSize: cfg.UnitSize, readahead: cfg.Readahead, maxDirty: cfg.MaxDirty, maxCache: cfg.CacheBytes,
+		unitSize: cfg.UnitSize, readahead: cfg.Readahead, prefetchCap: cfg.PrefetchCap, maxDirty: cfg.MaxDirty, maxTotal: cfg.MaxDirtyTotal, maxCache: cfg.CacheBytes,
 		ioTimeout: cfg.IOTimeout, mapTTL: cfg.MapTTL, dial: cfg.Dial, codec: codec,
 		seed:   rand.Uint64(),
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
@@ -250,8 +275,14 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	case c.readahead < 0:
 		c.readahead = 0
 	}
+	if c.prefetchCap < 0 {
+		c.readahead, c.prefetchCap = 0, 0
+	}
 	if c.maxDirty <= 0 {
 		c.maxDirty = DefaultMaxDirty
+	}
+	if c.maxTotal <= 0 {
+		c.maxTotal = defaultDirtyTotal()
 	}
 	if c.maxCache <= 0 {
 		c.maxCache = DefaultCacheBytes
@@ -274,7 +305,8 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		c.dial = func(addr string) (BlockClient, error) { return block.Dial(addr, opts...) }
 	}
 	c.wsem = make(chan struct{}, wb)
-	c.rasem = make(chan struct{}, max(c.readahead, 1))
+	// Readahead slots: a full window for a few files read at once.
+	c.rasem = make(chan struct{}, max(c.readahead, 1)*raStreams)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
 }
@@ -354,4 +386,13 @@ func (c *Client) Size(lin meta.LIN) (int64, bool) {
 // wants one per goroutine).
 func (c *Client) rng() *rand.Rand {
 	return rand.New(rand.NewPCG(c.seed, c.st.seq.Add(1)))
+}
+
+// defaultDirtyTotal is the default of Config.MaxDirtyTotal.
+func defaultDirtyTotal() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return minDefaultDirtyTotal
+	}
+	return min(max(int64(si.Totalram)*int64(si.Unit)/8, minDefaultDirtyTotal), maxDefaultDirtyTotal)
 }

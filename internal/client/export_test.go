@@ -48,3 +48,6 @@ func (c *Client) MustStripeSize(tb testing.TB, lin meta.LIN) int {
 	}
 	return int(g.StripeDataSize())
 }
+
+// DirtyBytes returns the bytes of write buffers over all files.
+func (c *Client) DirtyBytes() int64 { return c.dirty.Load() }

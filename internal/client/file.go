@@ -14,19 +14,21 @@ import (
 // one Client share the file's state (see Client), so a handle reads what
 // another wrote, buffered or not. A File is safe for concurrent use.
 //
-// Writes are buffered per stripe and written out in the background as
-// soon as a stripe is complete; partial stripes are written by Flush,
-// Sync and Close, or when the file's buffered bytes pass MaxDirty. A write
-// is durable once a Flush, Sync or Close that follows it returns nil.
+// Writes are buffered per stripe (sparse for a random writer, see
+// dstripe) and written out in the background as soon as a stripe is
+// complete; partial stripes are written by Flush, Sync and Close, and
+// the dirtiest of them in the background once the buffered bytes pass
+// three quarters of MaxDirty or MaxDirtyTotal (see makeRoom). A write is
+// durable once a Flush, Sync or Close that follows it returns nil.
 type File struct {
 	c        *Client
 	ino      *inode
 	writable bool
 
-	mu     sync.Mutex // guards the fields below
-	closed bool
-	next   int64 // where a sequential read would continue
-	streak int   // consecutive sequential reads
+	mu      sync.Mutex // guards the fields below
+	closed  bool
+	pattern readPattern // what the handle's reads look like
+	queued  int64       // the furthest record prefetched for a strided reader
 }
 
 // Open returns a handle of regular file lin, for reading and, if writable,
@@ -140,8 +142,8 @@ func (f *File) Size() int64 {
 // end; a gap before off reads as zeros. The data is buffered: it is
 // visible at once to every handle of the file in this Client and durable
 // after the next Flush, Sync or Close that returns nil. WriteAt waits
-// while the file's buffered bytes exceed MaxDirty and write-out slots are
-// busy.
+// while the file's buffered bytes would pass MaxDirty (or the Client's
+// MaxDirtyTotal), for write-outs of its dirtiest stripes.
 //
 // It returns len(p), or 0 and an error: ErrReadOnly, ErrClosed, ErrInvalid
 // (negative offset), or the write-out error that kept the buffered bytes
@@ -214,7 +216,8 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := int(min(int64(len(p)), size-off))
-	seq := f.sequential(off, n)
+	kind, stride, slack, queued := f.observe(off, n)
+	seq := kind == accessSequential
 	for pos := off; pos < off+int64(n); {
 		idx, within := pos/ino.ss, int(pos%ino.ss)
 		m := int(min(off+int64(n)-pos, ino.ss-int64(within)))
@@ -224,8 +227,14 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		pos += int64(m)
 	}
-	if seq {
+	switch kind {
+	case accessSequential:
 		ino.prefetch((off+int64(n)-1)/ino.ss+1, size)
+	case accessStrided:
+		ino.prefetchStrided(off, n, stride, slack, size, &queued)
+		f.mu.Lock()
+		f.queued = max(f.queued, queued)
+		f.mu.Unlock()
 	}
 	f.c.st.bytesRead.Add(int64(n))
 	if n < len(p) {
@@ -234,18 +243,21 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// sequential records a read and reports whether it continues the previous
-// one (readahead is on).
-func (f *File) sequential(off int64, n int) bool {
+// observe records a read of n bytes at off and says what to prefetch: a
+// sequential reader's next stripes, a strided reader's next records (its
+// stride, how far its reads stray from it, and the furthest record
+// already prefetched for it), or nothing (random, or readahead is off).
+func (f *File) observe(off int64, n int) (kind access, stride, slack, queued int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if off == f.next && off > 0 {
-		f.streak++
-	} else {
-		f.streak = 0
+	kind, stride = f.pattern.observe(off, n)
+	if f.c.readahead == 0 || (kind == accessSequential && !f.pattern.stripeReadahead(f.ino.ss)) {
+		return accessRandom, 0, 0, 0
 	}
-	f.next = off + int64(n)
-	return f.streak > 0 && f.c.readahead > 0
+	if kind != accessStrided {
+		f.queued = 0
+	}
+	return kind, stride, f.pattern.slack, f.queued
 }
 
 // sizeForRead returns the file size for a read at off. A read at or past

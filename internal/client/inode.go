@@ -40,7 +40,7 @@ type inode struct {
 	size       int64 // file size including buffered writes
 	dirty      map[int64]*dstripe
 	inflight   map[int64]*dstripe
-	buffered   int64 // bytes of dirty and inflight buffers
+	buffered   int64 // bytes of dirty and inflight buffers (dstripe.mem)
 	truncating bool  // a Truncate is in progress: writes wait
 	changed    chan struct{}
 	maps       map[int64]mapEntry
@@ -55,7 +55,12 @@ type dstripe struct {
 	idx int64
 	buf []byte // stripe data; only the bytes in ext are meaningful
 	ext spans
-	err error // why the last write-out failed, if it did
+	// chunks holds the bytes of a sparse stripe in chunkSize pieces,
+	// allocated as they are written (nchunks of them); nil for a dense
+	// one, whose bytes are in buf (see put).
+	chunks  []*chunk
+	nchunks int
+	err     error // why the last write-out failed, if it did
 	// pid is the pid (qos.PIDOf) of the writes buffered in it when one
 	// process made them all, 0 when unknown or several: its write-out
 	// runs on the Client's context, not the writer's, and carries it in
@@ -76,7 +81,7 @@ func newInode(c *Client, lin meta.LIN, a meta.Attr, req erasure.Protection, from
 		c: c, lin: lin, requested: req, fromPool: fromPool, geo: geo, ss: geo.StripeDataSize(),
 		size: int64(a.Size), dirty: map[int64]*dstripe{}, inflight: map[int64]*dstripe{},
 		changed: make(chan struct{}), maps: map[int64]mapEntry{},
-		cache: stripeCache{max: c.readahead + 2, entries: map[int64]*cacheEntry{}, bytes: &c.cached, limit: c.maxCache},
+		cache: stripeCache{max: c.readahead + 2, entries: map[int64]*cacheEntry{}, bytes: &c.cached, limit: c.maxCache, unread: &c.st.prefetchUnread},
 	}
 	ino.setPool(a.Pool)
 	return ino
@@ -183,53 +188,9 @@ func (ino *inode) writeLocked(idx int64, off int, p []byte, pid int) (full bool)
 		ino.dirty[idx] = d
 	}
 	d.addPID(pid)
-	ino.grow(d, off+len(p))
-	copy(d.buf[off:], p)
+	ino.put(d, off, p)
 	d.ext = d.ext.add(off, off+len(p))
 	return d.ext.covers(0, int(ino.ss))
-}
-
-// grow makes d.buf at least n bytes long, keeping its contents. Buffers
-// of a whole stripe come from the pool; a stripe holding less than a
-// quarter of a stripe (a small file) gets what it needs, doubling.
-func (ino *inode) grow(d *dstripe, n int) {
-	if n <= len(d.buf) {
-		return
-	}
-	if n <= cap(d.buf) {
-		d.buf = d.buf[:n]
-		return
-	}
-	ss := int(ino.ss)
-	newCap := max(n, 2*cap(d.buf), 4<<10)
-	if newCap >= ss/4 {
-		newCap = ss
-	}
-	var nb []byte
-	if newCap == ss {
-		nb = ino.c.bufs.get(ss)
-	} else {
-		nb = make([]byte, newCap)
-	}
-	copy(nb, d.buf)
-	ino.buffered += int64(cap(nb) - cap(d.buf))
-	ino.release(d)
-	d.buf = nb[:n]
-}
-
-// release returns d's buffer to the pool (if it is a pooled one); the
-// caller updates buffered.
-func (ino *inode) release(d *dstripe) {
-	if cap(d.buf) == int(ino.ss) {
-		ino.c.bufs.put(d.buf)
-	}
-	d.buf = nil
-}
-
-// dropLocked forgets a buffered stripe.
-func (ino *inode) dropLocked(d *dstripe) {
-	ino.buffered -= int64(cap(d.buf))
-	ino.release(d)
 }
 
 // hasStateLocked reports whether writes are buffered or being written out.

@@ -19,6 +19,13 @@ type stripeCache struct {
 	entries map[int64]*cacheEntry
 	bytes   *atomic.Int64 // the Client's cached bytes
 	limit   int64         // the Client's CacheBytes
+	// unread counts the bytes prefetched (stripes read ahead, records
+	// prefetched for a strided reader) that were dropped before any read
+	// used them: the Client's PrefetchUnreadBytes.
+	unread *atomic.Int64
+	// ranges are records prefetched for strided readers (see rangeEntry),
+	// oldest first, at most maxRanges.
+	ranges []*rangeEntry
 }
 
 // cacheEntry is one stripe's data, or its loading. gen, data and err are
@@ -30,6 +37,11 @@ type cacheEntry struct {
 	err   error
 	used  uint64 // last use tick
 	size  int64  // bytes reserved against CacheBytes
+	// prefetched: loaded by readahead, not for a reader waiting on it;
+	// served: the bytes of data readers have used (guarded by the
+	// inode's mu), so that what was read ahead in vain can be counted.
+	prefetched bool
+	served     spans
 }
 
 // getLocked returns the entry of stripe idx (possibly still loading), or nil.
@@ -61,10 +73,17 @@ func (sc *stripeCache) putLocked(idx int64, e *cacheEntry) {
 	sc.dropLocked(idx)
 	sc.entries[idx] = e
 	for len(sc.entries) > max(sc.max, 1) {
-		victim, oldest := int64(-1), ^uint64(0)
+		// Stripes readers have used go first, least recently used first;
+		// stripes read ahead and not used yet only when there are no
+		// others (evicting them would read them twice).
+		victim, oldest, usedOne := int64(-1), ^uint64(0), false
 		for j, x := range sc.entries {
-			if j != idx && x.used < oldest && loaded(x) {
-				victim, oldest = j, x.used
+			if j == idx || !loaded(x) {
+				continue
+			}
+			u := len(x.served) > 0 || !x.prefetched
+			if (u && !usedOne) || (u == usedOne && x.used < oldest) {
+				victim, oldest, usedOne = j, x.used, u
 			}
 		}
 		if victim < 0 {
@@ -78,14 +97,20 @@ func (sc *stripeCache) putLocked(idx int64, e *cacheEntry) {
 func (sc *stripeCache) dropLocked(idx int64) {
 	if e := sc.entries[idx]; e != nil {
 		sc.bytes.Add(-e.size)
+		if e.prefetched && sc.unread != nil {
+			sc.unread.Add(e.size - int64(e.served.size()))
+		}
 		delete(sc.entries, idx)
 	}
 }
 
-// clearLocked forgets every stripe.
+// clearLocked forgets every stripe and every prefetched record.
 func (sc *stripeCache) clearLocked() {
 	for idx := range sc.entries {
 		sc.dropLocked(idx)
+	}
+	for len(sc.ranges) > 0 {
+		sc.dropRangeLocked(0)
 	}
 }
 
@@ -119,7 +144,7 @@ func (ino *inode) overlayLocked(idx int64, within, n int) *overlay {
 			if ov == nil {
 				ov = &overlay{data: make([]byte, n)}
 			}
-			copy(ov.data[r.lo-within:r.hi-within], d.buf[r.lo:r.hi])
+			d.copyTo(ov.data[r.lo-within:r.hi-within], r.lo, r.hi)
 			ov.ext = ov.ext.add(r.lo-within, r.hi-within)
 		}
 	}
@@ -150,8 +175,11 @@ func (ino *inode) readChunk(ctx context.Context, dst []byte, idx int64, within i
 	case !ok:
 		clear(dst)
 	default:
-		if data, hit := ino.cached(ctx, idx, s, seq); hit {
+		if data, hit := ino.cached(ctx, idx, s, seq, within, len(dst)); hit {
 			copyStripe(dst, data, within)
+			break
+		}
+		if ino.rangeHit(ctx, idx, s, within, dst) {
 			break
 		}
 		if err := ino.readStripe(ctx, s, within, len(dst), dst); err != nil {
@@ -177,9 +205,9 @@ func copyStripe(dst, data []byte, within int) {
 }
 
 // cached returns the cached data of stripe s if the cache has it (waiting
-// for it if it is loading). If not and load is set, it loads the whole
-// stripe into the cache first.
-func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load bool) ([]byte, bool) {
+// for it if it is loading), and notes [within, within+n) of it as read.
+// If not and load is set, it loads the whole stripe into the cache first.
+func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load bool, within, n int) ([]byte, bool) {
 	c := ino.c
 	ino.mu.Lock()
 	e := ino.cache.getLocked(idx)
@@ -192,7 +220,7 @@ func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load boo
 		if !load {
 			return nil, false
 		}
-		if e = ino.fill(ctx, idx, s); e == nil {
+		if e = ino.fill(ctx, idx, s, false); e == nil {
 			return nil, false
 		}
 	} else {
@@ -206,19 +234,22 @@ func (ino *inode) cached(ctx context.Context, idx int64, s meta.Stripe, load boo
 	if e.err != nil || e.gen != s.Gen {
 		return nil, false
 	}
+	ino.mu.Lock()
+	e.served = e.served.add(within, min(within+n, len(e.data)))
+	ino.mu.Unlock()
 	return e.data, true
 }
 
 // fill loads stripe s into the cache (unless an entry of its generation is
 // there or loading) and returns the entry, loaded or failed; nil if the
-// Client's CacheBytes are used up.
-func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe) *cacheEntry {
+// Client's CacheBytes are used up. prefetched marks a load by readahead.
+func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe, prefetched bool) *cacheEntry {
 	ino.mu.Lock()
 	if e := ino.cache.getLocked(idx); e != nil && e.gen == s.Gen && (!loaded(e) || e.err == nil) {
 		ino.mu.Unlock()
 		return e
 	}
-	e := &cacheEntry{gen: s.Gen, ready: make(chan struct{}), size: int64(s.DataLen)}
+	e := &cacheEntry{gen: s.Gen, ready: make(chan struct{}), size: int64(s.DataLen), prefetched: prefetched}
 	if !ino.cache.reserveLocked(e.size) {
 		ino.mu.Unlock()
 		return nil
@@ -229,6 +260,10 @@ func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe) *cacheEntr
 	e.err = ino.readStripe(ctx, s, 0, len(data), data)
 	if e.err == nil {
 		e.data = data
+		if prefetched {
+			ino.c.st.readahead.Add(1)
+			ino.c.st.prefetched.Add(e.size)
+		}
 	}
 	close(e.ready)
 	if e.err != nil {
@@ -243,10 +278,15 @@ func (ino *inode) fill(ctx context.Context, idx int64, s meta.Stripe) *cacheEntr
 
 // prefetch loads up to Readahead stripes from stripe from on (those below
 // size) into the cache in the background, skipping cached ones and holes,
-// as long as readahead slots and cache bytes are free.
+// as long as readahead slots and cache bytes are free; no more than the
+// Client's PrefetchCap bytes ahead.
 func (ino *inode) prefetch(from, size int64) {
 	c := ino.c
-	for j := from; j < from+int64(c.readahead) && j*ino.ss < size; j++ {
+	ahead := int64(c.readahead)
+	if c.prefetchCap > 0 {
+		ahead = min(ahead, c.prefetchCap/ino.ss)
+	}
+	for j := from; j < from+ahead && j*ino.ss < size; j++ {
 		ino.mu.Lock()
 		e := ino.cache.entries[j]
 		ino.mu.Unlock()
@@ -267,9 +307,7 @@ func (ino *inode) prefetch(from, size int64) {
 			if err != nil || !ok {
 				return
 			}
-			if ino.fill(c.ctx, j, s) != nil {
-				c.st.readahead.Add(1)
-			}
+			ino.fill(c.ctx, j, s, true)
 		}) {
 			<-c.rasem
 			return

@@ -1,5 +1,10 @@
 package client
 
+import (
+	"slices"
+	"sort"
+)
+
 // span is the half-open byte range [lo, hi) inside one stripe's data.
 type span struct{ lo, hi int }
 
@@ -10,21 +15,23 @@ type span struct{ lo, hi int }
 // The zero value is the empty set.
 type spans []span
 
-// add returns s with [lo, hi) added. Empty ranges are ignored.
+// add returns s with [lo, hi) added. Empty ranges are ignored. It may
+// modify s in place: use only its result afterwards.
 func (s spans) add(lo, hi int) spans {
 	if lo >= hi {
 		return s
 	}
-	out := make(spans, 0, len(s)+1)
-	i := 0
-	for ; i < len(s) && s[i].hi < lo; i++ {
-		out = append(out, s[i])
+	// s[i:j] are the ranges [lo, hi) touches or overlaps.
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi >= lo })
+	j := i
+	for ; j < len(s) && s[j].lo <= hi; j++ {
+		lo, hi = min(lo, s[j].lo), max(hi, s[j].hi)
 	}
-	for ; i < len(s) && s[i].lo <= hi; i++ {
-		lo, hi = min(lo, s[i].lo), max(hi, s[i].hi)
+	if i == j {
+		return slices.Insert(s, i, span{lo, hi})
 	}
-	out = append(out, span{lo, hi})
-	return append(out, s[i:]...)
+	s[i] = span{lo, hi}
+	return slices.Delete(s, i+1, j)
 }
 
 // covers reports whether [lo, hi) lies wholly inside s (true if empty).
@@ -32,12 +39,9 @@ func (s spans) covers(lo, hi int) bool {
 	if lo >= hi {
 		return true
 	}
-	for _, r := range s {
-		if r.lo <= lo && hi <= r.hi {
-			return true
-		}
-	}
-	return false
+	// Only the first range ending at or after hi can hold it.
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi >= hi })
+	return i < len(s) && s[i].lo <= lo
 }
 
 // end is the end of the last range (0 for the empty set).
@@ -63,7 +67,11 @@ func (s spans) clip(n int) spans {
 // within returns the parts of s inside [lo, hi), in order.
 func (s spans) within(lo, hi int) spans {
 	var out spans
-	for _, r := range s {
+	i := sort.Search(len(s), func(k int) bool { return s[k].hi > lo })
+	for _, r := range s[i:] {
+		if r.lo >= hi {
+			break
+		}
 		a, b := max(r.lo, lo), min(r.hi, hi)
 		if a < b {
 			out = append(out, span{a, b})

@@ -202,24 +202,9 @@ func (ino *inode) bufferedEndLocked(idx int64) int64 {
 // write-outs in progress, holds writes off, has meta drop their maps and
 // then drops the buffered writes of those stripes.
 func (ino *inode) dropStripes(ctx context.Context, first, last int64) error {
-	ino.mu.Lock()
-	for ino.truncating {
-		if err := ino.waitLocked(ctx); err != nil {
-			ino.mu.Unlock()
-			return err
-		}
-	}
-	ino.truncating = true
-	done := func() {
-		ino.truncating = false
-		ino.signalLocked()
-		ino.mu.Unlock()
-	}
-	for len(ino.inflight) > 0 {
-		if err := ino.waitLocked(ctx); err != nil {
-			done()
-			return err
-		}
+	done, err := ino.exclusive(ctx)
+	if err != nil {
+		return err
 	}
 	// The buffered writes of the range are dropped below, after the
 	// commit: the size they would have committed (they may extend the
@@ -232,7 +217,7 @@ func (ino *inode) dropStripes(ctx context.Context, first, last int64) error {
 	}
 	ino.mu.Unlock()
 	// Failpoint client/before-punch: nothing is dropped.
-	err := failpoint.Eval("client/before-punch")
+	err = failpoint.Eval("client/before-punch")
 	if err == nil {
 		_, err = ino.c.meta.DropStripes(ctx, ino.lin, uint64(first), uint64(last), uint64(size))
 		// Failpoint client/after-punch: the stripes are dropped and

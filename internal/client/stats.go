@@ -57,6 +57,16 @@ type Stats struct {
 	CacheHits, CacheMisses int64
 	// ReadaheadStripes is the number of stripes prefetched.
 	ReadaheadStripes int64
+	// StridedRecords is the number of records prefetched for strided
+	// readers (a record in two stripes counts twice).
+	StridedRecords int64
+	// PrefetchBytes is the number of bytes read ahead: stripes for
+	// sequential readers, records for strided ones.
+	PrefetchBytes int64
+	// PrefetchUnreadBytes is the number of bytes read ahead that no read
+	// used before they were dropped (evicted, invalidated, or the file
+	// closed): the prefetch's waste.
+	PrefetchUnreadBytes int64
 	// LocalReads is the number of unit reads served straight from a drive
 	// on this machine (short-circuit), not through a block service.
 	LocalReads int64
@@ -72,6 +82,7 @@ type counters struct {
 	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
 	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
 	localReads, localWrites, unreadable, holesKept                 atomic.Int64
+	prefetched, prefetchUnread, stridedRecords                     atomic.Int64
 	seq                                                            atomic.Uint64 // random stream ids
 	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
 }
@@ -86,6 +97,7 @@ func (c *Client) Stats() Stats {
 		DegradedReads: s.degraded.Load(), UnitErrors: s.unitErrors.Load(), CorruptUnits: s.corrupt.Load(),
 		PutRetries: s.putRetries.Load(), Conflicts: s.conflicts.Load(), OrphansEnqueued: s.orphans.Load(),
 		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
+		StridedRecords: s.stridedRecords.Load(), PrefetchBytes: s.prefetched.Load(), PrefetchUnreadBytes: s.prefetchUnread.Load(),
 		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(), UnreadableReads: s.unreadable.Load(),
 		HolesKept: s.holesKept.Load(),
 	}

@@ -87,6 +87,7 @@ func (ino *inode) readStripe(ctx context.Context, s meta.Stripe, off, n int, dst
 type unitRead struct {
 	unit    int
 	off, n  int
+	dst     []byte // where the bytes go, if the read can put them there (nil: anywhere)
 	data    []byte
 	err     error
 	skipped bool // not tried: unplaced or on a down drive
@@ -118,8 +119,10 @@ func (ino *inode) readOnce(ctx context.Context, s meta.Stripe, off int, dst []by
 	}
 	// Fast path: the data units holding the range.
 	reads := make([]unitRead, len(exts))
+	at := 0
 	for i, e := range exts {
-		reads[i] = unitRead{unit: e.Unit, off: e.Off, n: e.Len}
+		reads[i] = unitRead{unit: e.Unit, off: e.Off, n: e.Len, dst: dst[at : at+e.Len]}
+		at += e.Len
 		if err, ok := bad[e.Unit]; ok {
 			reads[i].err, reads[i].skipped = err, true
 		}
@@ -144,9 +147,10 @@ func (ino *inode) readOnce(ctx context.Context, s meta.Stripe, off int, dst []by
 		}
 	}
 	if ok {
-		at := 0
 		for i := range reads {
-			at += copy(dst[at:], reads[i].data)
+			if r := &reads[i]; len(r.data) > 0 && &r.data[0] != &r.dst[0] {
+				copy(r.dst, r.data)
+			}
 		}
 		return false, nil
 	}
@@ -277,13 +281,13 @@ func (ino *inode) fetch(ctx context.Context, s meta.Stripe, view *Snapshot, read
 		}
 		ref := unitRef{lin: ino.lin, stripe: s.Index, index: r.unit, unit: u, node: view.Node(u.Drive), local: view.local(u.Drive), pool: view.pool(u.Drive)}
 		if len(reads) == 1 {
-			r.data, r.err = ino.c.getUnit(ctx, ref, r.off, r.n)
+			r.data, r.err = ino.c.getUnitInto(ctx, ref, r.off, r.n, r.dst)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.data, r.err = ino.c.getUnit(ctx, ref, r.off, r.n)
+			r.data, r.err = ino.c.getUnitInto(ctx, ref, r.off, r.n, r.dst)
 		}()
 	}
 	wg.Wait()

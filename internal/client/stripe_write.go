@@ -47,11 +47,12 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		}
 		n := max(oldLen, hi)
 		var data, merged []byte
-		if d.ext.covers(0, n) {
+		covered := d.ext.covers(0, n)
+		if covered && d.chunks == nil {
 			data = d.buf[:n]
 		} else {
 			merged = ino.stripeBuf(n)
-			if oldLen > 0 {
+			if oldLen > 0 && !covered {
 				if err := ino.readStripe(ctx, cur, 0, oldLen, merged[:oldLen]); err != nil {
 					ino.freeStripeBuf(merged)
 					return meta.Stripe{}, fmt.Errorf("client: LIN %d stripe %d: reading it to merge a partial write: %w", ino.lin, d.idx, err)
@@ -59,7 +60,7 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			}
 			clear(merged[oldLen:n])
 			for _, r := range d.ext {
-				copy(merged[r.lo:r.hi], d.buf[r.lo:r.hi])
+				d.copyTo(merged[r.lo:r.hi], r.lo, r.hi)
 			}
 			data = merged
 		}

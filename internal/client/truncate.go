@@ -26,24 +26,9 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return fmt.Errorf("%w: truncate LIN %d to %d bytes", ErrInvalid, f.ino.lin, size)
 	}
 	ino := f.ino
-	ino.mu.Lock()
-	for ino.truncating {
-		if err := ino.waitLocked(ctx); err != nil {
-			ino.mu.Unlock()
-			return err
-		}
-	}
-	ino.truncating = true
-	done := func() {
-		ino.truncating = false
-		ino.signalLocked()
-		ino.mu.Unlock()
-	}
-	for len(ino.inflight) > 0 {
-		if err := ino.waitLocked(ctx); err != nil {
-			done()
-			return err
-		}
+	done, err := ino.exclusive(ctx)
+	if err != nil {
+		return err
 	}
 	for idx, d := range ino.dirty {
 		start := idx * ino.ss
@@ -56,7 +41,7 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		}
 	}
 	ino.mu.Unlock()
-	_, err := ino.c.meta.SetAttr(ctx, ino.lin, meta.SetSize, meta.Attr{Size: uint64(size)})
+	_, err = ino.c.meta.SetAttr(ctx, ino.lin, meta.SetSize, meta.Attr{Size: uint64(size)})
 	ino.mu.Lock()
 	if err == nil {
 		ino.size = size
@@ -70,4 +55,31 @@ func (f *File) Truncate(ctx context.Context, size int64) error {
 		return fmt.Errorf("client: truncate LIN %d to %d bytes: %w", ino.lin, size, err)
 	}
 	return nil
+}
+
+// exclusive waits for the file's truncate or punch in progress to end,
+// holds writes and write-outs off (truncating), and waits for the
+// write-outs in progress: it returns with ino.mu held and done, which
+// ends the exclusion and unlocks.
+func (ino *inode) exclusive(ctx context.Context) (done func(), err error) {
+	ino.mu.Lock()
+	for ino.truncating {
+		if err := ino.waitLocked(ctx); err != nil {
+			ino.mu.Unlock()
+			return nil, err
+		}
+	}
+	ino.truncating = true
+	done = func() {
+		ino.truncating = false
+		ino.signalLocked()
+		ino.mu.Unlock()
+	}
+	for len(ino.inflight) > 0 {
+		if err := ino.waitLocked(ctx); err != nil {
+			done()
+			return nil, err
+		}
+	}
+	return done, nil
 }

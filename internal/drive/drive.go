@@ -86,9 +86,10 @@ type Drive struct {
 	// move into used, so that concurrent Puts never overshoot Capacity.
 	capMu    sync.Mutex
 	pending  int64
-	bufs     sync.Pool   // *[]byte of ioBufferSize, directAlign-aligned
-	direct   atomic.Bool // Put writes with O_DIRECT (see direct_io.go)
-	readOnly bool        // OpenReadOnly: no lock, no writes
+	bufs     sync.Pool    // *[]byte of ioBufferSize, directAlign-aligned
+	direct   atomic.Bool  // Put writes with O_DIRECT (see direct_io.go)
+	readOnly bool         // OpenReadOnly: no lock, no writes
+	headers  *headerCache // OpenReadOnly: headers of blocks read (nil: none kept)
 }
 
 // Open opens the drive in directory path, creating the directory and the

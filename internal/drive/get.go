@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -22,6 +23,24 @@ import (
 // [0, header.Length]; ctx.Err() wrapped; ErrClosed. The returned slice is
 // the caller's.
 func (d *Drive) Get(ctx context.Context, id BlockID, off, length int64) (data []byte, hdr BlockHeader, err error) {
+	return d.get(ctx, id, off, length, nil)
+}
+
+// GetInto is Get of len(dst) bytes at off into dst, which it returns
+// filled (a range of whole segments, or one ending at the block's end, is
+// read straight into it; others through a scratch buffer): a reader
+// assembling a stripe from units saves the copy and the allocation of
+// each unit. Errors are Get's; dst's contents are undefined after one.
+func (d *Drive) GetInto(ctx context.Context, id BlockID, off int64, dst []byte) ([]byte, BlockHeader, error) {
+	return d.get(ctx, id, off, int64(len(dst)), dst)
+}
+
+// spanPool recycles the segment-aligned scratch buffers of reads of part
+// of a segment (a 4 KiB read checks and so reads its whole 64 KiB
+// segment; only the 4 KiB are handed back).
+var spanPool sync.Pool
+
+func (d *Drive) get(ctx context.Context, id BlockID, off, length int64, dst []byte) (data []byte, hdr BlockHeader, err error) {
 	if err := d.checkOpen(); err != nil {
 		return nil, hdr, err
 	}
@@ -36,10 +55,19 @@ func (d *Drive) Get(ctx context.Context, id BlockID, off, length int64) (data []
 		return nil, hdr, err
 	}
 	defer f.Close()
-	hdr, _, err = d.readHeader(f, id)
-	moved += int64(HeaderAlign)
-	if err != nil {
-		return nil, hdr, err
+	cached := false
+	if d.headers != nil {
+		hdr, cached = d.headers.get(id)
+	}
+	if !cached {
+		hdr, err = d.readHeaderOnly(f, id)
+		moved += int64(HeaderAlign)
+		if err != nil {
+			return nil, hdr, err
+		}
+		if d.headers != nil {
+			d.headers.put(hdr)
+		}
 	}
 	if length == -1 && off >= 0 && off <= hdr.Length {
 		length = hdr.Length - off
@@ -54,7 +82,26 @@ func (d *Drive) Get(ctx context.Context, id BlockID, off, length int64) (data []
 	seg := int64(hdr.SegmentSize)
 	first, last := off/seg, (off+length-1)/seg
 	spanStart, spanEnd := first*seg, min((last+1)*seg, hdr.Length)
-	buf := make([]byte, spanEnd-spanStart)
+	var buf []byte
+	pooled := false
+	switch {
+	case dst != nil && spanStart == off && spanEnd == off+length:
+		buf = dst // whole segments: straight into the caller's buffer
+	case spanEnd-spanStart == length:
+		buf = make([]byte, length)
+	default:
+		// Part of the span is wanted: read it into scratch, hand back a
+		// copy of the part.
+		if p, ok := spanPool.Get().(*[]byte); ok && int64(cap(*p)) >= spanEnd-spanStart {
+			buf = (*p)[:spanEnd-spanStart]
+		} else {
+			buf = make([]byte, spanEnd-spanStart, max(spanEnd-spanStart, 2*SegmentSize))
+		}
+		pooled = true
+	}
+	if pooled {
+		defer func() { spanPool.Put(&buf) }()
+	}
 	n, rerr := f.ReadAt(buf, int64(hdr.HeaderLength())+spanStart)
 	moved += int64(n)
 	if rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -63,7 +110,15 @@ func (d *Drive) Get(ctx context.Context, id BlockID, off, length int64) (data []
 	if err := d.checkSegments(&hdr, buf[:n], int(first), spanEnd-spanStart); err != nil {
 		return nil, hdr, err
 	}
-	return buf[off-spanStart : off-spanStart+length], hdr, nil
+	part := buf[off-spanStart : off-spanStart+length]
+	if !pooled {
+		return part, hdr, nil
+	}
+	if dst == nil {
+		dst = make([]byte, length)
+	}
+	copy(dst, part)
+	return dst, hdr, nil
 }
 
 // checkSegments verifies the segments held in b, which starts at the
@@ -194,36 +249,43 @@ func (d *Drive) readHeader(f *os.File, id BlockID) (BlockHeader, fs.FileInfo, er
 	if err != nil {
 		return BlockHeader{}, nil, fmt.Errorf("drive %v: stat block %v: %w", d.ID(), id, err)
 	}
+	hdr, err := d.readHeaderOnly(f, id)
+	return hdr, info, err
+}
+
+// readHeaderOnly is readHeader without the file's information (one system
+// call less on every read).
+func (d *Drive) readHeaderOnly(f *os.File, id BlockID) (BlockHeader, error) {
 	buf := make([]byte, minHeaderReadLen)
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return BlockHeader{}, nil, fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, err)
+		return BlockHeader{}, fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, err)
 	}
 	buf = buf[:n]
 	hlen, err := headerLengthOf(buf)
 	if err != nil {
-		return BlockHeader{}, nil, d.corrupt(id, HeaderSegment, "%v", err)
+		return BlockHeader{}, d.corrupt(id, HeaderSegment, "%v", err)
 	}
 	if hlen > n && n == minHeaderReadLen {
 		buf = append(buf, make([]byte, hlen-n)...)
 		m, err := f.ReadAt(buf[n:], int64(n))
 		if err != nil && !errors.Is(err, io.EOF) {
-			return BlockHeader{}, nil, fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, err)
+			return BlockHeader{}, fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, err)
 		}
 		buf = buf[:n+m]
 	}
 	hdr, err := decodeBlockHeader(buf)
 	var newer errNewerBlock
 	if errors.As(err, &newer) {
-		return BlockHeader{}, nil, fmt.Errorf("%w: drive %v block %v: %v; upgrade weft", ErrNewerFormat, d.ID(), id, err)
+		return BlockHeader{}, fmt.Errorf("%w: drive %v block %v: %v; upgrade weft", ErrNewerFormat, d.ID(), id, err)
 	}
 	if err != nil {
-		return BlockHeader{}, nil, d.corrupt(id, HeaderSegment, "%v", err)
+		return BlockHeader{}, d.corrupt(id, HeaderSegment, "%v", err)
 	}
 	if hdr.ID != id {
-		return BlockHeader{}, nil, d.corrupt(id, HeaderSegment, "header names block %v", hdr.ID)
+		return BlockHeader{}, d.corrupt(id, HeaderSegment, "header names block %v", hdr.ID)
 	}
-	return hdr, info, nil
+	return hdr, nil
 }
 
 func (d *Drive) corrupt(id BlockID, seg int, format string, args ...any) *CorruptError {

@@ -42,7 +42,7 @@ func OpenReadOnly(path, clusterID string, want ID) (*Drive, error) {
 	if ident.DriveID != want {
 		return nil, fmt.Errorf("%w: %s is drive %v, not %v", ErrBadIdentity, abs, ident.DriveID, want)
 	}
-	d := &Drive{path: abs, ident: ident, readOnly: true, log: slog.New(slog.DiscardHandler)}
+	d := &Drive{path: abs, ident: ident, readOnly: true, log: slog.New(slog.DiscardHandler), headers: &headerCache{}}
 	d.bufs.New = func() any { b := alignedBuf(ioBufferSize); return &b }
 	return d, nil
 }

@@ -107,6 +107,9 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 //	weft_mount_degraded_reads_total            stripe reads rebuilt from parity
 //	weft_mount_unit_errors_total               unit reads and writes that failed
 //	weft_mount_corrupt_units_total             units found corrupt
+//	weft_mount_prefetch_bytes_total            bytes read ahead (stripes for sequential readers, records for strided ones)
+//	weft_mount_prefetch_unread_bytes_total     of those, bytes dropped before any read used them
+//	weft_mount_prefetched_records_total        records prefetched for strided readers
 type dataCollector struct {
 	c    *client.Client
 	desc descs
@@ -124,6 +127,9 @@ func newDataCollector(c *client.Client) *dataCollector {
 		"unreadable":     newDesc("weft_mount_unreadable_reads_total", "Stripe reads that failed: too few units readable (EIO)."),
 		"unit_errors":    newDesc("weft_mount_unit_errors_total", "Unit reads and writes that failed."),
 		"corrupt":        newDesc("weft_mount_corrupt_units_total", "Units found corrupt (checksum or identity mismatch)."),
+		"prefetch":       newDesc("weft_mount_prefetch_bytes_total", "Bytes read ahead of readers: stripes for sequential readers, records for strided ones."),
+		"unread":         newDesc("weft_mount_prefetch_unread_bytes_total", "Bytes read ahead that were dropped before any read used them (prefetch waste; cap it with weft mount --max-readahead)."),
+		"records":        newDesc("weft_mount_prefetched_records_total", "Records prefetched for strided readers."),
 	}}
 }
 
@@ -147,6 +153,9 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("unreadable", st.UnreadableReads)
 	counter("unit_errors", st.UnitErrors)
 	counter("corrupt", st.CorruptUnits)
+	counter("prefetch", st.PrefetchBytes)
+	counter("unread", st.PrefetchUnreadBytes)
+	counter("records", st.StridedRecords)
 }
 
 // serveMetrics serves, at addr until stop is called, /metrics (the

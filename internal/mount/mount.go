@@ -58,8 +58,11 @@ type Options struct {
 	// workers at /metrics, and its workers' status at /workers (JSON,
 	// admin.Workers: weft mount workers ADDR).
 	Metrics string
-	Debug   bool
-	Log     *slog.Logger
+	// Readahead and PrefetchCap are client.Config's (0: defaults).
+	Readahead   int
+	PrefetchCap int64
+	Debug       bool
+	Log         *slog.Logger
 	// PKI is the directory of the cluster's CAs (ca.crt) and of the
 	// mount's client certificate (client-NAME.crt, .key): every
 	// connection — to the admin API, to etcd, to the block services — is
@@ -163,7 +166,7 @@ func Run(ctx context.Context, o Options) error {
 		localIO = ""
 	}
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: localIO, BlockTLS: tlsCfg,
-		Class: qos.Other, ClientID: fmt.Sprintf("mount-%x", sess.Lease())})
+		Class: qos.Other, ClientID: fmt.Sprintf("mount-%x", sess.Lease()), Readahead: o.Readahead, PrefetchCap: o.PrefetchCap})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 
+	"github.com/google/btree"
+
 	"github.com/weftfs/weft/internal/kv"
 )
 
@@ -48,6 +50,15 @@ func (b backend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
 	s := b.s
 	s.mu.Lock()
 	serving := s.servingLocked()
+	// A View sees the deferred writes as they are now, before its inner
+	// snapshot is taken: a batch committed meanwhile leaves the overlay
+	// (commitNext), and a View reading the live overlay after that but the
+	// inner store as of before it would see neither — half of a
+	// transaction (an entry without its inode). The clone is copy-on-write.
+	var ov *btree.BTreeG[*ovEntry]
+	if b.view && s.overlay.Len() > 0 {
+		ov = s.overlay.Clone()
+	}
 	s.mu.Unlock()
 	cached := serving && (b.view || attempt == 0)
 	// An optimistic attempt may read the inner store like a View (session
@@ -57,7 +68,7 @@ func (b backend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &snapshot{s: s, inner: inner, cached: cached, fill: serving, optimistic: cached && !b.view, overlay: b.view}, nil
+	return &snapshot{s: s, inner: inner, cached: cached, fill: serving, optimistic: cached && !b.view, overlay: ov}, nil
 }
 
 func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
@@ -75,7 +86,10 @@ type snapshot struct {
 	cached     bool // answer from the cache what it knows
 	fill       bool // fill the cache with what the inner store answers
 	optimistic bool // an Update's first attempt: presume absent keys
-	overlay    bool // a View: deferred writes are seen (writeback.go)
+	// overlay is a View's copy of the deferred writes as of its Begin
+	// (writeback.go), which it sees; nil for a transaction or when there
+	// were none.
+	overlay *btree.BTreeG[*ovEntry]
 }
 
 var _ kv.OptimisticSnapshot = (*snapshot)(nil)
@@ -89,12 +103,12 @@ func (sn *snapshot) Get(ctx context.Context, keys [][]byte) ([]kv.Versioned, err
 	out := make([]kv.Versioned, len(keys))
 	var fetch [][]byte
 	var at []int
-	if sn.cached || sn.overlay {
+	if sn.cached || sn.overlay != nil {
 		s.mu.Lock()
 		serving := s.servingLocked() && sn.cached
 		for i, k := range keys {
-			if sn.overlay && s.overlay.Len() > 0 {
-				if e, ok := s.overlay.Get(&ovEntry{w: kv.Write{Key: k}}); ok {
+			if sn.overlay != nil {
+				if e, ok := sn.overlay.Get(&ovEntry{w: kv.Write{Key: k}}); ok {
 					out[i] = overlaid(e.w)
 					continue
 				}
@@ -148,12 +162,8 @@ func (sn *snapshot) Get(ctx context.Context, keys [][]byte) ([]kv.Versioned, err
 }
 
 func (sn *snapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, int64, error) {
-	if sn.overlay {
-		s := sn.s
-		s.mu.Lock()
-		ov := s.overlayLocked(start, end)
-		s.mu.Unlock()
-		if len(ov) > 0 {
+	if sn.overlay != nil {
+		if ov := overlayIn(sn.overlay, start, end); len(ov) > 0 {
 			fetch := limit
 			for _, w := range ov {
 				if w.Delete && limit > 0 {

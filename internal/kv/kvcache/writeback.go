@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/btree"
 	"github.com/weftfs/weft/internal/failpoint"
+
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/runner"
 )
@@ -350,15 +352,20 @@ func (s *Store) drop(err error) {
 
 // overlayLocked returns the deferred writes of keys in [start, end).
 func (s *Store) overlayLocked(start, end []byte) []kv.Write {
-	if s.overlay.Len() == 0 {
+	return overlayIn(s.overlay, start, end)
+}
+
+// overlayIn returns the writes of ov to keys in [start, end).
+func overlayIn(ov *btree.BTreeG[*ovEntry], start, end []byte) []kv.Write {
+	if ov == nil || ov.Len() == 0 {
 		return nil
 	}
 	var out []kv.Write
 	visit := func(e *ovEntry) bool { out = append(out, e.w); return true }
 	if end == nil {
-		s.overlay.AscendGreaterOrEqual(&ovEntry{w: kv.Write{Key: start}}, visit)
+		ov.AscendGreaterOrEqual(&ovEntry{w: kv.Write{Key: start}}, visit)
 	} else {
-		s.overlay.AscendRange(&ovEntry{w: kv.Write{Key: start}}, &ovEntry{w: kv.Write{Key: end}}, visit)
+		ov.AscendRange(&ovEntry{w: kv.Write{Key: start}}, &ovEntry{w: kv.Write{Key: end}}, visit)
 	}
 	return out
 }

@@ -259,3 +259,41 @@ func TestDeferCommitFaults(t *testing.T) {
 		t.Fatalf("after the flush: %s", got)
 	}
 }
+
+// TestViewKeepsOverlayAcrossCommit: a View begun while a transaction is
+// deferred sees it whole even when the batch commits during the View and
+// the View reads the inner store (a range the cache does not cover): it
+// reads the overlay as of its Begin, not the live one, which the commit
+// empties while the View's inner snapshot is older than the commit. (Seen
+// as an entry without its inode in meta's write-back tests, about 3 runs
+// in 100.)
+func TestViewKeepsOverlayAcrossCommit(t *testing.T) {
+	a := memCache(t)
+	r := kv.Range{Start: []byte("w/"), End: []byte("w0")}
+	a.KnownEmpty(a.Epoch(), r)
+	if ok, err := a.Defer(ctx, func(tx kv.Tx) error {
+		tx.Put([]byte("w/entry"), []byte("1"))
+		tx.Put([]byte("w/inode"), []byte("1"))
+		return nil
+	}); err != nil || !ok {
+		t.Fatalf("Defer: %v %v", ok, err)
+	}
+	var got []string
+	if err := a.View(ctx, func(tx kv.Tx) error {
+		if err := a.Flush(ctx); err != nil { // the batch commits and leaves the overlay
+			return err
+		}
+		got = nil
+		// "v" to the end is not a range the cache knows: the inner store.
+		kvs, _, err := tx.Scan([]byte("v"), nil, 0)
+		for _, p := range kvs {
+			got = append(got, string(p.Key))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "w/entry w/inode"; strings.Join(got, " ") != want {
+		t.Fatalf("view begun before the commit saw %q, want %q", got, want)
+	}
+}

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestIODir runs the phases on a local directory, as on a FUSE mount.
-func TestIODir(t *testing.T) {
+// TestThroughputDir runs the phases on a local directory, as on a FUSE mount.
+func TestThroughputDir(t *testing.T) {
 	dir := t.TempDir()
-	r, err := IO(context.Background(), Dir{Path: dir}, IOOptions{Jobs: 2, Size: 256 << 10, Record: 64 << 10, Block: 4096, Ops: 10})
+	r, err := Throughput(context.Background(), Dir{Path: dir}, ThroughputOptions{Jobs: 2, Size: 256 << 10, Record: 64 << 10, Block: 4096, Ops: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,18 +48,18 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func TestIOOptionsCheck(t *testing.T) {
-	ok := IOOptions{Jobs: 1, Size: 1 << 20, Record: 1 << 20, Block: 4096, Ops: 1}
+func TestThroughputOptionsCheck(t *testing.T) {
+	ok := ThroughputOptions{Jobs: 1, Size: 1 << 20, Record: 1 << 20, Block: 4096, Ops: 1}
 	for _, c := range []struct {
-		mod  func(*IOOptions)
+		mod  func(*ThroughputOptions)
 		want string
 	}{
-		{func(o *IOOptions) { o.Jobs = 0 }, "jobs 0"},
-		{func(o *IOOptions) { o.Record = 1000 }, "record size 1000"},
-		{func(o *IOOptions) { o.Block = 512 }, "block size 512"},
-		{func(o *IOOptions) { o.Size = 1<<20 + 4096 }, "file size"},
-		{func(o *IOOptions) { o.Ops = 0 }, "runtime or an operation count"},
-		{func(o *IOOptions) { o.Tests = []string{"seqwrite", "mixed"} }, `test "mixed"`},
+		{func(o *ThroughputOptions) { o.Jobs = 0 }, "jobs 0"},
+		{func(o *ThroughputOptions) { o.Record = 1000 }, "record size 1000"},
+		{func(o *ThroughputOptions) { o.Block = 512 }, "block size 512"},
+		{func(o *ThroughputOptions) { o.Size = 1<<20 + 4096 }, "file size"},
+		{func(o *ThroughputOptions) { o.Ops = 0 }, "runtime or an operation count"},
+		{func(o *ThroughputOptions) { o.Tests = []string{"seqwrite", "mixed"} }, `test "mixed"`},
 	} {
 		o := ok
 		c.mod(&o)
