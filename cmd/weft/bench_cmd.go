@@ -4,48 +4,71 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weftfs/weft/internal/bench"
+	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
 )
 
 func newBenchCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure: metadata rates, I/O patterns (io), FUSE's own ceiling (loopback), and make test namespaces (populate)",
-		Long: `Benchmark tools. Data throughput is measured with fio (see
-docs/benchmarks.md and scripts/bench-reads.sh); these commands cover what
-fio does not: shared-file strided I/O (io --pattern strided), metadata
-rates, FUSE's ceiling, test namespaces.`,
+		Short: "Measure: data throughput of a mount or an NFS export (throughput), I/O patterns (io), metadata rates, FUSE's own ceiling (loopback), and make test namespaces (populate)",
+		Long: `Benchmark tools. Data throughput of a mount is measured with fio too (see
+docs/benchmarks.md, scripts/bench-fuse.sh and scripts/bench-reads.sh);
+these commands cover what fio does not: a directory and an NFS export
+driven by the same code (throughput, meta; scripts/bench-nfs.sh compares
+the NFS gateway with the FUSE mount), shared-file strided I/O (io
+--pattern strided), FUSE's ceiling, test namespaces.`,
 	}
-	var files int
+	var files, metaJobs int
 	metaRates := &cobra.Command{
-		Use:   "meta DIR",
-		Short: "Create, stat and remove N empty files in one directory from one thread",
-		Long: `Create N empty files in a new subdirectory of DIR, stat each, remove each,
-all from one thread, and print the rate of each phase. Run it on a weft
-mount and on a local directory to compare.`,
-		Example: "  weft bench meta --files 10000 weft-mnt\n  weft bench meta --json /var/tmp",
-		Args:    exactArgs(1, "one directory"),
+		Use:   "meta DIR|NFS-URL",
+		Short: "Create, stat and remove N empty files in one directory (a mount, a local directory or an NFS export)",
+		Long: `Create N empty files in a new subdirectory of the target, stat each,
+remove each, and print the rate of each phase (files over the phase's
+time). The target is a directory (a weft mount, a local directory) or an
+NFSv3 export given as a libnfs URL, as weft local up --nfs prints:
+
+  nfs://HOST[:PORT]/EXPORT?nfsport=P&mountport=P&version=3&uid=N&gid=N
+
+On NFS a create is a CREATE (exclusive), a stat a LOOKUP, a remove a
+REMOVE; on a directory, open(O_CREAT|O_EXCL) and close, stat(2),
+unlink(2). --jobs N runs N clients at once (NFS: N connections), each
+with its share of the names. Run it on a weft mount and on a local
+directory, or on the mount and a gateway, to compare.`,
+		Example: `  weft bench meta --files 10000 weft-mnt
+  weft bench meta --json /var/tmp
+  weft bench meta --jobs 4 'nfs://127.0.0.1/?nfsport=15449&mountport=15449&version=3'`,
+		Args: exactArgs(1, "one target: a directory or an nfs:// URL"),
 		RunE: func(c *cobra.Command, args []string) error {
-			r, err := bench.Meta(args[0], files)
+			t, err := bench.ParseTarget(args[0], false)
+			if err != nil {
+				return usageError{err}
+			}
+			if files < 1 || metaJobs < 1 {
+				return usageError{fmt.Errorf("--files %d --jobs %d: want at least 1 of each", files, metaJobs)}
+			}
+			r, err := bench.MetaOn(c.Context(), t, files, metaJobs)
 			if err != nil {
 				return err
 			}
 			if g.json {
 				return printJSON(c.OutOrStdout(), r)
 			}
-			t := newTable(c.OutOrStdout(), "OP", "FILES", "SECONDS", "OPS/S")
-			t.row("create", fmt.Sprint(files), fmt.Sprintf("%.2f", r.CreateSec), fmt.Sprintf("%.0f", r.CreatePS))
-			t.row("stat", fmt.Sprint(files), fmt.Sprintf("%.2f", r.StatSec), fmt.Sprintf("%.0f", r.StatPS))
-			t.row("remove", fmt.Sprint(files), fmt.Sprintf("%.2f", r.RemoveSec), fmt.Sprintf("%.0f", r.RemovePS))
-			return t.flush()
+			t2 := newTable(c.OutOrStdout(), "OP", "FILES", "JOBS", "SECONDS", "OPS/S")
+			t2.row("create", fmt.Sprint(files), fmt.Sprint(r.Jobs), fmt.Sprintf("%.2f", r.CreateSec), fmt.Sprintf("%.0f", r.CreatePS))
+			t2.row("stat", fmt.Sprint(files), fmt.Sprint(r.Jobs), fmt.Sprintf("%.2f", r.StatSec), fmt.Sprintf("%.0f", r.StatPS))
+			t2.row("remove", fmt.Sprint(files), fmt.Sprint(r.Jobs), fmt.Sprintf("%.2f", r.RemoveSec), fmt.Sprintf("%.0f", r.RemovePS))
+			return t2.flush()
 		},
 	}
 	metaRates.Flags().IntVar(&files, "files", 10000, "number of files")
+	metaRates.Flags().IntVar(&metaJobs, "jobs", 1, "clients at once (NFS: connections)")
 	loop := &cobra.Command{
 		Use:   "loopback SRC MOUNTPOINT",
 		Short: "Serve a FUSE loopback of SRC at MOUNTPOINT with passthrough refused (FUSE's ceiling)",
@@ -70,7 +93,7 @@ this machine: the baseline weft's mount is compared with. Runs until Ctrl-C.`,
 			}
 		},
 	}
-	cmd.AddCommand(metaRates, loop, newBenchPopulateCmd(g), newBenchIOCmd(g))
+	cmd.AddCommand(metaRates, newBenchThroughputCmd(g), loop, newBenchPopulateCmd(g), newBenchIOCmd(g))
 	return cmd
 }
 
@@ -274,5 +297,102 @@ vain). Records read back wrong are an error naming the file and record.`,
 	cmd.Flags().IntVar(&o.Segments, "segments", o.Segments, "S: records per task")
 	cmd.Flags().BoolVar(&o.Fsync, "fsync", o.Fsync, "sync each file at the end of the write phase")
 	cmd.Flags().BoolVar(&o.Keep, "keep", false, "leave the files in place")
+	return cmd
+}
+
+func newBenchThroughputCmd(g *globals) *cobra.Command {
+	var o bench.ThroughputOptions
+	var size, record, block, tests string
+	var buffered bool
+	cmd := &cobra.Command{
+		Use:   "throughput DIR|NFS-URL",
+		Short: "Sequential and random read and write throughput of a directory or an NFS export",
+		Long: `Measure data throughput on a target: a directory (a weft mount, a local
+directory) or an NFSv3 export given as a libnfs URL, as weft local up --nfs
+prints:
+
+  nfs://HOST[:PORT]/EXPORT?nfsport=P&mountport=P&version=3&uid=N&gid=N
+
+(PORT, nfsport: the NFS port, 2049 without them; mountport: the MOUNT
+port, the NFS port without it, as a weft gateway serves both on one; uid
+and gid: the AUTH_SYS identity, the caller's without them. There is no
+portmapper lookup.)
+
+--jobs N clients work at once (NFS: N TCP connections, one call in flight
+on each), each on a file of --size bytes of its own in a new directory,
+in phases:
+
+  seqwrite   write the file in --record writes, then sync it
+  seqread    read it back in --record reads
+  randread   --block reads at random aligned offsets, for --runtime
+  randwrite  --block writes at random aligned offsets, for --runtime,
+             then sync
+
+On NFS every write is an UNSTABLE WRITE and a sync a COMMIT, as a kernel
+client writes back; a read is a READ (the client caches nothing). On a
+directory files are opened with O_DIRECT (--buffered: without), so that
+every read and write reaches the file system's server past the kernel's
+page cache, as on NFS; a sync is fsync(2). Every read is checked: each
+4 KiB of a file carries its file and offset, so a wrong byte stops the
+run with an error. A phase's time runs from the start of every job to
+the end of the last, the sync included. The files and directory are
+removed at the end. seqwrite always runs (it writes the files the other
+phases use); --tests picks the phases reported.`,
+		Example: `  weft bench throughput weft-mnt                                  # 1 job, 256MiB file, 1MiB records, 4KiB random
+  weft bench throughput --jobs 4 --size 128MiB --runtime 10s --json weft-mnt
+  weft bench throughput --jobs 4 'nfs://127.0.0.1/?nfsport=15449&mountport=15449&version=3'
+  weft bench throughput --tests randread,randwrite --ops 2000 'nfs://10.0.0.5/projects?uid=1000&gid=1000'`,
+		Args: exactArgs(1, "one target: a directory or an nfs:// URL"),
+		RunE: func(c *cobra.Command, args []string) error {
+			t, err := bench.ParseTarget(args[0], !buffered)
+			if err != nil {
+				return usageError{err}
+			}
+			sz, err := drive.ParseSize(size)
+			if err != nil {
+				return usageError{fmt.Errorf("--size: %w", err)}
+			}
+			rec, err := drive.ParseSize(record)
+			if err != nil {
+				return usageError{fmt.Errorf("--record: %w", err)}
+			}
+			blk, err := drive.ParseSize(block)
+			if err != nil {
+				return usageError{fmt.Errorf("--block: %w", err)}
+			}
+			if rec > 64<<20 || blk > 64<<20 {
+				return usageError{fmt.Errorf("--record %s, --block %s: at most 64MiB", record, block)}
+			}
+			o.Size, o.Record, o.Block = sz, int(rec), int(blk)
+			if tests != "" {
+				o.Tests = strings.Split(tests, ",")
+			}
+			if err := o.Check(); err != nil {
+				return usageError{err}
+			}
+			r, err := bench.Throughput(c.Context(), t, o)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(c.OutOrStdout(), r)
+			}
+			tb := newTable(c.OutOrStdout(), "TEST", "JOBS", "OPS", "BYTES", "SECONDS", "MB/S", "IOPS")
+			for _, p := range r.Phases {
+				tb.row(p.Test, fmt.Sprint(r.Jobs), fmt.Sprint(p.Ops), fmt.Sprintf("%.1fMiB", float64(p.Bytes)/(1<<20)), fmt.Sprintf("%.2f", p.Seconds),
+					fmt.Sprintf("%.1f", p.MBps), fmt.Sprintf("%.0f", p.IOPS))
+			}
+			return tb.flush()
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Jobs, "jobs", 1, "clients at once (NFS: connections), each with a file of its own")
+	f.StringVar(&size, "size", "256MiB", "size of each job's file (a multiple of --record)")
+	f.StringVar(&record, "record", "1MiB", "size of a sequential read or write (a multiple of 4KiB)")
+	f.StringVar(&block, "block", "4KiB", "size of a random read or write (a multiple of 4KiB)")
+	f.DurationVar(&o.Runtime, "runtime", 10*time.Second, "how long each random phase runs (0: --ops only)")
+	f.IntVar(&o.Ops, "ops", 0, "at most this many random operations per job and phase (0: --runtime only)")
+	f.StringVar(&tests, "tests", "", "phases to report, comma-separated, of seqwrite,seqread,randread,randwrite (default all)")
+	f.BoolVar(&buffered, "buffered", false, "on a directory, open files without O_DIRECT (through the page cache)")
 	return cmd
 }
