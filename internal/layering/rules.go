@@ -105,8 +105,11 @@ func Weft() Table {
 			{Pkg: "internal/datadriven", Kind: Test},
 			// The NFS gateway's tests: an edge's own test files see only
 			// vfs, so they live here, over a real vfs.FS.
-			{Pkg: "internal/gateway/nfs/nfstest", Kind: Test, Imports: []string{"internal/client", "internal/client/clienttest",
-				"internal/gateway/nfs", "internal/vfs"}},
+			{Pkg: "internal/gateway/nfs/nfstest", Kind: Test, Imports: []string{"internal/gateway/nfs", "internal/vfs",
+				"internal/vfs/vfstest"}},
+			// A real vfs.FS for the gateways' tests, over an in-process
+			// cluster: the one place test support below vfs is named.
+			{Pkg: "internal/vfs/vfstest", Kind: Test, Imports: []string{"internal/client", "internal/client/clienttest", "internal/vfs"}},
 			{Pkg: "internal/client/clienttest", Kind: Test, Imports: []string{"internal/block", "internal/client",
 				"internal/drive", "internal/erasure", "internal/kv", "internal/kv/memkv", "internal/meta"}},
 			{Pkg: "internal/etcdx/etcdtest", Kind: Test, Imports: []string{"internal/etcdx", "internal/pki", "internal/pki/pkitest"}},

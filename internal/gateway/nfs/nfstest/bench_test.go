@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/vfs"
+	"github.com/weftfs/weft/internal/vfs/vfstest"
 )
 
 // BenchmarkWrite writes 16 MiB in 1 MiB records through the gateway
@@ -18,7 +18,7 @@ func BenchmarkWrite(b *testing.B) {
 	const total, rec = 16 << 20, 1 << 20
 	f := New(b, 1)
 	c, root := mountRoot(b, f, authSys(0, 0))
-	data := clienttest.RandBytes(rec, 1)
+	data := vfstest.RandBytes(rec, 1)
 	files := 0 // names, unique across the runs of each sub-benchmark
 	b.Run("nfs-unstable+commit", func(b *testing.B) {
 		b.SetBytes(total)
@@ -76,7 +76,7 @@ func BenchmarkRead(b *testing.B) {
 	const total, rec = 16 << 20, 1 << 20
 	f := New(b, 1)
 	c, root := mountRoot(b, f, authSys(0, 0))
-	data := clienttest.RandBytes(rec, 1)
+	data := vfstest.RandBytes(rec, 1)
 	fh := c.create(root, "r", 0o644, nfs3Ok)
 	for off := 0; off < total; off += rec {
 		c.write(fh, uint64(off), data, 2)

@@ -7,24 +7,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weftfs/weft/internal/client"
-	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/gateway/nfs"
 	"github.com/weftfs/weft/internal/vfs"
+	"github.com/weftfs/weft/internal/vfs/vfstest"
 )
 
 // Capacity is the drive capacity the fixture's FS reports (FSSTAT).
 const (
-	CapacityTotal = 1 << 40
-	CapacityFree  = 1 << 39
+	CapacityTotal = vfstest.CapacityTotal
+	CapacityFree  = vfstest.CapacityFree
 )
 
-// Fixture is an in-process cluster (clienttest.Fixture), a vfs.FS over it
+// Fixture is an in-process cluster (vfstest.Cluster), a vfs.FS over it
 // with permission checks, and an nfs.Server serving it on a loopback
 // port. Everything stops at the end of the test.
 type Fixture struct {
 	TB      testing.TB
-	Cluster *clienttest.Fixture
+	Cluster *vfstest.Cluster
 	FS      *vfs.FS
 	Server  *nfs.Server
 	// Addr is the listener's host:port; Port its port.
@@ -43,7 +42,7 @@ type Fixture struct {
 // NoRootSquash) with write verifier verifier.
 func New(tb testing.TB, verifier uint64, exports ...nfs.Export) *Fixture {
 	tb.Helper()
-	f := &Fixture{TB: tb, Cluster: clienttest.New(tb)}
+	f := &Fixture{TB: tb, Cluster: vfstest.New(tb)}
 	if len(exports) == 0 {
 		exports = []nfs.Export{{Path: "/", NoRootSquash: true}}
 	}
@@ -53,13 +52,7 @@ func New(tb testing.TB, verifier uint64, exports ...nfs.Export) *Fixture {
 
 // NewFS returns a new vfs.FS over the fixture's namespace (as another
 // gateway node would have), with its own data-path client.
-func (f *Fixture) NewFS() *vfs.FS {
-	c := f.Cluster.Client(clienttest.Unit, func(*client.Config) {})
-	fs := vfs.New(vfs.Config{Meta: f.Cluster.Meta, Client: c, CheckPermissions: true,
-		Capacity: func(context.Context) (int64, int64, error) { return CapacityTotal, CapacityFree, nil }})
-	f.TB.Cleanup(func() { _ = fs.Close(context.Background()) })
-	return fs
-}
+func (f *Fixture) NewFS() *vfs.FS { return f.Cluster.NewFS() }
 
 // Start starts a new Server over a new FS on a new port (stopping the
 // running one first, as a gateway restart does).
