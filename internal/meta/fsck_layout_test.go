@@ -52,8 +52,24 @@ func TestFsckUsage(t *testing.T) {
 	must(m.Create(bg, d.LIN, "s2", NewInode{Mode: 0o644}))
 	must(m.Create(bg, d.LIN, "s3", NewInode{Mode: 0o644, Pool: "p1"}))
 	failpoint.Disable("meta/create-no-usage")
-	sh := usageShard{"p1": {Allocated: 777}}
-	rawPut(t, m, keyUsage(7), encodeUsage(sh)) // shard 7 had nothing: now 777 too many
+	// A counter written wrong: shard 7 gets 777 bytes allocated in p1
+	// that nothing holds. The shard keeps what it had (the meta's
+	// operations pick shards from a random base, so it may hold deltas).
+	ok(t, m.store.Update(bg, func(tx kv.Tx) error {
+		b, err := tx.Get(keyUsage(7))
+		if err != nil {
+			return err
+		}
+		sh, err := decodeUsage(keyUsage(7), b)
+		if err != nil {
+			return err
+		}
+		u := sh["p1"]
+		u.Allocated += 777
+		sh["p1"] = u
+		tx.Put(keyUsage(7), encodeUsage(sh))
+		return nil
+	}))
 	r = must(m.FsckUsage(bg))
 	if len(r.Findings) != 2 {
 		t.Fatalf("findings %+v", r.Findings)
