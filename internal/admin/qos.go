@@ -3,16 +3,13 @@ package admin
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/qos"
 )
 
@@ -279,63 +276,15 @@ func (h *handler) ownQoS(seconds int, fine bool) (QoSNodeState, error) {
 	return st, nil
 }
 
-// qosNodeTimeout bounds one node's answer to qosNodes: a node the
-// control plane still shows up but that does not answer is reported in
-// errs, not allowed to hold the whole request.
-const qosNodeTimeout = 5 * time.Second
-
-// qosNodes asks every node that is up for its QoSNodeState (this one
-// directly, the others through their admin API, at once, each within
-// qosNodeTimeout), with the fine statistics if fine; errs says which did
-// not answer, and why. err is the control plane's. The goroutines are
-// the request's: each ends with its node's answer or its deadline, and
-// qosNodes waits for all of them.
-func (h *handler) qosNodes(ctx context.Context, seconds int, fine bool) (states []QoSNodeState, errs []string, err error) {
-	nodes, err := h.store.ListNodes(ctx)
-	if err != nil {
-		return nil, nil, err
+// qosNodes asks every node that is up for its QoSNodeState (askNodes),
+// with the fine statistics if fine.
+func (h *handler) qosNodes(ctx context.Context, seconds int, fine bool) ([]QoSNodeState, []string, error) {
+	path := fmt.Sprintf("%s/node/qos?seconds=%d", APIVersion, seconds)
+	if fine {
+		path += "&fine=1"
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		if n.State != cluster.Up {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var st QoSNodeState
-			var err error
-			if n.Name == h.node.Name {
-				st, err = h.ownQoS(seconds, fine)
-			} else {
-				nctx, cancel := context.WithTimeout(ctx, qosNodeTimeout)
-				defer cancel()
-				path := fmt.Sprintf("%s/node/qos?seconds=%d", APIVersion, seconds)
-				if fine {
-					path += "&fine=1"
-				}
-				err = NewClient(n.AdminAddr, h.peer...).do(nctx, http.MethodGet, path, nil, &st)
-				if err == nil && st.Node != n.Name {
-					err = fmt.Errorf("its admin address %s is answered by node %q", n.AdminAddr, st.Node)
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("node %s: %v", n.Name, err))
-				return
-			}
-			states = append(states, st)
-		}()
-	}
-	wg.Wait()
-	slices.SortFunc(states, func(a, b QoSNodeState) int { return cmp.Compare(a.Node, b.Node) })
-	slices.Sort(errs)
-	if len(states) == 0 && len(errs) > 0 {
-		return nil, errs, fmt.Errorf("%w: no node answered: %v", errUnavailable, errors.New(errs[0]))
-	}
-	return states, errs, nil
+	own := func() (QoSNodeState, error) { return h.ownQoS(seconds, fine) }
+	return askNodes(ctx, h, path, own, func(s QoSNodeState) string { return s.Node })
 }
 
 // QoS returns the QoS configuration and every node's shares.
