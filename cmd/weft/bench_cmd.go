@@ -277,7 +277,7 @@ vain). Records read back wrong are an error naming the file and record.`,
 			case o.Segments < 1:
 				return usageError{fmt.Errorf("--segments %d: give at least 1", o.Segments)}
 			}
-			r, err := bench.IO(o)
+			r, err := bench.IO(c.Context(), o)
 			if err != nil {
 				return err
 			}

@@ -2,14 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 )
 
 // I/O patterns of IO.
@@ -75,8 +73,9 @@ type IOResult struct {
 // them back and check them (every record carries its index and a pattern
 // derived from it), and reports the rate of each phase. Errors name the
 // option that is wrong, or the file and record that failed or read back
-// wrong.
-func IO(o IOOptions) (IOResult, error) {
+// wrong. Once ctx ends, or a task fails, the other tasks stop at their
+// next record.
+func IO(ctx context.Context, o IOOptions) (IOResult, error) {
 	r := IOResult{Dir: o.Dir, Pattern: o.Pattern, Tasks: o.Tasks, Record: o.Record, Segments: o.Segments}
 	switch {
 	case o.Pattern != Sequential && o.Pattern != Random && o.Pattern != Strided:
@@ -127,7 +126,17 @@ func IO(o IOOptions) (IOResult, error) {
 		}
 		return ks
 	}
-	r.WriteSec, err = phase(o.Tasks, func(t int) error {
+	// phase runs fn for every task at once (parallel); fn returns early
+	// once stop is closed.
+	phase := func(fn func(t int, stop <-chan struct{}) error) (float64, error) {
+		return parallel(ctx, o.Tasks, func(t int, stop <-chan struct{}) error {
+			if err := fn(t, stop); err != nil {
+				return fmt.Errorf("bench: task %d: %w", t, err)
+			}
+			return nil
+		})
+	}
+	r.WriteSec, err = phase(func(t int, stop <-chan struct{}) error {
 		name, _, _ := where(t, 0)
 		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -135,6 +144,9 @@ func IO(o IOOptions) (IOResult, error) {
 		}
 		buf := make([]byte, o.Record)
 		for _, k := range order(t) {
+			if stopped(stop) {
+				break
+			}
 			name, off, idx := where(t, k)
 			fill(buf, idx)
 			if _, err := f.WriteAt(buf, off); err != nil {
@@ -153,7 +165,7 @@ func IO(o IOOptions) (IOResult, error) {
 	if err != nil {
 		return r, err
 	}
-	r.ReadSec, err = phase(o.Tasks, func(t int) error {
+	r.ReadSec, err = phase(func(t int, stop <-chan struct{}) error {
 		src := t
 		if o.Pattern == Strided {
 			src = (t + 1) % o.Tasks // not its own records
@@ -166,6 +178,9 @@ func IO(o IOOptions) (IOResult, error) {
 		defer f.Close()
 		buf, want := make([]byte, o.Record), make([]byte, o.Record)
 		for _, k := range order(src) {
+			if stopped(stop) {
+				return nil
+			}
 			name, off, idx := where(src, k)
 			if _, err := f.ReadAt(buf, off); err != nil {
 				return fmt.Errorf("%s: record %d: %w", name, idx, err)
@@ -184,25 +199,6 @@ func IO(o IOOptions) (IOResult, error) {
 	r.WriteMBps, r.WriteOps = mb/r.WriteSec, float64(n)/r.WriteSec
 	r.ReadMBps, r.ReadOps = mb/r.ReadSec, float64(n)/r.ReadSec
 	return r, nil
-}
-
-// phase runs fn for every task at once and returns the seconds until the
-// last ended, or the first error.
-func phase(tasks int, fn func(t int) error) (float64, error) {
-	start := time.Now()
-	errs := make([]error, tasks)
-	var wg sync.WaitGroup
-	for t := range tasks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := fn(t); err != nil {
-				errs[t] = fmt.Errorf("bench: task %d: %w", t, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start).Seconds(), errors.Join(errs...)
 }
 
 // fill writes record idx's contents into buf: its index, then bytes that

@@ -62,19 +62,12 @@ func parallel(ctx context.Context, jobs int, fn func(job int, stop <-chan struct
 			}
 		}()
 	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			fail(ctx.Err())
-		case <-done:
-		}
-	}()
+	unwatch := context.AfterFunc(ctx, func() { fail(ctx.Err()) })
 	t0 := time.Now()
 	close(start)
 	wg.Wait()
 	secs := time.Since(t0).Seconds()
-	close(done)
+	unwatch()
 	mu.Lock()
 	defer mu.Unlock()
 	return secs, first
