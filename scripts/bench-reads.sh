@@ -14,7 +14,7 @@
 #   TARGETS    which of raw loop weft (default all three)
 #   WEFT_BIN   a weft binary to measure instead of building this checkout
 #   PPROF      if set (ADDR), the weft mount is a separate `weft mount` with
-#              --pprof ADDR, for profiles while the test runs
+#              --metrics ADDR --pprof, for profiles while the test runs
 #   KEEP       1: leave the cluster and the directories in BENCH_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,7 +56,7 @@ for _ in $(seq 1 180); do
 done
 if [[ " $targets " == *" weft "* && -n "${PPROF:-}" ]]; then
   admin=$(sed -n 's/^ready: admin=https\?:\/\/\([^ ]*\).*/\1/p' "$work/up.log")
-  "$weft" --admin "$admin" --pki "$work/cluster/pki" mount --pprof "$PPROF" "$work/weft" >"$work/mount.log" 2>&1 &
+  "$weft" --admin "$admin" --pki "$work/cluster/pki" mount --metrics "$PPROF" --pprof "$work/weft" >"$work/mount.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 60); do mountpoint -q "$work/weft" && break; sleep 1; done
 fi

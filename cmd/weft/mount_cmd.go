@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
-	_ "net/http/pprof" // --pprof
 	"os"
 	"time"
 
@@ -20,7 +18,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		private  bool
 		debug    bool
 		logLevel string
-		pprof    string
+		pprof    bool
 		noCache  bool
 		syncOps  bool
 		noLocal  bool
@@ -90,8 +88,8 @@ weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 				return usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", logLevel)}
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-			if pprof != "" {
-				go func() { log.Warn("pprof server", "err", http.ListenAndServe(pprof, nil)) }()
+			if pprof && metrics == "" {
+				return usageError{fmt.Errorf("--pprof serves on the --metrics address: give --metrics 127.0.0.1:PORT too")}
 			}
 			pkiDir := ""
 			if !g.insecure {
@@ -115,7 +113,7 @@ weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 			}
 			return mount.Run(c.Context(), mount.Options{
 				Readahead: ahead, PrefetchCap: prefetchCap,
-				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, NoLocalIO: noLocal, Metrics: metrics,
+				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, NoLocalIO: noLocal, Metrics: metrics, Pprof: pprof,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 				PKI:   pkiDir, Identity: g.as,
 			})
@@ -130,7 +128,7 @@ weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount at http://ADDR/metrics and its workers at http://ADDR/workers (weft mount workers ADDR)")
 	cmd.Flags().IntVar(&ahead, "readahead", 0, "stripes read ahead of each sequential reader (default 4)")
 	cmd.Flags().StringVar(&capStr, "max-readahead", "", "cap on how far one reader's prefetch reads ahead of it (stripes for sequential readers, records for strided ones), e.g. 8MiB; 0 turns prefetch off (default: no cap beyond --readahead)")
-	cmd.Flags().StringVar(&pprof, "pprof", "", "serve Go profiles (net/http/pprof) at this address, e.g. 127.0.0.1:6060")
+	cmd.Flags().BoolVar(&pprof, "pprof", false, "also serve Go profiles at http://ADDR/debug/pprof/ of --metrics ADDR")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "workers ADDR",
 		Short: "Show a running mount's background workers (needs weft mount --metrics ADDR)",

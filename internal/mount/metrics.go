@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,10 +159,6 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("records", st.StridedRecords)
 }
 
-// serveMetrics serves, at addr until stop is called, /metrics (the
-// collectors above, run's workers, Go and process metrics) and /workers
-// (run's workers, as admin.Workers of mount point dir), from run's
-// "metrics" worker.
 // loopback refuses a --metrics address that is not on a loopback
 // interface: the metrics and workers are served without authentication,
 // for a collector on the mount's machine.
@@ -177,7 +174,11 @@ func loopback(addr string) error {
 	return nil
 }
 
-func serveMetrics(addr string, m *meta.Meta, c *client.Client, run *runner.Runner, dir string) (stop func(), err error) {
+// serveMetrics serves, at addr until stop is called, /metrics (the
+// collectors above, run's workers, Go and process metrics) and /workers
+// (run's workers, as admin.Workers of mount point dir), from run's
+// "metrics" worker; with pprof, Go profiles at /debug/pprof/ too.
+func serveMetrics(addr string, pprof bool, m *meta.Meta, c *client.Client, run *runner.Runner, dir string) (stop func(), err error) {
 	reg := prometheus.NewRegistry()
 	if c, ok := m.Store().(*kvcache.Store); ok {
 		reg.MustRegister(newMetaCollector(m, c))
@@ -199,6 +200,12 @@ func serveMetrics(addr string, m *meta.Meta, c *client.Client, run *runner.Runne
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(admin.Workers{Mount: dir, Workers: run.Status()})
 	})
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	h, err := run.Go("metrics", serveWorker{srv: srv, ln: ln}, runner.Options{})
 	if err != nil {

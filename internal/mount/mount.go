@@ -58,6 +58,8 @@ type Options struct {
 	// workers at /metrics, and its workers' status at /workers (JSON,
 	// admin.Workers: weft mount workers ADDR).
 	Metrics string
+	// Pprof also serves Go profiles at /debug/pprof/ of Metrics.
+	Pprof bool
 	// Readahead and PrefetchCap are client.Config's (0: defaults).
 	Readahead   int
 	PrefetchCap int64
@@ -172,7 +174,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer c.Close()
 	if o.Metrics != "" {
-		stop, err := serveMetrics(o.Metrics, m, c, run, dir)
+		stop, err := serveMetrics(o.Metrics, o.Pprof, m, c, run, dir)
 		if err != nil {
 			return err
 		}
