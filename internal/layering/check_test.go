@@ -216,19 +216,20 @@ func TestParseGoList(t *testing.T) {
 }
 
 func TestSplice(t *testing.T) {
-	doc := "intro\n" + BeginMarker + "\nold\ntable\n" + EndMarker + "\nafter\n"
-	out, old, err := Splice(doc, "new\n")
+	begin, end := Markers("layering")
+	doc := "intro\n" + begin + "\nold\ntable\n" + end + "\nafter\n"
+	out, old, err := Splice(doc, "layering", "new\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if old != "old\ntable\n" {
 		t.Errorf("old = %q", old)
 	}
-	if want := "intro\n" + BeginMarker + "\nnew\n" + EndMarker + "\nafter\n"; out != want {
+	if want := "intro\n" + begin + "\nnew\n" + end + "\nafter\n"; out != want {
 		t.Errorf("out = %q, want %q", out, want)
 	}
-	for _, bad := range []string{"no markers", EndMarker + "\n" + BeginMarker + "\n", BeginMarker + " x" + EndMarker} {
-		if _, _, err := Splice(bad, "x"); err == nil {
+	for _, bad := range []string{"no markers", end + "\n" + begin + "\n", begin + " x" + end} {
+		if _, _, err := Splice(bad, "layering", "x"); err == nil {
 			t.Errorf("Splice(%q) succeeded", bad)
 		}
 	}

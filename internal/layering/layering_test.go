@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the import table's copy in docs/architecture.md from rules.go")
+var update = flag.Bool("update", false, "rewrite the import table's and the goroutine list's copies in docs/architecture.md from rules.go and goroutines.go")
 
 // TestImports checks the module's import graph (go list) against the table,
 // and the table against the rules of its kinds.
@@ -37,31 +37,61 @@ func TestImports(t *testing.T) {
 	}
 }
 
-// TestDocument checks that docs/architecture.md prints the table as it is;
-// with -update it rewrites the copy there.
+// TestDocument checks that docs/architecture.md prints the import table
+// and the goroutine list as they are; with -update it rewrites the copies
+// there.
 func TestDocument(t *testing.T) {
 	path := filepath.Join(moduleRoot(t), "docs", "architecture.md")
-	doc, err := os.ReadFile(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Weft().Markdown()
-	out, old, err := Splice(string(doc), want)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
+	doc := string(b)
+	changed := false
+	for _, sec := range []struct{ name, body, source string }{
+		{"layering", Weft().Markdown(), "internal/layering/rules.go"},
+		{"goroutines", GoroutinesMarkdown(WeftGoroutines()), "internal/layering/goroutines.go"},
+	} {
+		out, old, err := Splice(doc, sec.name, sec.body)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if old == sec.body {
+			continue
+		}
+		if !*update {
+			t.Errorf("the %s section of %s differs from %s: "+
+				"regenerate it with go test ./internal/layering -update (edit the Go file, not the document)", sec.name, path, sec.source)
+			continue
+		}
+		doc, changed = out, true
 	}
-	if old == want {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+	if changed {
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rewrote the import table in %s", path)
-		return
+		t.Logf("rewrote the generated sections of %s", path)
 	}
-	t.Errorf("the import table in %s differs from internal/layering/rules.go: "+
-		"regenerate it with go test ./internal/layering -update (edit rules.go, not the document)", path)
+}
+
+// TestGoroutines checks every go statement of the module's code (test
+// files excepted) against WeftGoroutines.
+func TestGoroutines(t *testing.T) {
+	found, err := FindGo(moduleRoot(t), "cmd", "internal", "tests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) == 0 {
+		t.Fatal("no go statement found: is the module root right?")
+	}
+	unlisted, stale := CheckGo(found, WeftGoroutines())
+	for _, s := range unlisted {
+		t.Errorf("go statement at %s: long-lived work is a worker of the process's runner (internal/runner) or a job; "+
+			"a goroutine that belongs to one call and ends with it is listed, with why, in WeftGoroutines (internal/layering/goroutines.go)", s)
+	}
+	for _, g := range stale {
+		t.Errorf("WeftGoroutines lists %s in %s, which has no go statement: remove the entry", g.Func, g.File)
+	}
 }
 
 // moduleRoot returns the directory holding go.mod, above the test's.

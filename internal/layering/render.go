@@ -5,11 +5,12 @@ import (
 	"strings"
 )
 
-// Markers delimit the table's copy in a document.
-const (
-	BeginMarker = "<!-- layering:begin -->"
-	EndMarker   = "<!-- layering:end -->"
-)
+// Markers returns the lines that delimit a generated section's copy in a
+// document: "<!-- section:begin -->" and "<!-- section:end -->". The
+// import table is section "layering", the goroutine list "goroutines".
+func Markers(section string) (begin, end string) {
+	return "<!-- " + section + ":begin -->", "<!-- " + section + ":end -->"
+}
 
 // Markdown renders t for docs/architecture.md: the rows in their order, the
 // kinds' rules and the forbidden directions. The text between the markers
@@ -49,14 +50,15 @@ func code(ss []string) string {
 	return strings.Join(out, ", ")
 }
 
-// Splice returns doc with the text between BeginMarker and EndMarker
-// (each on its own line) replaced by body, and the text that was there.
-func Splice(doc, body string) (out, old string, err error) {
-	i := strings.Index(doc, BeginMarker+"\n")
-	j := strings.Index(doc, "\n"+EndMarker)
+// Splice returns doc with the text between section's markers (each on
+// its own line) replaced by body, and the text that was there.
+func Splice(doc, section, body string) (out, old string, err error) {
+	begin, end := Markers(section)
+	i := strings.Index(doc, begin+"\n")
+	j := strings.Index(doc, "\n"+end)
 	if i < 0 || j < 0 || j < i {
-		return "", "", fmt.Errorf("layering: the document has no %s … %s section, each marker on its own line", BeginMarker, EndMarker)
+		return "", "", fmt.Errorf("layering: the document has no %s … %s section, each marker on its own line", begin, end)
 	}
-	start := i + len(BeginMarker) + 1
+	start := i + len(begin) + 1
 	return doc[:start] + body + doc[j+1:], doc[start : j+1], nil
 }
