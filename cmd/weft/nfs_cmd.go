@@ -288,6 +288,11 @@ func printNFSStatus(w io.Writer, s admin.NFSStatus, now time.Time) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	for _, n := range s.Nodes {
+		if n.RefusedConns > 0 {
+			fmt.Fprintf(w, "node %s refused %d client connections at its --nfs-max-connections: raise it, or find the client opening connections in a loop\n", n.Node, n.RefusedConns)
+		}
+	}
 	var clients, ops int
 	for _, n := range s.Nodes {
 		clients += len(n.Clients)

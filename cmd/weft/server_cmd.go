@@ -172,6 +172,7 @@ failover".`,
 			set("nfs-hook-announce", func() { cfg.NFS.HookAnnounce = flagCfg.NFS.HookAnnounce })
 			set("nfs-link-iface", func() { cfg.NFS.LinkIface = flagCfg.NFS.LinkIface })
 			set("nfs-link-check", func() { cfg.NFS.LinkCheck = flagCfg.NFS.LinkCheck })
+			set("nfs-max-connections", func() { cfg.NFS.MaxConnections = flagCfg.NFS.MaxConnections })
 			set("etcd-endpoints", func() {
 				cfg.Etcd.Endpoints = nil
 				for _, e := range strings.Split(endpoints, ",") {
@@ -233,6 +234,7 @@ failover".`,
 	f.StringVar(&flagCfg.NFS.HookAnnounce, "nfs-hook-announce", "", `command run after the add, e.g. "arping -U -c 2 -I {iface} {addr}"`)
 	f.StringVar(&flagCfg.NFS.LinkIface, "nfs-link-iface", "", "the public link check: this interface must be up with a carrier (default: --nfs-iface)")
 	f.StringVar(&flagCfg.NFS.LinkCheck, "nfs-link-check", "", `the public link check: a command that must exit 0, e.g. "ping -c 1 -W 1 10.0.0.1"`)
+	f.IntVar(&flagCfg.NFS.MaxConnections, "nfs-max-connections", 0, "client connections each NFS address holds open; more are closed at once (default 1024)")
 	f.DurationVar(&flagCfg.RepairGrace, "repair-grace", events.DefaultRepairGrace, "how long a drive may be down before a repair job starts by itself")
 	return cmd
 }

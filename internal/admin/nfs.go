@@ -34,6 +34,9 @@ type NFSNodeStatus struct {
 	Clients []NFSClient `json:"clients"`
 	// Ops are the procedures answered since the gateway started, by name.
 	Ops []NFSOp `json:"ops"`
+	// RefusedConns counts the client connections the gateway closed at
+	// once because an address held its maximum of connections.
+	RefusedConns uint64 `json:"refused_connections"`
 }
 
 // NFSClient is one client of a gateway.

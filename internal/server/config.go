@@ -105,6 +105,9 @@ type NFSConfig struct {
 	// link is taken to be up.
 	LinkIface string `yaml:"link_iface,omitempty"`
 	LinkCheck string `yaml:"link_check,omitempty"`
+	// MaxConnections bounds the client connections each address holds
+	// open (--nfs-max-connections); 0 means nfs.DefaultMaxConns (1024).
+	MaxConnections int `yaml:"max_connections,omitempty"`
 }
 
 // DefaultNFSPort is the service addresses' port when none is given.
@@ -116,6 +119,9 @@ func (c NFSConfig) Enabled() bool { return len(c.Listen) > 0 || len(c.Addresses)
 // validate checks every address, naming it and the form wanted, and fills
 // the defaults.
 func (c *NFSConfig) validate() error {
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("%w: --nfs-max-connections %d: want a positive number, or 0 for the default (1024)", ErrConfig, c.MaxConnections)
+	}
 	seen := map[string]bool{}
 	for _, a := range c.Listen {
 		host, port, err := net.SplitHostPort(a)

@@ -289,7 +289,7 @@ func nfsExports(in []cluster.NFSExport) []nfs.Export {
 func (r *NFSRole) NFSStatus() admin.NFSNodeStatus {
 	st := r.gw.Stats()
 	out := admin.NFSNodeStatus{Gateway: true, Listeners: r.listeners(), ExportsVersion: r.applied.Load(),
-		Clients: []admin.NFSClient{}, Ops: []admin.NFSOp{}}
+		Clients: []admin.NFSClient{}, Ops: []admin.NFSOp{}, RefusedConns: st.RefusedConns}
 	for _, c := range st.Clients {
 		out.Clients = append(out.Clients, admin.NFSClient{Addr: c.Addr, Listener: c.Listener, Ops: c.Ops, LastSeen: c.LastSeen.UTC()})
 	}
@@ -482,7 +482,8 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 	if err := exp.Load(ctx); err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}
-	gw, err := nfs.New(nfs.Config{FS: fs, Log: log, Exports: nfsExports(exp.Current().Effective()), DRC: newNFSDRC(s.etcd)})
+	gw, err := nfs.New(nfs.Config{FS: fs, Log: log, Exports: nfsExports(exp.Current().Effective()), DRC: newNFSDRC(s.etcd),
+		MaxConns: s.cfg.NFS.MaxConnections})
 	if err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}

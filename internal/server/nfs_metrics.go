@@ -16,9 +16,11 @@ import (
 //	weft_nfs_clients                     clients the gateway lists
 //	weft_nfs_addresses                   addresses served
 //	weft_nfs_exports_version             exports configuration applied
+//	weft_nfs_connections_refused_total   connections closed at once, an
+//	                                     address holding its maximum
 type nfsCollector struct {
-	r                                    *NFSRole
-	reqs, errs, secs, clients, addrs, ev *prometheus.Desc
+	r                                             *NFSRole
+	reqs, errs, secs, clients, addrs, ev, refused *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*nfsCollector)(nil)
@@ -34,11 +36,12 @@ func newNFSCollector(r *NFSRole) *nfsCollector {
 		clients: d("weft_nfs_clients", "Clients the node's NFS gateway lists."),
 		addrs:   d("weft_nfs_addresses", "Addresses the node's NFS gateway serves."),
 		ev:      d("weft_nfs_exports_version", "Version of the exports configuration the node's NFS gateway applies (0: none configured)."),
+		refused: d("weft_nfs_connections_refused_total", "Client connections the node's NFS gateway closed at once because the address held its maximum of connections."),
 	}
 }
 
 func (c *nfsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.reqs, c.errs, c.secs, c.clients, c.addrs, c.ev} {
+	for _, d := range []*prometheus.Desc{c.reqs, c.errs, c.secs, c.clients, c.addrs, c.ev, c.refused} {
 		ch <- d
 	}
 }
@@ -53,4 +56,5 @@ func (c *nfsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.clients, prometheus.GaugeValue, float64(len(st.Clients)))
 	ch <- prometheus.MustNewConstMetric(c.addrs, prometheus.GaugeValue, float64(len(st.Listeners)))
 	ch <- prometheus.MustNewConstMetric(c.ev, prometheus.GaugeValue, float64(st.ExportsVersion))
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.RefusedConns))
 }

@@ -213,8 +213,9 @@ func TestNFSRates(t *testing.T) {
 func TestNFSStatusAndMetrics(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	gw := &fakeGateway{stats: nfs.Stats{
-		Clients: []nfs.ClientStat{{Addr: "10.0.0.1:800", Listener: "x", Ops: 3, LastSeen: now.Add(-time.Minute)}, {Addr: "10.0.0.2:801", Listener: "x", Ops: 9, LastSeen: now}},
-		Ops:     map[string]nfs.OpStat{"WRITE": {Count: 4, Errors: 1, Seconds: 0.5}, "READ": {Count: 10, Seconds: 0.25}},
+		Clients:      []nfs.ClientStat{{Addr: "10.0.0.1:800", Listener: "x", Ops: 3, LastSeen: now.Add(-time.Minute)}, {Addr: "10.0.0.2:801", Listener: "x", Ops: 9, LastSeen: now}},
+		Ops:          map[string]nfs.OpStat{"WRITE": {Count: 4, Errors: 1, Seconds: 0.5}, "READ": {Count: 10, Seconds: 0.25}},
+		RefusedConns: 3,
 	}}
 	r := testRole(t, gw)
 	if err := r.Serve("127.0.0.1:0", 0); err != nil {
@@ -224,7 +225,7 @@ func TestNFSStatusAndMetrics(t *testing.T) {
 	r.rates.add(now.Add(-2*time.Second), map[string]nfs.OpStat{"READ": {Count: 4}, "WRITE": {Count: 4}})
 	r.rates.add(now, gw.stats.Ops)
 	st := r.NFSStatus()
-	if !st.Gateway || len(st.Listeners) != 1 || st.ExportsVersion != 5 {
+	if !st.Gateway || len(st.Listeners) != 1 || st.ExportsVersion != 5 || st.RefusedConns != 3 {
 		t.Fatalf("status: %+v", st)
 	}
 	if len(st.Clients) != 2 || st.Clients[0].Addr != "10.0.0.2:801" || st.Clients[1].Ops != 3 {
@@ -237,6 +238,7 @@ func TestNFSStatusAndMetrics(t *testing.T) {
 	want2 := []string{
 		"weft_nfs_addresses 1",
 		"weft_nfs_clients 2",
+		"weft_nfs_connections_refused_total 3",
 		`weft_nfs_errors_total{procedure="READ"} 0`,
 		`weft_nfs_errors_total{procedure="WRITE"} 1`,
 		"weft_nfs_exports_version 5",
@@ -413,6 +415,7 @@ func TestNFSAddressConfig(t *testing.T) {
 		{NFSConfig{Addresses: []string{"10.0.0"}}, `--nfs-address "10.0.0"`},
 		{NFSConfig{Addresses: []string{"127.0.0.50", "127.0.0.50"}}, "listed twice"},
 		{NFSConfig{Addresses: []string{"127.0.0.50"}, Port: 70000}, "--nfs-port 70000"},
+		{NFSConfig{Listen: []string{"127.0.0.1:2049"}, MaxConnections: -1}, "--nfs-max-connections -1"},
 		{NFSConfig{Addresses: []string{"127.0.0.50"}, AddressTTL: 1500 * time.Millisecond}, "--nfs-address-ttl"},
 		{NFSConfig{Addresses: []string{"127.0.0.50"}, HookAdd: "ip addr add {addr} dev lo"}, "go together"},
 		{NFSConfig{Addresses: []string{"127.0.0.50"}, LinkIface: "a", LinkCheck: "true"}, "not both"},

@@ -26,13 +26,25 @@ type Config struct {
 	// another gateway after a failover gets the reply of its first run.
 	// Nil: the in-memory cache only.
 	DRC DRCStore
+	// MaxConns bounds the client connections one Serve holds open: a
+	// connection beyond it is closed at once (the client retries, as
+	// after a gateway restart) and counted in Stats.Refused. 0 means
+	// DefaultMaxConns.
+	MaxConns int
 }
+
+// DefaultMaxConns is Config.MaxConns's default: far more than the clients
+// of one gateway node (a Linux client opens one connection per server),
+// few enough that a client opening connections in a loop cannot make the
+// gateway hold goroutines and buffers without bound.
+const DefaultMaxConns = 1024
 
 // Server answers MOUNT v3 and NFSv3 over vfs. It is safe for concurrent
 // use; one Server may Serve several listeners.
 type Server struct {
-	fs  *vfs.FS
-	log *slog.Logger
+	fs       *vfs.FS
+	log      *slog.Logger
+	maxConns int
 
 	files   *files
 	drc     *drc
@@ -46,6 +58,8 @@ type Server struct {
 	mounts    map[mountEntry]bool
 	clients   map[string]*ClientStat
 	ops       map[string]*OpStat
+	refused   uint64 // connections closed beyond MaxConns
+	refusedAt time.Time
 }
 
 type mountEntry struct{ host, dir string }
@@ -59,7 +73,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Server{fs: cfg.FS, log: cfg.Log, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), store: cfg.DRC, cookies: newCookies(),
+	if cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("nfs: Config.MaxConns %d: give a positive bound, or 0 for %d", cfg.MaxConns, DefaultMaxConns)
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	s := &Server{fs: cfg.FS, log: cfg.Log, maxConns: cfg.MaxConns, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), store: cfg.DRC, cookies: newCookies(),
 		listeners: map[string]int{}, mounts: map[mountEntry]bool{}, clients: map[string]*ClientStat{}, ops: map[string]*OpStat{}}
 	if err := s.SetExports(cfg.Exports); err != nil {
 		return nil, err
@@ -197,8 +217,16 @@ func (s *Server) Serve(ctx context.Context, l net.Listener, verifier uint64) err
 		}
 		delay = 0
 		cmu.Lock()
-		conns[c] = true
+		full := len(conns) >= s.maxConns
+		if !full {
+			conns[c] = true
+		}
 		cmu.Unlock()
+		if full {
+			s.refuse(addr, c.RemoteAddr()) // counted before the client sees the close
+			c.Close()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -237,6 +265,9 @@ type Stats struct {
 	Listeners []string // addresses being served
 	Clients   []ClientStat
 	Ops       map[string]OpStat // by procedure name ("READ", "WRITE", "MOUNT", ...)
+	// RefusedConns counts the connections closed at once because a
+	// listener held Config.MaxConns.
+	RefusedConns uint64
 }
 
 // ClientStat is one client connection's activity.
@@ -258,7 +289,7 @@ type OpStat struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Ops: map[string]OpStat{}}
+	st := Stats{Ops: map[string]OpStat{}, RefusedConns: s.refused}
 	for l := range s.listeners {
 		st.Listeners = append(st.Listeners, l)
 	}
@@ -271,6 +302,22 @@ func (s *Server) Stats() Stats {
 	sortStrings(st.Listeners)
 	sortClients(st.Clients)
 	return st
+}
+
+// refuse counts a connection from client closed at once on listener
+// (MaxConns reached) and logs it, at most once a minute.
+func (s *Server) refuse(listener string, client net.Addr) {
+	s.mu.Lock()
+	s.refused++
+	n, quiet := s.refused, time.Since(s.refusedAt) < time.Minute
+	if !quiet {
+		s.refusedAt = time.Now()
+	}
+	s.mu.Unlock()
+	if !quiet {
+		s.log.Warn("nfs: connection refused: the listener holds its maximum of connections (Config.MaxConns)",
+			"listener", listener, "client", client.String(), "max", s.maxConns, "refused_total", n)
+	}
 }
 
 // clientsKept bounds the clients Stats remembers: the least recently seen

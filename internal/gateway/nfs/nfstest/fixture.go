@@ -34,6 +34,8 @@ type Fixture struct {
 	// DRC is the Config.DRC of the servers Start starts (set it, then
 	// Start again).
 	DRC nfs.DRCStore
+	// MaxConns is the Config.MaxConns of the servers Start starts.
+	MaxConns int
 
 	stop func()
 }
@@ -62,7 +64,7 @@ func (f *Fixture) Start(verifier uint64, exports ...nfs.Export) {
 		f.stop()
 	}
 	f.FS = f.NewFS()
-	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports, IdleClose: f.IdleClose, DRC: f.DRC})
+	s, err := nfs.New(nfs.Config{FS: f.FS, Exports: exports, IdleClose: f.IdleClose, DRC: f.DRC, MaxConns: f.MaxConns})
 	if err != nil {
 		f.TB.Fatal(err)
 	}

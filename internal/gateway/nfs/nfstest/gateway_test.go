@@ -3,7 +3,10 @@ package nfstest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"syscall"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	nfsc "github.com/willscott/go-nfs-client/nfs"
 	"github.com/willscott/go-nfs-client/nfs/rpc"
+	"github.com/willscott/go-nfs-client/nfs/xdr"
 
 	"github.com/weftfs/weft/internal/gateway/nfs"
 	"github.com/weftfs/weft/internal/vfs"
@@ -353,4 +357,63 @@ func TestSyncExport(t *testing.T) {
 	}
 	lin, _ := linOf(t, c, fh)
 	mustRead(t, f.NewFS(), lin, []byte("durable"))
+}
+
+// TestMaxConns: a listener holding Config.MaxConns connections closes the
+// next one at once and counts it; once a client goes, a new one is served.
+func TestMaxConns(t *testing.T) {
+	f := New(t, 7)
+	f.MaxConns = 2
+	f.Start(7, nfs.Export{Path: "/", NoRootSquash: true})
+	a, _ := mountRoot(t, f, authSys(0, 0))
+	b, _ := mountRoot(t, f, authSys(0, 0))
+	extra, err := net.Dial("tcp", f.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("a third connection to a listener of 2: read %d bytes, %v; want it closed (EOF)", n, err)
+	}
+	if got := f.Server.Stats().RefusedConns; got != 1 {
+		t.Fatalf("Stats.RefusedConns = %d, want 1", got)
+	}
+	a.mount("/") // the first two are still served
+	if err := nullCall(f.Addr); err == nil {
+		t.Fatal("a NULL call on a third connection was answered")
+	}
+	b.c.Close()
+	// The listener counts b out once its reader sees the close.
+	deadline := time.Now().Add(10 * time.Second)
+	for nullCall(f.Addr) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no new connection served 10 s after a client went")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := f.Server.Stats().RefusedConns; got < 2 {
+		t.Fatalf("Stats.RefusedConns = %d, want at least 2", got)
+	}
+}
+
+// nullCall makes a NULL call to MOUNT on a new connection to addr and
+// reads its reply.
+func nullCall(addr string) error {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var b bytes.Buffer
+	_ = xdr.Write(&b, xids.Add(1))
+	_ = xdr.Write(&b, uint32(0))
+	_ = xdr.Write(&b, rpc.Header{Rpcvers: 2, Prog: nfsc.MountProg, Vers: 3, Proc: 0, Cred: rpc.AuthNull, Verf: rpc.AuthNull})
+	hdr := binary.BigEndian.AppendUint32(nil, uint32(b.Len())|1<<31)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write(append(hdr, b.Bytes()...)); err != nil {
+		return err
+	}
+	_, err = io.ReadFull(c, hdr)
+	return err
 }
