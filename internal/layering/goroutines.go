@@ -148,7 +148,7 @@ func WeftGoroutines() []Goroutine {
 
 		// Servers: per-connection and per-request goroutines, owned by
 		// the worker whose step serves the listener.
-		{File: "internal/gateway/nfs/server.go", Func: "Server.Serve", Why: "one per client connection; Serve (the `nfs ADDR` worker's step) closes them and waits when it returns"},
+		{File: "internal/gateway/nfs/server.go", Func: "Server.Serve", Why: "one per client connection, at most Config.MaxConns (--nfs-max-connections); Serve (the `nfs ADDR` worker's step) closes them and waits when it returns"},
 		{File: "internal/gateway/nfs/rpc.go", Func: "Server.serveConn", Why: "one per RPC in progress, at most 16 per connection (a slow COMMIT does not hold up READs); serveConn waits for them"},
 		{File: "internal/gateway/fuse/locks.go", Func: "rawFS.setLk", Why: "a blocking lock wait's watch of the kernel's interrupt; ends with the request"},
 		{File: "internal/gateway/fuse/mount.go", Func: "New", Why: "go-fuse's request loop, which must run before WaitMount; the mount's `fuse` worker waits for it to end"},
