@@ -125,13 +125,9 @@ func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); 
 
 // readdirStart checks dir and the caller's read permission on it.
 func (r *request) readdirStart(fh []byte) (vfs.LIN, vfs.Attr, error) {
-	dir, err := r.target(fh)
+	dir, a, err := r.targetAttr(fh)
 	if err != nil {
-		return 0, vfs.Attr{}, err
-	}
-	a, err := r.s.fs.GetAttr(r.ctx, dir)
-	if err != nil {
-		return dir, a, stale(err)
+		return dir, a, err
 	}
 	if !a.IsDir() {
 		return dir, a, statusError(nfsc.NFS3ErrNotDir)

@@ -66,13 +66,9 @@ func (r *request) getattr() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	lin, err := r.target(args.FH)
+	_, a, err := r.targetAttr(args.FH)
 	if err != nil {
 		return result{status: statusOf(err)}, nil
-	}
-	a, err := r.s.fs.GetAttr(r.ctx, lin)
-	if err != nil {
-		return result{status: statusOf(stale(err))}, nil
 	}
 	return result{body: fattr(a)}, nil
 }
@@ -82,13 +78,9 @@ func (r *request) setattr() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	lin, err := r.target(args.FH)
+	lin, pre, err := r.targetAttr(args.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
-	}
-	pre, err := r.s.fs.GetAttr(r.ctx, lin)
-	if err != nil {
-		return result{status: statusOf(stale(err)), body: wccData{}}, nil
 	}
 	if args.Guard.Check && nfsTime(pre.Ctime) != args.Guard.Ctime {
 		return result{status: nfsc.NFS3ErrNotSync, body: wcc(pre, true, pre, true)}, nil
@@ -144,13 +136,9 @@ func (r *request) access() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	lin, err := r.target(args.FH)
+	_, a, err := r.targetAttr(args.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: postOpAttr{}}, nil
-	}
-	a, err := r.s.fs.GetAttr(r.ctx, lin)
-	if err != nil {
-		return result{status: statusOf(stale(err)), body: postOpAttr{}}, nil
 	}
 	c := r.caller()
 	var ok uint32
@@ -290,13 +278,9 @@ func (r *request) commit() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	lin, err := r.target(args.FH)
+	lin, pre, err := r.targetAttr(args.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
-	}
-	pre, err := r.s.fs.GetAttr(r.ctx, lin)
-	if err != nil {
-		return result{status: statusOf(stale(err)), body: wccData{}}, nil
 	}
 	if pre.Type != vfs.TypeFile {
 		return result{status: nfsc.NFS3ErrInval, body: wcc(pre, true, pre, true)}, nil
@@ -318,9 +302,11 @@ func (r *request) commit() (result, error) {
 	return result{body: commitOK{Wcc: wcc(pre, true, post, ok), Verf: verf}}, nil
 }
 
-// dirOp starts an operation on an entry of a directory: it returns the
-// directory and its attributes before.
-func (r *request) dirOp(fh []byte) (vfs.LIN, vfs.Attr, error) {
+// targetAttr resolves fh and reads its attributes: the file a procedure
+// works on, or the directory whose entry it changes (its attributes
+// before, for the reply's wcc data). A handle of a file removed since is
+// an error that answers NFS3ERR_STALE.
+func (r *request) targetAttr(fh []byte) (vfs.LIN, vfs.Attr, error) {
 	dir, err := r.target(fh)
 	if err != nil {
 		return 0, vfs.Attr{}, err
@@ -366,7 +352,7 @@ func (r *request) create() (result, error) {
 	default:
 		return result{}, errGarbage
 	}
-	dir, pre, err := r.dirOp(where.FH)
+	dir, pre, err := r.targetAttr(where.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
 	}
@@ -417,7 +403,7 @@ func (r *request) mkdir() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	dir, pre, err := r.dirOp(args.Where.FH)
+	dir, pre, err := r.targetAttr(args.Where.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
 	}
@@ -435,7 +421,7 @@ func (r *request) symlink() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	dir, pre, err := r.dirOp(args.Where.FH)
+	dir, pre, err := r.targetAttr(args.Where.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
 	}
@@ -475,7 +461,7 @@ func (r *request) mknod() (result, error) {
 			ca.Type = vfs.TypeFIFO
 		}
 	}
-	dir, pre, err := r.dirOp(where.FH)
+	dir, pre, err := r.targetAttr(where.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
 	}
@@ -518,7 +504,7 @@ func (r *request) remove() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	dir, pre, err := r.dirOp(args.FH)
+	dir, pre, err := r.targetAttr(args.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
 	}
@@ -531,7 +517,7 @@ func (r *request) rmdir() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	dir, pre, err := r.dirOp(args.FH)
+	dir, pre, err := r.targetAttr(args.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: wccData{}}, nil
 	}
@@ -543,11 +529,11 @@ func (r *request) rename() (result, error) {
 	if err := r.decode(&args); err != nil {
 		return result{}, err
 	}
-	from, fpre, err := r.dirOp(args.From.FH)
+	from, fpre, err := r.targetAttr(args.From.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: renameRes{}}, nil
 	}
-	to, tpre, err := r.dirOp(args.To.FH)
+	to, tpre, err := r.targetAttr(args.To.FH)
 	if err != nil {
 		return result{status: statusOf(err), body: renameRes{From: wcc(fpre, true, fpre, true)}}, nil
 	}
@@ -573,7 +559,7 @@ func (r *request) link() (result, error) {
 	if err != nil {
 		return result{status: statusOf(err), body: linkRes{}}, nil
 	}
-	dir, pre, err := r.dirOp(args.Link.FH)
+	dir, pre, err := r.targetAttr(args.Link.FH)
 	if err != nil {
 		a, ok := r.attr(lin)
 		return result{status: statusOf(err), body: linkRes{Attr: postOp(a, ok)}}, nil
