@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
@@ -24,6 +26,33 @@ func newAPI(t *testing.T) (*Client, *cluster.Store) {
 	srv := httptest.NewServer(NewHandler(Deps{Store: store, Node: NodeInfo{Name: "n1", PID: 7}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	return NewClient(srv.URL), store
+}
+
+// registerNodes registers recs as nodes that are up (each with a session
+// closed at the end of the test).
+func registerNodes(t *testing.T, store *cluster.Store, recs ...cluster.NodeRecord) {
+	t.Helper()
+	for _, rec := range recs {
+		sess, err := store.RegisterNode(context.Background(), rec, cluster.NodeLive{PID: 1}, 10*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sess.Close() })
+	}
+}
+
+// peerAPI is another node's admin API answering v, as JSON, at path (any
+// path if path is ""); it returns its URL.
+func peerAPI(t *testing.T, path string, v any) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if path != "" && r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func TestAPIRoundTrips(t *testing.T) {

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -103,30 +102,14 @@ func TestNFSStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	answer := func(st NFSNodeStatus) string {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != APIVersion+"/node/nfs" {
-				http.NotFound(w, r)
-				return
-			}
-			_ = json.NewEncoder(w).Encode(st)
-		}))
-		t.Cleanup(srv.Close)
-		return srv.URL
-	}
+	answer := func(st NFSNodeStatus) string { return peerAPI(t, APIVersion+"/node/nfs", st) }
 	seen := time.Now().UTC().Truncate(time.Second)
 	n0 := answer(NFSNodeStatus{Node: "n0", Gateway: true, Listeners: []string{"127.0.0.1:2050"}, ExportsVersion: 3,
 		Clients: []NFSClient{{Addr: "127.0.0.1:700", Listener: "127.0.0.1:2050", Ops: 5, LastSeen: seen}}, Ops: []NFSOp{{Procedure: "GETATTR", Count: 5, PerSecond: 0.5}}})
 	n2 := answer(NFSNodeStatus{Node: "n2", Listeners: []string{}})
 	liar := answer(NFSNodeStatus{Node: "n0"})
-	for _, rec := range []cluster.NodeRecord{{Name: "n0", GRPCAddr: "127.0.0.1:1", AdminAddr: n0}, {Name: "n1", GRPCAddr: "127.0.0.1:2"},
-		{Name: "n2", GRPCAddr: "127.0.0.1:3", AdminAddr: n2}, {Name: "n3", GRPCAddr: "127.0.0.1:4", AdminAddr: liar}} {
-		sess, err := store.RegisterNode(ctx, rec, cluster.NodeLive{PID: 1}, 10*time.Second, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sess.Close() })
-	}
+	registerNodes(t, store, cluster.NodeRecord{Name: "n0", GRPCAddr: "127.0.0.1:1", AdminAddr: n0}, cluster.NodeRecord{Name: "n1", GRPCAddr: "127.0.0.1:2"},
+		cluster.NodeRecord{Name: "n2", GRPCAddr: "127.0.0.1:3", AdminAddr: n2}, cluster.NodeRecord{Name: "n3", GRPCAddr: "127.0.0.1:4", AdminAddr: liar})
 	own := NFSNodeStatus{Gateway: true, Listeners: []string{"127.0.0.1:2049"}, ExportsVersion: 3, Clients: []NFSClient{}, Ops: []NFSOp{}}
 	srv := httptest.NewServer(NewHandler(Deps{Store: store, Node: NodeInfo{Name: "n1", PID: 7}, Log: log, NFS: fakeNFS{own}}))
 	t.Cleanup(srv.Close)

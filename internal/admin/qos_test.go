@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -81,17 +80,8 @@ func TestQoSFineStats(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// n2 answers as a weft without fine statistics does.
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(QoSNodeState{Node: "n2", Shares: []QoSShare{}})
-	}))
-	t.Cleanup(old.Close)
-	for _, rec := range []cluster.NodeRecord{{Name: "n1", GRPCAddr: "127.0.0.1:1"}, {Name: "n2", GRPCAddr: "127.0.0.1:2", AdminAddr: old.URL}} {
-		sess, err := store.RegisterNode(ctx, rec, cluster.NodeLive{PID: 1}, 10*time.Second, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { sess.Close() })
-	}
+	old := peerAPI(t, "", QoSNodeState{Node: "n2", Shares: []QoSShare{}})
+	registerNodes(t, store, cluster.NodeRecord{Name: "n1", GRPCAddr: "127.0.0.1:1"}, cluster.NodeRecord{Name: "n2", GRPCAddr: "127.0.0.1:2", AdminAddr: old})
 	now := time.Now().Unix()
 	key := qos.FineSample{Pool: "p", Class: qos.Maintenance, Dir: qos.Read, Size: qos.SizeUnit, Job: "7", Client: "n1"}
 	var fine []qos.FineSample
