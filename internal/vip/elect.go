@@ -84,41 +84,27 @@ type view struct {
 func (m *Manager) read(ctx context.Context) (view, error) {
 	rctx, cancel := context.WithTimeout(ctx, m.ttl)
 	defer cancel()
-	resp, err := m.cli.Get(rctx, m.prefix, clientv3.WithPrefix())
+	rs, err := readRecords(rctx, m.cli, m.prefix)
 	if err != nil {
 		return view{}, fmt.Errorf("vip: read %s: %w", m.prefix, err)
 	}
-	v := view{rev: resp.Header.Revision, holders: map[netip.Addr]Holding{}, unreadable: map[netip.Addr]bool{}, candidates: map[string]bool{}}
-	for _, kv := range resp.Kvs {
-		dir, name, ok := splitKey(m.prefix, string(kv.Key))
-		if !ok {
+	v := view{rev: rs.rev, holders: map[netip.Addr]Holding{}, unreadable: map[netip.Addr]bool{}, candidates: map[string]bool{}}
+	for _, r := range rs.addrs {
+		if r.err != nil {
+			m.mu.Lock()
+			seen := m.unreadable[r.addr]
+			m.unreadable[r.addr] = true
+			m.mu.Unlock()
+			if !seen {
+				m.log.Warn("service address held by a record this binary cannot read: not taking it", "addr", r.addr, "err", r.err)
+			}
+			v.unreadable[r.addr] = true
 			continue
 		}
-		switch dir {
-		case addrDir:
-			a, err := netip.ParseAddr(name)
-			if err != nil {
-				continue
-			}
-			var h Holder
-			if err := decode(string(kv.Key), kv.Value, &h); err != nil {
-				m.mu.Lock()
-				seen := m.unreadable[a]
-				m.unreadable[a] = true
-				m.mu.Unlock()
-				if !seen {
-					m.log.Warn("service address held by a record this binary cannot read: not taking it", "addr", a, "err", err)
-				}
-				v.unreadable[a] = true
-				continue
-			}
-			v.holders[a] = holding(a, h, kv.CreateRevision, kv.Lease)
-		case nodeDir:
-			var c Candidate
-			if decode(string(kv.Key), kv.Value, &c) == nil {
-				v.candidates[c.Node] = true
-			}
-		}
+		v.holders[r.addr] = r.h
+	}
+	for _, c := range rs.candidates {
+		v.candidates[c.Node] = true
 	}
 	return v, nil
 }

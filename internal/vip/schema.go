@@ -1,11 +1,14 @@
 package vip
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Key schema, version 1 (the "v1" in KeyPrefix: a layout that older
@@ -100,4 +103,57 @@ func splitKey(prefix, key string) (dir, name string, ok bool) {
 		}
 	}
 	return "", "", false
+}
+
+// records are the keys below a prefix, decoded: the service addresses'
+// holdings and the candidates.
+type records struct {
+	rev        int64
+	addrs      []addrRecord
+	candidates []Candidate
+}
+
+// addrRecord is an address's key: its holding, or, when this binary
+// cannot read the record, err (the holding then has only the address,
+// epoch and lease).
+type addrRecord struct {
+	addr netip.Addr
+	h    Holding
+	err  error
+}
+
+// readRecords reads every key below prefix. Keys that are not an
+// address's or a candidate's, and candidates that do not decode, are
+// skipped.
+func readRecords(ctx context.Context, cli *clientv3.Client, prefix string) (records, error) {
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return records{}, err
+	}
+	rs := records{rev: resp.Header.Revision}
+	for _, kv := range resp.Kvs {
+		dir, name, ok := splitKey(prefix, string(kv.Key))
+		if !ok {
+			continue
+		}
+		switch dir {
+		case addrDir:
+			a, err := netip.ParseAddr(name)
+			if err != nil {
+				continue
+			}
+			var h Holder
+			if err := decode(string(kv.Key), kv.Value, &h); err != nil {
+				rs.addrs = append(rs.addrs, addrRecord{addr: a, h: Holding{Addr: a.String(), Epoch: kv.CreateRevision, Lease: leaseHex(kv.Lease)}, err: err})
+				continue
+			}
+			rs.addrs = append(rs.addrs, addrRecord{addr: a, h: holding(a, h, kv.CreateRevision, kv.Lease)})
+		case nodeDir:
+			var c Candidate
+			if decode(string(kv.Key), kv.Value, &c) == nil {
+				rs.candidates = append(rs.candidates, c)
+			}
+		}
+	}
+	return rs, nil
 }

@@ -41,34 +41,16 @@ func ReadStatus(ctx context.Context, cli *clientv3.Client, prefix string) (Statu
 	if prefix == "" {
 		prefix = KeyPrefix
 	}
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	rs, err := readRecords(ctx, cli, prefix)
 	if err != nil {
 		return Status{}, fmt.Errorf("vip: read the service addresses' status: %w", err)
 	}
-	st := Status{Revision: resp.Header.Revision, Addresses: []AddressStatus{}, Candidates: []CandidateStatus{}}
-	for _, kv := range resp.Kvs {
-		dir, name, ok := splitKey(prefix, string(kv.Key))
-		if !ok {
-			continue
-		}
-		switch dir {
-		case addrDir:
-			a, err := netip.ParseAddr(name)
-			if err != nil {
-				continue
-			}
-			var h Holder
-			if err := decode(string(kv.Key), kv.Value, &h); err != nil {
-				st.Addresses = append(st.Addresses, AddressStatus{Holding: Holding{Addr: a.String(), Epoch: kv.CreateRevision, Lease: leaseHex(kv.Lease)}, Unreadable: true})
-				continue
-			}
-			st.Addresses = append(st.Addresses, AddressStatus{Holding: holding(a, h, kv.CreateRevision, kv.Lease)})
-		case nodeDir:
-			var c Candidate
-			if decode(string(kv.Key), kv.Value, &c) == nil {
-				st.Candidates = append(st.Candidates, CandidateStatus{Node: c.Node, Since: c.Since})
-			}
-		}
+	st := Status{Revision: rs.rev, Addresses: []AddressStatus{}, Candidates: []CandidateStatus{}}
+	for _, r := range rs.addrs {
+		st.Addresses = append(st.Addresses, AddressStatus{Holding: r.h, Unreadable: r.err != nil})
+	}
+	for _, c := range rs.candidates {
+		st.Candidates = append(st.Candidates, CandidateStatus{Node: c.Node, Since: c.Since})
 	}
 	slices.SortFunc(st.Addresses, func(a, b AddressStatus) int {
 		return netip.MustParseAddr(a.Addr).Compare(netip.MustParseAddr(b.Addr))
