@@ -8,6 +8,7 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 // TestModel runs random writes, reads, truncates, flushes and re-opens
@@ -30,94 +31,153 @@ func TestModel(t *testing.T) {
 	}
 }
 
-func runModel(t *testing.T, prot string, seed uint64, ops int) {
+// modelFile is a file under a model test: two handles of it on one
+// client with tiny units, and the in-memory reference of its bytes.
+type modelFile struct {
+	t      *testing.T
+	f      *clienttest.Fixture
+	c      *client.Client
+	lin    meta.LIN
+	stripe int
+	ref    []byte
+	hs     [2]*client.File
+	rng    *rand.Rand
+}
+
+// newModelFile creates a file of protection prot and opens its two
+// handles; the random choices come from seed and stream.
+func newModelFile(t *testing.T, prot string, seed, stream uint64) *modelFile {
 	const unit = 4 * kib
 	f := clienttest.New(t)
-	rng := rand.New(rand.NewPCG(seed, 99))
-	c := f.Client(unit, func(cfg *client.Config) { cfg.MaxDirty = 40 * kib; cfg.Readahead = 2 })
-	lin := f.Create("m", prot)
-	stripe := c.MustStripeSize(t, lin)
-	var ref []byte
-	var hs [2]*client.File
-	open := func(i int) {
-		h, err := c.Open(bg, lin, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
+	m := &modelFile{t: t, f: f, rng: rand.New(rand.NewPCG(seed, stream))}
+	m.c = f.Client(unit, func(cfg *client.Config) { cfg.MaxDirty = 40 * kib; cfg.Readahead = 2 })
+	m.lin = f.Create("m", prot)
+	m.stripe = m.c.MustStripeSize(t, m.lin)
+	m.open(0)
+	m.open(1)
+	return m
+}
+
+func (m *modelFile) open(i int) {
+	h, err := m.c.Open(bg, m.lin, true)
+	if err != nil {
+		m.t.Fatal(err)
 	}
-	open(0)
-	open(1)
+	m.hs[i] = h
+}
+
+// grow extends the reference with zeros to end.
+func (m *modelFile) grow(end int) {
+	if end > len(m.ref) {
+		m.ref = append(m.ref, make([]byte, end-len(m.ref))...)
+	}
+}
+
+// write writes p at off through h.
+func (m *modelFile) write(op int, h *client.File, p []byte, off int) {
+	if got, err := h.WriteAt(bg, p, int64(off)); err != nil || got != len(p) {
+		m.t.Fatalf("op %d: WriteAt(%d at %d) = %d, %v", op, len(p), off, got, err)
+	}
+	m.grow(off + len(p))
+	copy(m.ref[off:], p)
+}
+
+// read reads n bytes at off through h and checks them, and that a short
+// read is one that reached the end.
+func (m *modelFile) read(op int, h *client.File, off, n int) {
+	p := make([]byte, n)
+	got, err := h.ReadAt(bg, p, int64(off))
+	want := max(0, min(len(p), len(m.ref)-off))
+	if got != want || (got < len(p)) != (err == io.EOF) || (err != nil && err != io.EOF) {
+		m.t.Fatalf("op %d: ReadAt(%d at %d) = %d, %v; want %d bytes (size %d)", op, len(p), off, got, err, want, len(m.ref))
+	}
+	if got > 0 {
+		clienttest.MustEqual(m.t, fmt.Sprintf("op %d: read %d at %d", op, len(p), off), p[:got], m.ref[off:off+got])
+	}
+}
+
+func (m *modelFile) flush(op int, h *client.File) {
+	if err := h.Flush(bg); err != nil {
+		m.t.Fatalf("op %d: Flush: %v", op, err)
+	}
+}
+
+// reopen closes one handle, chosen at random, and opens it again.
+func (m *modelFile) reopen(op int) {
+	i := m.rng.IntN(2)
+	if err := m.hs[i].Close(bg); err != nil {
+		m.t.Fatalf("op %d: Close: %v", op, err)
+	}
+	m.open(i)
+}
+
+// fresh flushes both handles and reads the file whole through a fresh
+// client.
+func (m *modelFile) fresh(op int) {
+	for _, h := range m.hs {
+		m.flush(op, h)
+	}
+	clienttest.MustEqual(m.t, fmt.Sprintf("op %d: fresh client", op), m.f.ReadBack(m.lin), m.ref)
+}
+
+// checkSize checks h's size against the reference.
+func (m *modelFile) checkSize(op int, h *client.File) {
+	if s := h.Size(); s != int64(len(m.ref)) {
+		m.t.Fatalf("op %d: Size = %d, want %d", op, s, len(m.ref))
+	}
+}
+
+// finish closes both handles, reads the file back whole and checks the
+// size meta holds.
+func (m *modelFile) finish() {
+	for _, h := range m.hs {
+		if err := h.Close(bg); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+	clienttest.MustEqual(m.t, "final", m.f.ReadBack(m.lin), m.ref)
+	a, err := m.f.Meta.GetAttr(bg, m.lin)
+	if err != nil || a.Size != uint64(len(m.ref)) {
+		m.t.Fatalf("meta size %d, %v; want %d", a.Size, err, len(m.ref))
+	}
+}
+
+func runModel(t *testing.T, prot string, seed uint64, ops int) {
+	m := newModelFile(t, prot, seed, 99)
+	rng, stripe := m.rng, m.stripe
 	for op := 0; op < ops; op++ {
-		h := hs[rng.IntN(2)]
+		h := m.hs[rng.IntN(2)]
 		switch k := rng.IntN(100); {
 		case k < 40: // write
-			off := rng.IntN(len(ref) + 2*stripe + 1)
+			off := rng.IntN(len(m.ref) + 2*stripe + 1)
 			n := 1 + rng.IntN(stripe/2)
 			if rng.IntN(5) == 0 {
 				n = 1 + rng.IntN(3*stripe)
 			}
-			p := clienttest.RandBytes(n, rng.Uint64())
-			if got, err := h.WriteAt(bg, p, int64(off)); err != nil || got != n {
-				t.Fatalf("op %d: WriteAt(%d at %d) = %d, %v", op, n, off, got, err)
-			}
-			if end := off + n; end > len(ref) {
-				ref = append(ref, make([]byte, end-len(ref))...)
-			}
-			copy(ref[off:], p)
+			m.write(op, h, clienttest.RandBytes(n, rng.Uint64()), off)
 		case k < 70: // read
-			off := rng.IntN(len(ref) + stripe + 1)
-			p := make([]byte, 1+rng.IntN(2*stripe))
-			n, err := h.ReadAt(bg, p, int64(off))
-			want := max(0, min(len(p), len(ref)-off))
-			if n != want || (n < len(p)) != (err == io.EOF) || (err != nil && err != io.EOF) {
-				t.Fatalf("op %d: ReadAt(%d at %d) = %d, %v; want %d bytes (size %d)", op, len(p), off, n, err, want, len(ref))
-			}
-			if n > 0 {
-				clienttest.MustEqual(t, fmt.Sprintf("op %d: read %d at %d", op, len(p), off), p[:n], ref[off:off+n])
-			}
+			off := rng.IntN(len(m.ref) + stripe + 1)
+			m.read(op, h, off, 1+rng.IntN(2*stripe))
 		case k < 75: // sequential read of everything
-			clienttest.MustEqual(t, fmt.Sprintf("op %d: sequential read", op), clienttest.ReadAll(t, h, 1+rng.IntN(stripe)), ref)
+			clienttest.MustEqual(t, fmt.Sprintf("op %d: sequential read", op), clienttest.ReadAll(t, h, 1+rng.IntN(stripe)), m.ref)
 		case k < 83: // truncate
-			size := rng.IntN(len(ref) + 2*stripe + 1)
+			size := rng.IntN(len(m.ref) + 2*stripe + 1)
 			if err := h.Truncate(bg, int64(size)); err != nil {
 				t.Fatalf("op %d: Truncate(%d): %v", op, size, err)
 			}
-			if size < len(ref) {
-				ref = ref[:size]
+			if size < len(m.ref) {
+				m.ref = m.ref[:size]
 			} else {
-				ref = append(ref, make([]byte, size-len(ref))...)
+				m.grow(size)
 			}
 		case k < 90:
-			if err := h.Flush(bg); err != nil {
-				t.Fatalf("op %d: Flush: %v", op, err)
-			}
+			m.flush(op, h)
 		case k < 95: // close and reopen one handle
-			i := rng.IntN(2)
-			if err := hs[i].Close(bg); err != nil {
-				t.Fatalf("op %d: Close: %v", op, err)
-			}
-			open(i)
+			m.reopen(op)
 		default: // another client sees the flushed file
-			for _, h := range hs {
-				if err := h.Flush(bg); err != nil {
-					t.Fatalf("op %d: Flush: %v", op, err)
-				}
-			}
-			clienttest.MustEqual(t, fmt.Sprintf("op %d: fresh client", op), f.ReadBack(lin), ref)
+			m.fresh(op)
 		}
-		if s := h.Size(); s != int64(len(ref)) {
-			t.Fatalf("op %d: Size = %d, want %d", op, s, len(ref))
-		}
+		m.checkSize(op, h)
 	}
-	for _, h := range hs {
-		if err := h.Close(bg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clienttest.MustEqual(t, "final", f.ReadBack(lin), ref)
-	a, err := f.Meta.GetAttr(bg, lin)
-	if err != nil || a.Size != uint64(len(ref)) {
-		t.Fatalf("meta size %d, %v; want %d", a.Size, err, len(ref))
-	}
+	m.finish()
 }

@@ -3,8 +3,6 @@ package client_test
 import (
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/weftfs/weft/internal/client"
@@ -356,38 +354,19 @@ func TestSparseModel(t *testing.T) {
 }
 
 func runSparseModel(t *testing.T, prot string, seed uint64, ops int) {
-	const unit = 4 * kib
-	f := clienttest.New(t)
-	rng := rand.New(rand.NewPCG(seed, 7))
-	c := f.Client(unit, func(cfg *client.Config) { cfg.MaxDirty = 40 * kib; cfg.Readahead = 2 })
-	lin := f.Create("m", prot)
-	stripe := c.MustStripeSize(t, lin)
-	var ref []byte
-	var hs [2]*client.File
-	open := func(i int) {
-		h, err := c.Open(bg, lin, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs[i] = h
-	}
-	open(0)
-	open(1)
+	m := newModelFile(t, prot, seed, 7)
+	rng, stripe := m.rng, m.stripe
 	zeros := func(lo, hi int) bool {
-		for _, b := range ref[lo:hi] {
+		for _, b := range m.ref[lo:hi] {
 			if b != 0 {
 				return false
 			}
 		}
 		return true
 	}
-	grow := func(end int) {
-		if end > len(ref) {
-			ref = append(ref, make([]byte, end-len(ref))...)
-		}
-	}
 	for op := 0; op < ops; op++ {
-		h := hs[rng.IntN(2)]
+		h := m.hs[rng.IntN(2)]
+		ref := m.ref
 		off := rng.IntN(len(ref) + 3*stripe + 1)
 		n := 1 + rng.IntN(3*stripe)
 		switch k := rng.IntN(100); {
@@ -396,21 +375,17 @@ func runSparseModel(t *testing.T, prot string, seed uint64, ops int) {
 			if rng.IntN(5) == 0 {
 				clear(p)
 			}
-			if _, err := h.WriteAt(bg, p, int64(off)); err != nil {
-				t.Fatalf("op %d: WriteAt(%d at %d): %v", op, n, off, err)
-			}
-			grow(off + n)
-			copy(ref[off:], p)
+			m.write(op, h, p, off)
 		case k < 45: // punch, or zero a range (growing the file or not)
 			keep := rng.IntN(2) == 0
 			if err := h.Zero(bg, int64(off), int64(n), keep); err != nil {
 				t.Fatalf("op %d: Zero(%d at %d, keep %v): %v", op, n, off, keep, err)
 			}
 			if !keep {
-				grow(off + n)
+				m.grow(off + n)
 			}
-			if off < len(ref) {
-				clear(ref[off:min(len(ref), off+n)])
+			if off < len(m.ref) {
+				clear(m.ref[off:min(len(m.ref), off+n)])
 			}
 		case k < 50: // allocate
 			keep := rng.IntN(2) == 0
@@ -418,18 +393,10 @@ func runSparseModel(t *testing.T, prot string, seed uint64, ops int) {
 				t.Fatalf("op %d: Allocate(%d at %d, keep %v): %v", op, n, off, keep, err)
 			}
 			if !keep {
-				grow(off + n)
+				m.grow(off + n)
 			}
 		case k < 70: // read
-			p := make([]byte, 1+rng.IntN(2*stripe))
-			got, err := h.ReadAt(bg, p, int64(off))
-			want := max(0, min(len(p), len(ref)-off))
-			if got != want || (err != nil && err != io.EOF) {
-				t.Fatalf("op %d: ReadAt(%d at %d) = %d, %v; want %d bytes", op, len(p), off, got, err, want)
-			}
-			if got > 0 {
-				clienttest.MustEqual(t, fmt.Sprintf("op %d: read %d at %d", op, len(p), off), p[:got], ref[off:off+got])
-			}
+			m.read(op, h, off, 1+rng.IntN(2*stripe))
 		case k < 85: // seeks
 			d, err := h.SeekData(bg, int64(off))
 			switch {
@@ -468,35 +435,18 @@ func runSparseModel(t *testing.T, prot string, seed uint64, ops int) {
 				}
 			}
 		case k < 92:
-			if err := h.Flush(bg); err != nil {
-				t.Fatalf("op %d: Flush: %v", op, err)
-			}
+			m.flush(op, h)
 		case k < 96: // close and reopen one handle
-			i := rng.IntN(2)
-			if err := hs[i].Close(bg); err != nil {
-				t.Fatalf("op %d: Close: %v", op, err)
-			}
-			open(i)
+			m.reopen(op)
 		default: // another client sees the flushed file
-			for _, h := range hs {
-				if err := h.Flush(bg); err != nil {
-					t.Fatalf("op %d: Flush: %v", op, err)
-				}
-			}
-			clienttest.MustEqual(t, fmt.Sprintf("op %d: fresh client", op), f.ReadBack(lin), ref)
+			m.fresh(op)
 		}
-		if s := h.Size(); s != int64(len(ref)) {
-			t.Fatalf("op %d: Size = %d, want %d", op, s, len(ref))
-		}
+		m.checkSize(op, h)
 	}
-	for _, h := range hs {
-		if err := h.Close(bg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clienttest.MustEqual(t, "final", f.ReadBack(lin), ref)
+	m.finish()
+	ref := m.ref
 	// Every stripe of zeros only is a hole: no map.
-	for _, s := range f.Stripes(lin) {
+	for _, s := range m.f.Stripes(m.lin) {
 		lo := int(s.Index) * stripe
 		if zeros(lo, min(len(ref), lo+stripe)) {
 			t.Fatalf("stripe %d holds zeros only but is stored (%d bytes)", s.Index, s.DataLen)
@@ -504,9 +454,5 @@ func runSparseModel(t *testing.T, prot string, seed uint64, ops int) {
 		if end := lo + int(s.DataLen); end > len(ref) || ref[end-1] == 0 {
 			t.Fatalf("stripe %d is stored up to %d, which is past the file or after a zero byte", s.Index, end)
 		}
-	}
-	a, err := f.Meta.GetAttr(bg, lin)
-	if err != nil || a.Size != uint64(len(ref)) {
-		t.Fatalf("meta size %d, %v; want %d", a.Size, err, len(ref))
 	}
 }
