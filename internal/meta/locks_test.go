@@ -183,6 +183,19 @@ func TestLockConflicts(t *testing.T) {
 	}
 }
 
+// untilWaiting returns once a request of m waits for a lock (so that
+// what the test does next ends a wait, not a request yet to start).
+func untilWaiting(t *testing.T, m *Meta) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.LockStats().Waiting == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no lock request waiting after 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestLockWait(t *testing.T) {
 	ms, _ := lockClients(t, 2)
 	a, b := ms[0], ms[1]
@@ -215,7 +228,7 @@ func TestLockWait(t *testing.T) {
 	// A wait cut short returns the context's error and takes nothing.
 	ctx, cancel := context.WithCancel(bg)
 	go func() { got <- a.SetLock(ctx, lin, plock(1, 1, LockRead, 55, 55), true) }()
-	time.Sleep(20 * time.Millisecond)
+	untilWaiting(t, a)
 	cancel()
 	if err := <-got; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: err %v, want context.Canceled", err)
@@ -240,7 +253,7 @@ func TestLockSessionExpiry(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() { got <- b.SetLock(bg, lin, flock(2, 1, LockWrite), true) }()
-	time.Sleep(20 * time.Millisecond)
+	untilWaiting(t, b)
 	locks.Expire(1) // A's lease runs out
 	if err := <-got; err != nil {
 		t.Fatalf("B's wait after A's session expired: %v", err)
