@@ -253,6 +253,16 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) time.Tim
 	return time.Now()
 }
 
+// untilCandidates returns once n nodes are candidates (each started node
+// has published its candidacy).
+func untilCandidates(t *testing.T, cli *clientv3.Client, n int) {
+	t.Helper()
+	waitFor(t, 5*time.Second, fmt.Sprintf("%d candidates", n), func() bool {
+		st, err := ReadStatus(context.Background(), cli, "")
+		return err == nil && len(st.Candidates) == n
+	})
+}
+
 // TestCrashedHolderIsReplaced: a holder killed (no release) is replaced
 // within TTL + 1 s with a higher epoch, and when it comes back it does
 // not take the address from the node that now serves it.
@@ -392,7 +402,7 @@ func TestCutFromEtcdFencesFirst(t *testing.T) {
 	}})
 	waitFor(t, 5*time.Second, "n1 holds the address", func() bool { return tr.holder(addr1) == "n1" })
 	start(t, tr, "n2", c.Endpoints, opts{})
-	time.Sleep(500 * time.Millisecond)
+	untilCandidates(t, watcher, 2)
 
 	cut := time.Now()
 	p.sever()
@@ -438,7 +448,7 @@ func TestLinkDownGivesUp(t *testing.T) {
 	n1 := start(t, tr, "n1", c.Endpoints, opts{})
 	waitFor(t, 5*time.Second, "n1 holds the address", func() bool { return tr.holder(addr1) == "n1" })
 	n2 := start(t, tr, "n2", c.Endpoints, opts{})
-	time.Sleep(300 * time.Millisecond)
+	untilCandidates(t, n2.cli, 2)
 	down := time.Now()
 	n1.link.Store(true)
 	took := waitFor(t, testTTL, "n2 takes the address over", func() bool { return tr.holder(addr1) == "n2" })
@@ -479,7 +489,7 @@ func TestEtcdLeaderKilled(t *testing.T) {
 	n1 := start(t, tr, "n1", c.Endpoints, opts{})
 	waitFor(t, 5*time.Second, "n1 holds the address", func() bool { return tr.holder(addr1) == "n1" })
 	start(t, tr, "n2", c.Endpoints, opts{})
-	time.Sleep(300 * time.Millisecond)
+	untilCandidates(t, n1.cli, 2)
 
 	leader := -1
 	for i, ep := range c.Endpoints {
@@ -579,7 +589,7 @@ func TestCloseHandsOver(t *testing.T) {
 	n1 := start(t, tr, "n1", c.Endpoints, opts{addrs: []netip.Addr{addr1}, ttl: 5 * time.Second})
 	waitFor(t, 5*time.Second, "n1 holds the address", func() bool { return tr.holder(addr1) == "n1" })
 	start(t, tr, "n2", c.Endpoints, opts{ttl: 5 * time.Second})
-	time.Sleep(300 * time.Millisecond)
+	untilCandidates(t, n1.cli, 2)
 	stopped := time.Now()
 	n1.stop()
 	took := waitFor(t, 2*time.Second, "n2 takes the address over", func() bool { return tr.holder(addr1) == "n2" })
