@@ -53,7 +53,7 @@ directory, or on the mount and a gateway, to compare.`,
 			if files < 1 || metaJobs < 1 {
 				return usageError{fmt.Errorf("--files %d --jobs %d: want at least 1 of each", files, metaJobs)}
 			}
-			r, err := bench.MetaOn(c.Context(), t, files, metaJobs)
+			r, err := bench.Meta(c.Context(), t, files, metaJobs)
 			if err != nil {
 				return err
 			}

@@ -18,20 +18,13 @@ type MetaResult struct {
 	RemoveSec float64 `json:"remove_seconds"`
 }
 
-// Meta creates n empty files in a new subdirectory of the local directory
-// dir from one thread, stats each, removes each, and reports the rate of
-// each phase. The subdirectory is removed afterwards.
-func Meta(dir string, n int) (MetaResult, error) {
-	return MetaOn(context.Background(), Dir{Path: dir}, n, 1)
-}
-
-// MetaOn creates n empty files in a new subdirectory of t's root, jobs
+// Meta creates n empty files in a new subdirectory of t's root, jobs
 // sessions at once (each its share of the names), then stats each (an NFS
 // LOOKUP), then removes each, and reports the rate of each phase: files
 // over the phase's time. A create is an exclusive create (and, on a
 // directory, the close that follows). The subdirectory is removed
 // afterwards.
-func MetaOn(ctx context.Context, t Target, n, jobs int) (r MetaResult, err error) {
+func Meta(ctx context.Context, t Target, n, jobs int) (r MetaResult, err error) {
 	r = MetaResult{Dir: t.String(), Files: n, Jobs: jobs}
 	if n < 1 || jobs < 1 {
 		return r, fmt.Errorf("bench: %d files and %d jobs: want at least one of each", n, jobs)

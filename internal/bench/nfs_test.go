@@ -168,7 +168,7 @@ func TestThroughputNFS(t *testing.T) {
 // several connections.
 func TestMetaNFS(t *testing.T) {
 	f := nfstest.New(t, 1)
-	r, err := MetaOn(context.Background(), nfsTarget(f), 40, 3)
+	r, err := Meta(context.Background(), nfsTarget(f), 40, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,6 @@ import (
 // A Client is safe for concurrent use.
 type Client struct {
 	conn  *grpc.ClientConn
-	owned bool
 	rpc   pb.BlockServiceClient
 	codec *wireCodec // sends a Put's data without copying it
 }
@@ -104,22 +103,11 @@ func Dial(addr string, opts ...DialOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("block: dial %s: %w", addr, err)
 	}
-	return &Client{conn: conn, owned: true, rpc: pb.NewBlockServiceClient(conn), codec: newWireCodec()}, nil
+	return &Client{conn: conn, rpc: pb.NewBlockServiceClient(conn), codec: newWireCodec()}, nil
 }
 
-// NewClient returns a Client over an existing connection, which the caller
-// keeps owning (Close does not close it).
-func NewClient(conn *grpc.ClientConn) *Client {
-	return &Client{conn: conn, rpc: pb.NewBlockServiceClient(conn), codec: newWireCodec()}
-}
-
-// Close closes the connection if Dial made it.
-func (c *Client) Close() error {
-	if !c.owned {
-		return nil
-	}
-	return c.conn.Close()
-}
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
 
 // Put stores data as block hdr.ID on drive d (see drive.Drive.Put for the
 // contract: durable on return, idempotent for identical content,

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"math"
 	"strings"
 	"time"
 )
@@ -167,12 +166,6 @@ func seconds(t time.Time) (float64, bool) {
 		return 0, false
 	}
 	return float64(t.Unix()) + float64(t.Nanosecond())*1e-9, true
-}
-
-// fromSeconds is the inverse of seconds, for printing timestamps.
-func fromSeconds(s float64) time.Time {
-	sec, frac := math.Modf(s)
-	return time.Unix(int64(sec), int64(math.Round(frac*1e9))).UTC()
 }
 
 // POSIX file types (the S_IFMT bits of st_mode).

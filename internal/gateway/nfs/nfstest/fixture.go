@@ -92,10 +92,3 @@ func (f *Fixture) Start(verifier uint64, exports ...nfs.Export) {
 	}
 	f.TB.Cleanup(f.stop)
 }
-
-// Stop stops the running Server (Serve returns, Close flushes).
-func (f *Fixture) Stop() {
-	if f.stop != nil {
-		f.stop()
-	}
-}
