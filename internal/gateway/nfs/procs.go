@@ -573,7 +573,10 @@ func (r *request) link() (result, error) {
 	return result{status: statusOf(err), body: linkRes{Attr: postOp(a, ok), Dir: wcc(pre, true, post, dok)}}, nil
 }
 
-func (r *request) fsstat() (result, error) {
+// fsProc answers FSSTAT, FSINFO or PATHCONF: their arguments are a file
+// handle, their failure body its post-op attributes; fn gets the
+// attributes (ok false if they could not be read) and gives the result.
+func (r *request) fsProc(fn func(a vfs.Attr, ok bool) result) (result, error) {
 	var args fhArgs
 	if err := r.decode(&args); err != nil {
 		return result{}, err
@@ -583,45 +586,37 @@ func (r *request) fsstat() (result, error) {
 		return result{status: statusOf(err), body: postOpAttr{}}, nil
 	}
 	a, ok := r.attr(lin)
-	st, err := r.s.fs.StatFS(r.ctx)
-	if err != nil {
-		return result{status: statusOf(err), body: postOp(a, ok)}, nil
-	}
-	// The namespace has no inode limit: report as many free as a
-	// 64-bit count comfortably holds.
-	const freeFiles = 1 << 48
-	used := uint64(max(st.Files, 0))
-	return result{body: fsstatOK{Attr: postOp(a, ok),
-		Tbytes: uint64(max(st.TotalBytes, 0)), Fbytes: uint64(max(st.FreeBytes, 0)), Abytes: uint64(max(st.FreeBytes, 0)),
-		Tfiles: used + freeFiles, Ffiles: freeFiles, Afiles: freeFiles}}, nil
+	return fn(a, ok), nil
+}
+
+func (r *request) fsstat() (result, error) {
+	return r.fsProc(func(a vfs.Attr, ok bool) result {
+		st, err := r.s.fs.StatFS(r.ctx)
+		if err != nil {
+			return result{status: statusOf(err), body: postOp(a, ok)}
+		}
+		// The namespace has no inode limit: report as many free as a
+		// 64-bit count comfortably holds.
+		const freeFiles = 1 << 48
+		used := uint64(max(st.Files, 0))
+		return result{body: fsstatOK{Attr: postOp(a, ok),
+			Tbytes: uint64(max(st.TotalBytes, 0)), Fbytes: uint64(max(st.FreeBytes, 0)), Abytes: uint64(max(st.FreeBytes, 0)),
+			Tfiles: used + freeFiles, Ffiles: freeFiles, Afiles: freeFiles}}
+	})
 }
 
 func (r *request) fsinfo() (result, error) {
-	var args fhArgs
-	if err := r.decode(&args); err != nil {
-		return result{}, err
-	}
-	lin, err := r.target(args.FH)
-	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
-	}
-	a, ok := r.attr(lin)
-	return result{body: fsinfoOK{Attr: postOp(a, ok),
-		RTMax: maxIO, RTPref: maxIO, RTMult: 4096, WTMax: maxIO, WTPref: maxIO, WTMult: 4096,
-		DTPref: dirPref, Size: 1<<63 - 1, TimeDelta: nfsc.NFS3Time{Nseconds: 1},
-		Properties: fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime}}, nil
+	return r.fsProc(func(a vfs.Attr, ok bool) result {
+		return result{body: fsinfoOK{Attr: postOp(a, ok),
+			RTMax: maxIO, RTPref: maxIO, RTMult: 4096, WTMax: maxIO, WTPref: maxIO, WTMult: 4096,
+			DTPref: dirPref, Size: 1<<63 - 1, TimeDelta: nfsc.NFS3Time{Nseconds: 1},
+			Properties: fsfLink | fsfSymlink | fsfHomogeneous | fsfCanSetTime}}
+	})
 }
 
 func (r *request) pathconf() (result, error) {
-	var args fhArgs
-	if err := r.decode(&args); err != nil {
-		return result{}, err
-	}
-	lin, err := r.target(args.FH)
-	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
-	}
-	a, ok := r.attr(lin)
-	return result{body: pathconfOK{Attr: postOp(a, ok), Linkmax: vfs.MaxLinks, NameMax: vfs.MaxNameLen,
-		NoTrunc: true, ChownRestricted: true, CaseInsensitive: false, CasePreserving: true}}, nil
+	return r.fsProc(func(a vfs.Attr, ok bool) result {
+		return result{body: pathconfOK{Attr: postOp(a, ok), Linkmax: vfs.MaxLinks, NameMax: vfs.MaxNameLen,
+			NoTrunc: true, ChownRestricted: true, CaseInsensitive: false, CasePreserving: true}}
+	})
 }
