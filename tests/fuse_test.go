@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/tests/harness"
 )
@@ -449,6 +451,22 @@ func TestMount(t *testing.T) {
 			}
 			if out, err := as(1000, "echo mine > u1000 && chmod 4755 u1000 && echo more >> u1000 && stat -c %a u1000"); err != nil || strings.TrimSpace(out) != "755" {
 				t.Fatalf("setuid not cleared by a write: %v %q", err, out)
+			}
+			// The mount leaves killing privileges to weft (the kernel
+			// stops asking for security.capability before each write):
+			// a write removes a file's capabilities, even root's.
+			capFile := filepath.Join(d, "capfile")
+			writeFile(t, capFile, []byte("x"))
+			capv := []byte{1, 0, 0, 2, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} // v2, effective, cap_net_raw
+			must(t, unix.Setxattr(capFile, "security.capability", capv, 0))
+			if _, err := unix.Getxattr(capFile, "security.capability", make([]byte, 64)); err != nil {
+				t.Fatalf("capabilities not set: %v", err)
+			}
+			if out, err := as(0, "echo more >> capfile"); err != nil {
+				t.Fatalf("root's append: %v %s", err, out)
+			}
+			if _, err := unix.Getxattr(capFile, "security.capability", make([]byte, 64)); !errors.Is(err, unix.ENODATA) {
+				t.Fatalf("capabilities after a write: %v, want ENODATA", err)
 			}
 			if out, err := as(1001, "rm -f u1000; r=$?; ls -ln; exit $r"); err == nil {
 				t.Fatalf("uid 1001 removed uid 1000's file from a sticky directory: %s", out)

@@ -166,6 +166,9 @@ func (fs *FS) setAttr(ctx context.Context, lin meta.LIN, mask SetAttrMask, in At
 		if cerr := f.Close(ctx); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			_, err = fs.killPrivileges(ctx, lin, CallerFrom(ctx).UID != 0)
+		}
 		if err != nil {
 			return cur, err
 		}

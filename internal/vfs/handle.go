@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -98,13 +99,15 @@ func (fs *FS) open(ctx context.Context, a meta.Attr, flags int, check bool) (*Ha
 		return nil, err
 	}
 	h := &Handle{LIN: LIN(a.LIN), Flags: flags, fs: fs, file: f, attr: a}
-	if flags&OTrunc != 0 && a.Size > 0 {
-		if err := f.Truncate(ctx, 0); err != nil {
-			_ = fs.release(ctx, h)
-			return nil, err
+	if flags&OTrunc != 0 {
+		if a.Size > 0 {
+			if err := f.Truncate(ctx, 0); err != nil {
+				_ = fs.release(ctx, h)
+				return nil, err
+			}
 		}
 		h.privCleared.Store(true)
-		if err := h.clearPrivileges(ctx); err != nil {
+		if _, err := fs.killPrivileges(ctx, a.LIN, CallerFrom(ctx).UID != 0); err != nil {
 			_ = fs.release(ctx, h)
 			return nil, err
 		}
@@ -147,8 +150,10 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	return n, classify(err)
 }
 
-// Write writes p at off (at the end of the file with O_APPEND). The first
-// write by a non-root caller clears setuid and setgid. Errors:
+// Write writes p at off (at the end of the file with O_APPEND). The
+// handle's first write removes the file's privileges (killPrivileges:
+// capabilities, and setuid and setgid when the caller is not root), so
+// that a gateway need not ask before every write. Errors:
 // ErrBadHandle (not open for writing), ErrNoSpace, ErrFileTooLarge,
 // ErrUnavailable.
 func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
@@ -158,35 +163,76 @@ func (h *Handle) Write(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.Flags&OAppend != 0 {
 		off = h.file.Size()
 	}
-	if h.privCleared.CompareAndSwap(false, true) {
-		if err := h.clearPrivileges(ctx); err != nil {
-			return 0, classify(err)
-		}
+	if _, err := h.KillPrivileges(ctx, false); err != nil {
+		return 0, err
 	}
 	n, err := h.file.WriteAt(ctx, p, off)
 	return n, classify(err)
 }
 
-// clearPrivileges drops setuid (and setgid with group-exec) after a write
-// by anyone but root, as POSIX requires.
-func (h *Handle) clearPrivileges(ctx context.Context) error {
-	if CallerFrom(ctx).UID == 0 {
-		return nil
+// KillPrivileges kills the file's privileges (FS.KillPrivileges) before
+// a change of its data through h: at the handle's first change (a
+// failure leaves it to the next), with setuid and setgid when the caller
+// is not root, and again whenever suidgid asks (FUSE's
+// WRITE_KILL_SUIDGID). Write and Allocate call it; a gateway whose client
+// caches attributes calls it first to learn whether they changed.
+// Errors: ErrNotFound.
+func (h *Handle) KillPrivileges(ctx context.Context, suidgid bool) (changed bool, err error) {
+	first := h.privCleared.CompareAndSwap(false, true)
+	if !first && !suidgid {
+		return false, nil
 	}
-	cur, err := h.fs.m.GetAttr(ctx, meta.LIN(h.LIN))
+	changed, err = h.fs.killPrivileges(ctx, meta.LIN(h.LIN), suidgid || CallerFrom(ctx).UID != 0)
+	if err != nil && first {
+		h.privCleared.Store(false)
+	}
+	return changed, classify(err)
+}
+
+// CapabilityXattr is the extended attribute holding a file's
+// capabilities (setcap), removed when the file's data changes.
+const CapabilityXattr = "security.capability"
+
+// KillPrivileges removes what Linux removes from a regular file whose
+// data changes: its capabilities (CapabilityXattr), and, with suidgid, its
+// setuid bit and its setgid bit if group-exec is set (setgid without it
+// marks mandatory locking and stays). vfs does it itself at a handle's
+// first write, an O_TRUNC open and a truncate (suidgid when the caller is
+// not root); a gateway calls it when its protocol says a change must kill
+// them (a truncate with FUSE's FATTR_KILL_SUIDGID). Nothing is written when
+// there is nothing to remove; changed says whether anything was. Errors:
+// ErrNotFound.
+func (fs *FS) KillPrivileges(ctx context.Context, lin LIN, suidgid bool) (changed bool, err error) {
+	changed, err = fs.killPrivileges(ctx, meta.LIN(lin), suidgid)
+	return changed, classify(err)
+}
+
+func (fs *FS) killPrivileges(ctx context.Context, lin meta.LIN, suidgid bool) (changed bool, err error) {
+	if _, err := fs.m.GetXattr(ctx, lin, CapabilityXattr); err == nil {
+		if err := fs.m.RemoveXattr(ctx, lin, CapabilityXattr); err != nil && !errors.Is(err, meta.ErrNoXattr) {
+			return false, err
+		}
+		changed = true
+	} else if !errors.Is(err, meta.ErrNoXattr) {
+		return false, err
+	}
+	if !suidgid {
+		return changed, nil
+	}
+	cur, err := fs.m.GetAttr(ctx, lin)
 	if err != nil {
-		return err
+		return changed, err
 	}
 	mode := cur.Mode &^ modeSetuid
 	if cur.Mode&0o010 != 0 {
 		mode &^= modeSetgid
 	}
-	if mode == cur.Mode {
-		return nil
+	if mode == cur.Mode || cur.Type != meta.TypeFile {
+		return changed, nil
 	}
 	cur.Mode = mode
-	_, err = h.fs.m.SetAttr(ctx, meta.LIN(h.LIN), meta.SetMode, cur)
-	return err
+	_, err = fs.m.SetAttr(ctx, lin, meta.SetMode, cur)
+	return true, err
 }
 
 // Size is the file's size including this mount's buffered writes.

@@ -60,10 +60,8 @@ func (h *Handle) Allocate(ctx context.Context, off, n int64, mode AllocMode) err
 	default:
 		return fmt.Errorf("%w: fallocate mode %#x: weft supports 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE and ZERO_RANGE (with or without KEEP_SIZE)", ErrNotSupported, uint32(mode))
 	}
-	if h.privCleared.CompareAndSwap(false, true) {
-		if err := h.clearPrivileges(ctx); err != nil {
-			return classify(err)
-		}
+	if _, err := h.KillPrivileges(ctx, false); err != nil {
+		return err
 	}
 	err = h.file.Zero(ctx, off, n, keep)
 	return classify(err)

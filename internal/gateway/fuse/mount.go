@@ -56,6 +56,11 @@ func New(fs *vfs.FS, dir string, o Options) (*Mount, error) {
 		Debug:              o.Debug,
 		DirectMount:        os.Geteuid() == 0,
 		EnableLocks:        true, // flock and POSIX locks come to weft (locks.go)
+		// weft removes setuid, setgid and capabilities itself when data
+		// changes (vfs.KillPrivileges); the kernel then marks the mount
+		// SB_NOSEC and stops asking for security.capability before
+		// every write (a FUSE round trip per write).
+		ExtraCapabilities: gofuse.CAP_HANDLE_KILLPRIV_V2,
 	}
 	srv, err := gofuse.NewServer(newRawFS(fs, o.Log), dir, mo)
 	if err != nil {

@@ -194,6 +194,13 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofus
 	} else {
 		res, err = r.fs.SetAttr(ctx, vfs.LIN(in.NodeId), mask, a)
 	}
+	if err == nil && in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 && mask&vfs.SetMode == 0 {
+		// A truncate or chown by an unprivileged caller, which the kernel
+		// leaves to us (HANDLE_KILLPRIV_V2).
+		if _, err = r.fs.KillPrivileges(ctx, vfs.LIN(in.NodeId), true); err == nil {
+			res, err = r.fs.GetAttr(ctx, vfs.LIN(in.NodeId))
+		}
+	}
 	if err != nil {
 		return status(err)
 	}
@@ -311,13 +318,20 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Open
 	// ask again. Offset -1 drops attributes only: no page is touched, so
 	// this cannot wait on the file's own I/O (the kernel drops the page
 	// cache of an open without FOPEN_KEEP_CACHE anyway).
-	if srv := r.srv.Load(); srv != nil {
-		if st := srv.InodeNotify(in.NodeId, -1, 0); st != gofuse.OK && st != gofuse.ENOSYS {
-			r.log.Debug("fuse: attribute invalidation on open", "lin", in.NodeId, "status", st)
-		}
-	}
+	r.invalidateAttr(in.NodeId)
 	out.Fh = h.ID
 	return gofuse.OK
+}
+
+// invalidateAttr makes the kernel drop the attributes it caches of node
+// (offset -1: no page is touched, so this cannot wait on the file's own
+// I/O, and may be called from a request on it).
+func (r *rawFS) invalidateAttr(node uint64) {
+	if srv := r.srv.Load(); srv != nil {
+		if st := srv.InodeNotify(node, -1, 0); st != gofuse.OK && st != gofuse.ENOSYS {
+			r.log.Debug("fuse: attribute invalidation", "lin", node, "status", st)
+		}
+	}
 }
 
 func (r *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
@@ -339,6 +353,15 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (
 		return 0, status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
+	// The kernel leaves killing privileges to us (HANDLE_KILLPRIV_V2,
+	// mount.go), setuid and setgid with WRITE_KILL_SUIDGID (a writer
+	// without CAP_FSETID); when the mode changes, its cached attributes
+	// are stale: drop them (attributes only, as Open does).
+	if changed, err := h.KillPrivileges(ctx, in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0); err != nil {
+		return 0, status(err)
+	} else if changed {
+		r.invalidateAttr(in.NodeId)
+	}
 	n, err := h.Write(ctx, data, int64(in.Offset))
 	if err != nil {
 		return uint32(n), status(err)
