@@ -48,7 +48,7 @@ func TestSmallWritesCrash(t *testing.T) {
 			off := rng.IntN(size/page) * page
 			p := randBytes(rng.Uint64(), page)
 			if _, err := fh.WriteAt(p, int64(off)); err != nil {
-				t.Fatalf("random write %d at %d: %v", i, off, err)
+				t.Fatalf("random write %d at %d: %v\nthe mount's output:\n%s", i, off, err, m.Output())
 			}
 			copy(ref[off:], p)
 		}

@@ -269,3 +269,98 @@ func TestStatsRows(t *testing.T) {
 		t.Errorf("MeasureDemand = %+v", d)
 	}
 }
+
+// TestBound: while the nodes' demand records disagree (each sees only
+// its own demand and aims at nearly the whole limit), the shares they
+// hold never sum past the limit, round after round, and they reach the
+// targets of a consistent view; a share falls to a lower target at once;
+// a record without Held counts at its Share; a share waiting for slack
+// is small but never 0 (unlimited).
+func TestBound(t *testing.T) {
+	const limit = 40.0
+	cfg := Config{Enabled: true, Pools: map[string]PoolLimits{AllPools: {Maintenance: {IOPS: limit}}}}
+	k := Key{"a", Maintenance}
+	nodes := []string{"n1", "n2", "n3"}
+	held := map[string]map[Key]Limit{}
+	for _, n := range nodes {
+		held[n] = map[Key]Limit{k: {IOPS: limit / 3}} // idle: even shares
+	}
+	record := func(n string, ops float64) NodeDemand {
+		return NodeDemand{Node: n, Pools: []string{"a"}, Demand: []KeyDemand{{Pool: "a", Class: Maintenance, Ops: ops}}, Held: HeldList(held[n])}
+	}
+	// Round 1: the load starts; each node sees its own demand, the
+	// others' records still idle. Round 2 on: everyone's demand seen.
+	for round := 1; round <= 4; round++ {
+		next := map[string]map[Key]Limit{}
+		for _, n := range nodes {
+			var recs []NodeDemand
+			for _, m := range nodes {
+				ops := 0.0
+				if m == n || round > 1 {
+					ops = 100
+				}
+				recs = append(recs, record(m, ops))
+			}
+			targets := Shares(cfg, n, []string{"a"}, recs)
+			if round == 1 && targets[k].IOPS < limit*0.9 {
+				t.Fatalf("round 1: %s aims at %v; the test wants it to see only its own demand", n, targets[k])
+			}
+			next[n] = Bound(cfg, n, []string{"a"}, recs, targets, held[n])
+		}
+		held = next
+		var sum float64
+		for _, n := range nodes {
+			sum += held[n][k].IOPS
+		}
+		if sum > limit+1e-9 {
+			t.Fatalf("round %d: the shares sum to %.2f IOPS, over the limit of %.0f", round, sum, limit)
+		}
+		if round >= 2 && math.Abs(sum-limit) > 1e-9 {
+			t.Fatalf("round %d: the shares sum to %.2f, want the whole limit", round, sum)
+		}
+	}
+
+	// Only n1 has demand: n2 and n3 fall to the floor at once, n1 rises
+	// into what they release by the next round.
+	demand := func(n string) float64 {
+		if n == "n1" {
+			return 100
+		}
+		return 0
+	}
+	for round := 1; round <= 4; round++ {
+		next := map[string]map[Key]Limit{}
+		var recs []NodeDemand
+		for _, m := range nodes {
+			recs = append(recs, record(m, demand(m)))
+		}
+		for _, n := range nodes {
+			next[n] = Bound(cfg, n, []string{"a"}, recs, Shares(cfg, n, []string{"a"}, recs), held[n])
+		}
+		if round == 1 && (next["n2"][k].IOPS != limit*FloorFraction/3 || next["n1"][k].IOPS != held["n1"][k].IOPS) {
+			t.Errorf("round 1 of one node's demand: n1 %v (held %v), n2 %v; want n1 unchanged (no slack yet), n2 at the floor", next["n1"][k], held["n1"][k], next["n2"][k])
+		}
+		held = next
+	}
+	floor := limit * FloorFraction / 3
+	if math.Abs(held["n2"][k].IOPS-floor) > 1e-9 || math.Abs(held["n1"][k].IOPS-(limit-2*floor)) > 0.01*limit {
+		t.Errorf("one node with demand, 4 rounds: n1 %v, n2 %v; want %v (within 1 %%) and %v", held["n1"][k], held["n2"][k], limit-2*floor, floor)
+	}
+
+	// A record without Held counts at its Share; with the others
+	// holding everything, a node waits with a share that is not 0.
+	recs := []NodeDemand{
+		{Node: "n1", Pools: []string{"a"}},
+		{Node: "n2", Pools: []string{"a"}, Demand: []KeyDemand{{Pool: "a", Class: Maintenance, Ops: 100}}},
+	}
+	target := Shares(cfg, "n1", []string{"a"}, recs)[k].IOPS
+	other := Shares(cfg, "n2", []string{"a"}, recs)[k].IOPS
+	got := Bound(cfg, "n1", []string{"a"}, recs, map[Key]Limit{k: {IOPS: target}}, nil)[k]
+	if want := (limit - other) * target / limit; math.Abs(got.IOPS-want) > 1e-9 {
+		t.Errorf("beside a record without Held: %v, want %v", got, want)
+	}
+	recs[1].Held = []KeyLimit{{Pool: "a", Class: Maintenance, Limit: Limit{IOPS: limit}}}
+	if got := Bound(cfg, "n1", []string{"a"}, recs, map[Key]Limit{k: {IOPS: target}}, nil)[k]; got.Unlimited() || got.IOPS > 0.1 {
+		t.Errorf("with no slack: %v, want a tiny share", got)
+	}
+}

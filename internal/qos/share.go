@@ -29,7 +29,9 @@ const DemandVersion = 1
 // (Stats.ClientP99), for the job throttles of the other nodes.
 //
 // ClientP99 was added without a version bump: a reader that does not
-// know it loses nothing it used; it only does not see the latency.
+// know it loses nothing it used; it only does not see the latency. Held
+// likewise: a record without it (an older node, or one that holds no
+// limit yet) is counted as holding its Share (Bound).
 type NodeDemand struct {
 	V         int           `json:"v"`
 	Node      string        `json:"node"`
@@ -37,6 +39,30 @@ type NodeDemand struct {
 	Pools     []string      `json:"pools"`
 	Demand    []KeyDemand   `json:"demand,omitempty"`
 	ClientP99 []PoolLatency `json:"client_p99,omitempty"`
+	// Held are the shares the node held when it published (Gate.Limits).
+	Held []KeyLimit `json:"held,omitempty"`
+}
+
+// KeyLimit is a share held on one Key.
+type KeyLimit struct {
+	Pool  string `json:"pool"`
+	Class Class  `json:"class"`
+	Limit
+}
+
+// HeldList is held as NodeDemand.Held, sorted.
+func HeldList(held map[Key]Limit) []KeyLimit {
+	out := make([]KeyLimit, 0, len(held))
+	for k, l := range held {
+		out = append(out, KeyLimit{Pool: k.Pool, Class: k.Class, Limit: l})
+	}
+	slices.SortFunc(out, func(a, b KeyLimit) int {
+		if a.Pool != b.Pool {
+			return cmpStr(a.Pool, b.Pool)
+		}
+		return cmpStr(string(a.Class), string(b.Class))
+	})
+	return out
 }
 
 // MeasureDemand returns the demand of the last complete second before now
@@ -141,3 +167,69 @@ func Shares(cfg Config, node string, pools []string, demands []NodeDemand) map[K
 	}
 	return out
 }
+
+// Bound returns the shares node may hold now, given the shares it aims at
+// (targets, from Shares) and those it holds (own): a share falls to its
+// target at once, but rises only into the slack — the cluster-wide limit
+// less what every node holds (own, and the others' Held as they last
+// published it) — and only by its target's part of the slack. Targets are
+// computed from demand records up to a second old, so that at the start
+// of a load every node may see only its own demand and aim at nearly the
+// whole limit; without the bound their shares summed to up to n times the
+// limit for that second. A share rises to its target within a round or
+// two (a node aiming lower releases first). A node whose record has no
+// Held is counted as holding its Share of the records' demand.
+func Bound(cfg Config, node string, pools []string, demands []NodeDemand, targets, own map[Key]Limit) map[Key]Limit {
+	out := make(map[Key]Limit, len(targets))
+	for k, t := range targets {
+		l := cfg.Resolve(k.Pool, k.Class)
+		var others Limit
+		for _, nd := range demands {
+			if nd.Node == node || !slices.Contains(nd.Pools, k.Pool) {
+				continue
+			}
+			h, ok := heldOf(nd, k)
+			if !ok {
+				h = Shares(cfg, nd.Node, []string{k.Pool}, demands)[k]
+			}
+			others.IOPS += h.IOPS
+			others.BytesPerSec += h.BytesPerSec
+		}
+		o := own[k]
+		out[k] = Limit{
+			IOPS:        bound(l.IOPS, t.IOPS, o.IOPS, others.IOPS),
+			BytesPerSec: bound(l.BytesPerSec, t.BytesPerSec, o.BytesPerSec, others.BytesPerSec),
+		}
+	}
+	return out
+}
+
+// heldOf is the share nd says it held on k.
+func heldOf(nd NodeDemand, k Key) (Limit, bool) {
+	for _, h := range nd.Held {
+		if h.Pool == k.Pool && h.Class == k.Class {
+			return h.Limit, true
+		}
+	}
+	return Limit{}, false
+}
+
+// bound is one axis of Bound: limit is the cluster-wide one (0: none),
+// target the share aimed at, own the share held (0: none), others what
+// the other nodes hold.
+func bound(limit, target, own, others float64) float64 {
+	if limit <= 0 || target <= 0 {
+		return target
+	}
+	if target <= own {
+		return target
+	}
+	slack := max(limit-own-others, 0)
+	// Never 0: a zero Limit is "unlimited".
+	return max(min(target, own+slack*target/limit), limit*minShare)
+}
+
+// minShare is the least part of a limit a node's share falls to while it
+// waits for slack (a share of 0 would read as unlimited).
+const minShare = 1e-3
+

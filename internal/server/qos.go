@@ -126,8 +126,9 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	}
 	now := time.Now()
 	jobs := s.throttle != nil && s.throttle.Active()
+	held := s.qos.gate.Limits()
 	own := qos.NodeDemand{At: now.UTC(), Pools: names, Demand: qos.MeasureDemand(s.qos.gate.Stats(), s.qos.gate.Waiting(), now),
-		ClientP99: s.qos.lat.ownFigures()}
+		ClientP99: s.qos.lat.ownFigures(), Held: qos.HeldList(held)}
 	var errPub error
 	if limited || len(own.ClientP99) > 0 || s.qos.sentP99 {
 		errPub = s.session.PublishQoSDemand(ctx, own)
@@ -145,7 +146,8 @@ func (w qosShareWorker) Step(ctx context.Context) (runner.State, error) {
 	}
 	s.qos.lat.update(all)
 	if limited {
-		s.qos.gate.SetLimits(qos.Shares(cfg, s.cfg.Name, names, all))
+		targets := qos.Shares(cfg, s.cfg.Name, names, all)
+		s.qos.gate.SetLimits(qos.Bound(cfg, s.cfg.Name, names, all, targets, held))
 	}
 	return runner.Idle, errPub
 }
