@@ -232,4 +232,3 @@ func bound(limit, target, own, others float64) float64 {
 // minShare is the least part of a limit a node's share falls to while it
 // waits for slack (a share of 0 would read as unlimited).
 const minShare = 1e-3
-
