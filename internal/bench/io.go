@@ -128,15 +128,15 @@ func IO(ctx context.Context, o IOOptions) (IOResult, error) {
 	}
 	// phase runs fn for every task at once (parallel); fn returns early
 	// once stop is closed.
-	phase := func(fn func(t int, stop <-chan struct{}) error) (float64, error) {
-		return parallel(ctx, o.Tasks, func(t int, stop <-chan struct{}) error {
-			if err := fn(t, stop); err != nil {
+	phase := func(fn func(ctx context.Context, t int) error) (float64, error) {
+		return parallel(ctx, o.Tasks, func(ctx context.Context, t int) error {
+			if err := fn(ctx, t); err != nil {
 				return fmt.Errorf("bench: task %d: %w", t, err)
 			}
 			return nil
 		})
 	}
-	r.WriteSec, err = phase(func(t int, stop <-chan struct{}) error {
+	r.WriteSec, err = phase(func(ctx context.Context, t int) error {
 		name, _, _ := where(t, 0)
 		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -144,7 +144,7 @@ func IO(ctx context.Context, o IOOptions) (IOResult, error) {
 		}
 		buf := make([]byte, o.Record)
 		for _, k := range order(t) {
-			if stopped(stop) {
+			if ctx.Err() != nil {
 				break
 			}
 			name, off, idx := where(t, k)
@@ -165,7 +165,7 @@ func IO(ctx context.Context, o IOOptions) (IOResult, error) {
 	if err != nil {
 		return r, err
 	}
-	r.ReadSec, err = phase(func(t int, stop <-chan struct{}) error {
+	r.ReadSec, err = phase(func(ctx context.Context, t int) error {
 		src := t
 		if o.Pattern == Strided {
 			src = (t + 1) % o.Tasks // not its own records
@@ -178,7 +178,7 @@ func IO(ctx context.Context, o IOOptions) (IOResult, error) {
 		defer f.Close()
 		buf, want := make([]byte, o.Record), make([]byte, o.Record)
 		for _, k := range order(src) {
-			if stopped(stop) {
+			if ctx.Err() != nil {
 				return nil
 			}
 			name, off, idx := where(src, k)

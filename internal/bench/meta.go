@@ -54,9 +54,9 @@ func Meta(ctx context.Context, t Target, n, jobs int) (r MetaResult, err error) 
 	}()
 	share := func(j int) int { return (n - j + jobs - 1) / jobs } // names j, j+jobs, …
 	phase := func(fn func(s Session, j, i int) error) (float64, error) {
-		return parallel(ctx, jobs, func(j int, stop <-chan struct{}) error {
+		return parallel(ctx, jobs, func(ctx context.Context, j int) error {
 			for i := range share(j) {
-				if stopped(stop) {
+				if ctx.Err() != nil {
 					return nil
 				}
 				if err := fn(ss[j], j, i); err != nil {

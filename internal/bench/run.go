@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // workDir returns a new name for a benchmark's directory below a target's
@@ -35,49 +36,24 @@ func sessions(ctx context.Context, t Target, n int) ([]Session, func(), error) {
 
 // parallel runs fn(job) for every job at once, starting them together, and
 // returns the time from the start to the end of the last and the first
-// error. A job should return early once stop is closed (another failed or
-// ctx ended).
-func parallel(ctx context.Context, jobs int, fn func(job int, stop <-chan struct{}) error) (float64, error) {
-	stop := make(chan struct{})
-	var once sync.Once
-	var first error
-	var mu sync.Mutex
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
-		}
-		mu.Unlock()
-		once.Do(func() { close(stop) })
-	}
-	var wg sync.WaitGroup
+// error (errgroup): the jobs' ctx ends once one fails or ctx ends, and a
+// job should then return early. A ctx that ended is the error when no job
+// failed.
+func parallel(ctx context.Context, jobs int, fn func(ctx context.Context, job int) error) (float64, error) {
+	g, gctx := errgroup.WithContext(ctx)
 	start := make(chan struct{})
 	for j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			<-start
-			if err := fn(j, stop); err != nil {
-				fail(err)
-			}
-		}()
+			return fn(gctx, j)
+		})
 	}
-	unwatch := context.AfterFunc(ctx, func() { fail(ctx.Err()) })
 	t0 := time.Now()
 	close(start)
-	wg.Wait()
+	err := g.Wait()
 	secs := time.Since(t0).Seconds()
-	unwatch()
-	mu.Lock()
-	defer mu.Unlock()
-	return secs, first
-}
-
-func stopped(stop <-chan struct{}) bool {
-	select {
-	case <-stop:
-		return true
-	default:
-		return false
+	if err == nil {
+		err = ctx.Err()
 	}
+	return secs, err
 }

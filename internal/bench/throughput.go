@@ -143,7 +143,7 @@ func Throughput(ctx context.Context, t Target, o ThroughputOptions) (r Throughpu
 	}
 
 	recs := o.Size / int64(o.Record)
-	secs, err := parallel(ctx, o.Jobs, func(j int, stop <-chan struct{}) error {
+	secs, err := parallel(ctx, o.Jobs, func(ctx context.Context, j int) error {
 		f, err := ss[j].Create(name(j))
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
@@ -151,7 +151,7 @@ func Throughput(ctx context.Context, t Target, o ThroughputOptions) (r Throughpu
 		files[j] = f
 		buf := alignedBuf(o.Record)
 		for i := range recs {
-			if stopped(stop) {
+			if ctx.Err() != nil {
 				return nil
 			}
 			off := i * int64(o.Record)
@@ -168,10 +168,10 @@ func Throughput(ctx context.Context, t Target, o ThroughputOptions) (r Throughpu
 	add("seqwrite", secs, int64(o.Jobs)*recs, int64(o.Record))
 
 	if want("seqread") {
-		secs, err := parallel(ctx, o.Jobs, func(j int, stop <-chan struct{}) error {
+		secs, err := parallel(ctx, o.Jobs, func(ctx context.Context, j int) error {
 			buf := alignedBuf(o.Record)
 			for i := range recs {
-				if stopped(stop) {
+				if ctx.Err() != nil {
 					return nil
 				}
 				off := i * int64(o.Record)
@@ -193,12 +193,12 @@ func Throughput(ctx context.Context, t Target, o ThroughputOptions) (r Throughpu
 	blocks := o.Size / int64(o.Block)
 	random := func(test string, write bool) error {
 		ops := make([]int64, o.Jobs)
-		secs, err := parallel(ctx, o.Jobs, func(j int, stop <-chan struct{}) error {
+		secs, err := parallel(ctx, o.Jobs, func(ctx context.Context, j int) error {
 			rng := rand.New(rand.NewPCG(uint64(j), uint64(time.Now().UnixNano())))
 			buf := alignedBuf(o.Block)
 			deadline := time.Now().Add(o.Runtime)
 			for o.Ops == 0 || ops[j] < int64(o.Ops) {
-				if stopped(stop) || (o.Runtime > 0 && ops[j]%16 == 0 && time.Now().After(deadline)) {
+				if ctx.Err() != nil || (o.Runtime > 0 && ops[j]%16 == 0 && time.Now().After(deadline)) {
 					break
 				}
 				off := rng.Int64N(blocks) * int64(o.Block)

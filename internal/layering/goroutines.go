@@ -163,7 +163,6 @@ func WeftGoroutines() []Goroutine {
 		{File: "internal/restripe/units.go", Func: "Restriper.readUnits", Why: "the units of one stripe read at once"},
 		{File: "internal/restripe/units.go", Func: "Restriper.putUnits", Why: "the units of one stripe written at once"},
 		{File: "internal/restripe/verify.go", Func: "Restriper.checkStripe", Why: "the units of one stripe checked at once"},
-		{File: "internal/bench/run.go", Func: "parallel", Why: "a benchmark's tasks, run at once and waited for"},
 
 		// Tool processes with no runner: the local cluster's launcher
 		// and the bench command.
