@@ -36,9 +36,7 @@ func askNodes[T any](ctx context.Context, h *handler, path string, own func() (T
 		if n.State != cluster.Up {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var v T
 			var err error
 			if n.Name == h.node.Name {
@@ -58,7 +56,7 @@ func askNodes[T any](ctx context.Context, h *handler, path string, own func() (T
 				return
 			}
 			out = append(out, v)
-		}()
+		})
 	}
 	wg.Wait()
 	slices.SortFunc(out, func(a, b T) int { return cmp.Compare(name(a), name(b)) })

@@ -11,7 +11,9 @@ import (
 	"strings"
 )
 
-// GoSite is a go statement in the module's code (test files excluded):
+// GoSite is a go statement in the module's code (test files excluded), or
+// a call that starts a goroutine for its function literal
+// (sync.WaitGroup.Go, errgroup.Group.Go):
 // its file below the module, the function declaration it is in
 // ("Type.Method" or "Func", function literals included) and its line.
 type GoSite struct {
@@ -82,13 +84,31 @@ func goStatements(fset *token.FileSet, file string, f *ast.File) []GoSite {
 			}
 		}
 		ast.Inspect(decl, func(n ast.Node) bool {
-			if g, ok := n.(*ast.GoStmt); ok {
-				out = append(out, GoSite{File: file, Func: name, Line: fset.Position(g.Pos()).Line})
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				out = append(out, GoSite{File: file, Func: name, Line: fset.Position(n.Pos()).Line})
+			case *ast.CallExpr:
+				if spawns(n) {
+					out = append(out, GoSite{File: file, Func: name, Line: fset.Position(n.Pos()).Line})
+				}
 			}
 			return true
 		})
 	}
 	return out
+}
+
+// spawns reports whether call starts a goroutine the way
+// sync.WaitGroup.Go and errgroup.Group.Go do: X.Go(func() …{…}), one
+// function literal as the only argument. (The runner's Go takes a name,
+// a worker and options, and is not one.)
+func spawns(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Go" || len(call.Args) != 1 {
+		return false
+	}
+	_, lit := call.Args[0].(*ast.FuncLit)
+	return lit
 }
 
 // recvType is a receiver's type name without pointer or type parameters.
@@ -143,6 +163,7 @@ func WeftGoroutines() []Goroutine {
 		{File: "internal/runner/runner.go", Func: "Runner.Go", Why: "the worker's own goroutine; Stop cancels and waits for it"},
 		{File: "internal/job/engine.go", Func: "Engine.Start", Why: "the job engine's life on this node (director, campaign); Stop cancels and waits"},
 		{File: "internal/job/engine.go", Func: "Engine.life", Why: "the director and the coordinator campaign of one lease; life waits for both before a new lease"},
+		{File: "internal/job/director.go", Func: "director.retire", Why: "waits for a stopped job manager's workers to release their tasks, then forgets it; the director waits for these before it returns"},
 		{File: "internal/job/manager.go", Func: "manager.start", Why: "one manager per running job on this node; stop cancels and waits"},
 		{File: "internal/job/manager.go", Func: "manager.run", Why: "the job's workers on this node, as many as the throttle gives it; run waits for them"},
 
@@ -163,6 +184,8 @@ func WeftGoroutines() []Goroutine {
 		{File: "internal/restripe/units.go", Func: "Restriper.readUnits", Why: "the units of one stripe read at once"},
 		{File: "internal/restripe/units.go", Func: "Restriper.putUnits", Why: "the units of one stripe written at once"},
 		{File: "internal/restripe/verify.go", Func: "Restriper.checkStripe", Why: "the units of one stripe checked at once"},
+		{File: "internal/jobs/fsck_layout.go", Func: "fsckStripes.checkUnits", Why: "the units of one stripe asked for their headers at once"},
+		{File: "internal/bench/run.go", Func: "parallel", Why: "a benchmark's tasks (an errgroup), run at once and waited for; their context ends when one fails or the caller's does"},
 
 		// Tool processes with no runner: the local cluster's launcher
 		// and the bench command.
