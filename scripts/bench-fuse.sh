@@ -32,13 +32,8 @@ for t in $tests; do
   esac
 done
 $fio_tests && tests="$tests seqwrite "
-if [ -n "${WEFT_BIN:-}" ] && [ ! -x "$WEFT_BIN" ]; then
-  echo "bench-fuse: WEFT_BIN=$WEFT_BIN is not an executable file; build one with 'go build -o weft ./cmd/weft' or unset WEFT_BIN" >&2
-  exit 2
-fi
-mkdir -p "$work"
-if [ -n "${WEFT_BIN:-}" ]; then cp "$WEFT_BIN" "$work/weft-bin"; else go build -o "$work/weft-bin" ./cmd/weft; fi
-weft="$work/weft-bin"
+. scripts/lib/weft-bin.sh
+weft=$(weft_bin bench-fuse "$work") || exit $?
 
 "$weft" local up --dir "$work/cluster" --mount "$work/weft" >"$work/up.log" 2>&1 &
 up=$!

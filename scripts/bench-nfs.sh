@@ -37,13 +37,8 @@ done
 for v in "$runtime" "$files" "$rounds" "$settle" $jobsl; do
   [[ $v =~ ^[1-9][0-9]*$|^0$ ]] || { echo "bench-nfs: '$v' (RUNTIME, FILES, ROUNDS, SETTLE, JOBS) is not a whole number" >&2; exit 2; }
 done
-if [ -n "${WEFT_BIN:-}" ] && [ ! -x "$WEFT_BIN" ]; then
-  echo "bench-nfs: WEFT_BIN=$WEFT_BIN is not an executable file; build one with 'go build -o weft ./cmd/weft' or unset WEFT_BIN" >&2
-  exit 2
-fi
-mkdir -p "$work"
-if [ -n "${WEFT_BIN:-}" ]; then cp "$WEFT_BIN" "$work/weft-bin"; else go build -o "$work/weft-bin" ./cmd/weft; fi
-weft="$work/weft-bin"
+. scripts/lib/weft-bin.sh
+weft=$(weft_bin bench-nfs "$work") || exit $?
 
 "$weft" local up --dir "$work/cluster" --mount "$work/mnt" --nfs >"$work/up.log" 2>&1 &
 up=$!

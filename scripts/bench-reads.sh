@@ -23,9 +23,8 @@ size=${SIZE:-1g}
 runtime=${RUNTIME:-20}
 jobsl=${JOBS:-1 4}
 targets=${TARGETS:-raw loop weft}
-mkdir -p "$work"
-if [ -n "${WEFT_BIN:-}" ]; then cp "$WEFT_BIN" "$work/weft-bin"; else go build -o "$work/weft-bin" ./cmd/weft; fi
-weft="$work/weft-bin"
+. scripts/lib/weft-bin.sh
+weft=$(weft_bin bench-reads "$work") || exit $?
 
 pids=()
 cleanup() {
