@@ -548,17 +548,7 @@ func (c *Cluster) KeepLogs() {
 // name, from DIR/nfs.addrs, for a cluster started with Options.NFS.
 func (c *Cluster) NFSAddrs() map[string]string {
 	c.tb.Helper()
-	b, err := os.ReadFile(filepath.Join(c.Dir, local.NFSAddrsFile))
-	if err != nil {
-		c.tb.Fatalf("harness: the NFS addresses (a cluster started with Options.NFS?): %v", err)
-	}
-	out := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if name, addr, ok := strings.Cut(line, " "); ok {
-			out[name] = addr
-		}
-	}
-	return out
+	return c.readPairs(local.NFSAddrsFile, "the NFS addresses (a cluster started with Options.NFS?)")
 }
 
 // NFSServiceAddrs returns where each NFS service address is served
@@ -566,14 +556,21 @@ func (c *Cluster) NFSAddrs() map[string]string {
 // started with Options.NFSAddresses.
 func (c *Cluster) NFSServiceAddrs() map[string]string {
 	c.tb.Helper()
-	b, err := os.ReadFile(filepath.Join(c.Dir, local.NFSServiceAddrsFile))
+	return c.readPairs(local.NFSServiceAddrsFile, "the NFS service addresses (a cluster started with Options.NFSAddresses?)")
+}
+
+// readPairs reads DIR/file's "KEY VALUE" lines (what names the file in
+// the failure).
+func (c *Cluster) readPairs(file, what string) map[string]string {
+	c.tb.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, file))
 	if err != nil {
-		c.tb.Fatalf("harness: the NFS service addresses (a cluster started with Options.NFSAddresses?): %v", err)
+		c.tb.Fatalf("harness: %s: %v", what, err)
 	}
 	out := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if a, hp, ok := strings.Cut(line, " "); ok {
-			out[a] = hp
+		if k, v, ok := strings.Cut(line, " "); ok {
+			out[k] = v
 		}
 	}
 	return out
