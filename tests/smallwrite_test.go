@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ func TestSmallWritesCrash(t *testing.T) {
 		case bytes.Equal(got[lo:hi], buffered[lo:hi]):
 			fresh++
 		default:
-			t.Errorf("stripe %d is neither the synced data nor the buffered writes", s)
+			t.Errorf("stripe %d is neither the synced data nor the buffered writes (%s)", s, describeMix(got[lo:hi], synced[lo:hi], buffered[lo:hi]))
 		}
 	}
 	t.Logf("after the crash: %d stripes as synced, %d with the unsynced writes", old, fresh)
@@ -91,3 +92,26 @@ func TestSmallWritesCrash(t *testing.T) {
 		t.Errorf("every stripe was written out before the crash: the failpoint fired too late to test anything")
 	}
 }
+
+// describeMix says how many 4 KiB pages of a stripe read back as synced,
+// as buffered, as both (the writes left them equal) or as neither.
+func describeMix(got, synced, buffered []byte) string {
+	const page = 4 << 10
+	var sy, bu, both, none int
+	for lo := 0; lo < len(got); lo += page {
+		hi := min(lo+page, len(got))
+		s, b := bytes.Equal(got[lo:hi], synced[lo:hi]), bytes.Equal(got[lo:hi], buffered[lo:hi])
+		switch {
+		case s && b:
+			both++
+		case s:
+			sy++
+		case b:
+			bu++
+		default:
+			none++
+		}
+	}
+	return fmt.Sprintf("pages: %d as synced, %d as buffered, %d either, %d neither", sy, bu, both, none)
+}
+
