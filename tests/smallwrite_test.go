@@ -114,4 +114,3 @@ func describeMix(got, synced, buffered []byte) string {
 	}
 	return fmt.Sprintf("pages: %d as synced, %d as buffered, %d either, %d neither", sy, bu, both, none)
 }
-
