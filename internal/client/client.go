@@ -382,6 +382,26 @@ func (c *Client) Size(lin meta.LIN) (int64, bool) {
 	return ino.size, true
 }
 
+// Flush writes out and commits the buffered writes of lin, if it is open
+// in this Client with writes buffered (see File.Flush); else it does
+// nothing. A change of the file's mtime calls it first: the commit of
+// writes made before the change sets mtime, and must not set it after.
+func (c *Client) Flush(ctx context.Context, lin meta.LIN) error {
+	c.mu.Lock()
+	ino := c.inodes[lin]
+	c.mu.Unlock()
+	if ino == nil {
+		return nil
+	}
+	ino.mu.Lock()
+	state := ino.hasStateLocked()
+	ino.mu.Unlock()
+	if !state {
+		return nil
+	}
+	return ino.flush(ctx)
+}
+
 // rng returns a fresh random source for one placement (placement.Request
 // wants one per goroutine).
 func (c *Client) rng() *rand.Rand {
