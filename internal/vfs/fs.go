@@ -154,6 +154,14 @@ func (fs *FS) setAttr(ctx context.Context, lin meta.LIN, mask SetAttrMask, in At
 			in.Mode &^= modeSetgid
 		}
 	}
+	if mask&(SetMtime|SetMtimeNow) != 0 && cur.Type == TypeFile {
+		// Writes buffered before the change commit first: their commit
+		// sets mtime, which must not undo the change (tar, cp -p and rsync
+		// set mtime on the open file after writing it, before close).
+		if err := fs.c.Flush(ctx, lin); err != nil {
+			return cur, err
+		}
+	}
 	if mask&SetSize != 0 {
 		if cur.Type == TypeDir {
 			return cur, fmt.Errorf("%w: truncate of a directory", ErrIsDir)
