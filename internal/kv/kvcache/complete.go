@@ -22,8 +22,31 @@ func (s *Store) KnownEmpty(epoch uint64, ranges ...kv.Range) {
 		return
 	}
 	for _, r := range ranges {
-		s.addCompleteLocked(r)
+		s.addEmptyLocked(r)
 	}
+}
+
+// maxEmptyRanges bounds the ranges KnownEmpty keeps. They are kept apart
+// from the complete ranges of Complete, which a client with many
+// delegated directories adds one by one (an untar: one per directory)
+// and which would otherwise push out, within a few hundred directories,
+// the ranges of the LINs it has just reserved — and with them the
+// knowledge that lets its creates and their first stripe commits be
+// decided on the cache. A range that continues the last one of its kind
+// (the next batch of LINs) extends it.
+const maxEmptyRanges = 64
+
+func (s *Store) addEmptyLocked(r kv.Range) {
+	for i, e := range s.empty {
+		if bytes.Equal(e.End, r.Start) {
+			s.empty[i].End = bytes.Clone(r.End)
+			return
+		}
+	}
+	if len(s.empty) >= maxEmptyRanges {
+		s.empty = s.empty[1:]
+	}
+	s.empty = append(s.empty, kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)})
 }
 
 // addCompleteLocked adds r to the complete ranges, forgetting the oldest
@@ -110,18 +133,15 @@ func (s *Store) Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 }
 
 func (s *Store) inCompleteLocked(key []byte) bool {
-	for _, r := range s.complete {
-		if r.Contains(key) {
-			return true
-		}
-	}
-	return false
+	return presumed(s.complete, key) || presumed(s.empty, key)
 }
 
 func (s *Store) coveredLocked(start, end []byte) bool {
-	for _, r := range s.complete {
-		if r.Covers(start, end) {
-			return true
+	for _, rs := range [][]kv.Range{s.complete, s.empty} {
+		for _, r := range rs {
+			if r.Covers(start, end) {
+				return true
+			}
 		}
 	}
 	return false

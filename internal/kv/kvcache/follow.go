@@ -68,7 +68,7 @@ func (f *followWorker) Step(ctx context.Context) (runner.State, error) {
 	s.mu.Lock()
 	s.running = false
 	s.entries.Clear(false)
-	s.complete = nil
+	s.complete, s.empty = nil, nil
 	s.mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
@@ -133,6 +133,7 @@ func (s *Store) follow(ctx context.Context) error {
 		s.entries.ReplaceOrInsert(&entry{key: bytes.Clone(v.Key), val: bytes.Clone(v.Value), present: true, modRev: v.ModRev, asOf: rev})
 	}
 	s.complete = append([]kv.Range(nil), s.cfg.Preload...)
+	s.empty = nil
 	s.w, s.heard, s.running = rev, time.Now(), true
 	s.epoch++
 	s.restart = cancel

@@ -88,6 +88,7 @@ type Store struct {
 	mu       sync.Mutex
 	entries  *btree.BTreeG[*entry]
 	complete []kv.Range
+	empty    []kv.Range // known empty when taken (KnownEmpty), kept apart from complete
 	pendings map[*pending]struct{}
 	w        int64     // every change up to w is applied
 	heard    time.Time // last delivery of the stream

@@ -297,3 +297,36 @@ func TestViewKeepsOverlayAcrossCommit(t *testing.T) {
 		t.Fatalf("view begun before the commit saw %q, want %q", got, want)
 	}
 }
+
+// TestKnownEmptyOutlastsCompletions: ranges declared empty (the keys of
+// freshly reserved LINs) stay known while the cache completes many other
+// ranges (the directories of an untar, one each), so that a deferred
+// transaction writing them still decides on the cache alone; the next
+// range of a series extends the last.
+func TestKnownEmptyOutlastsCompletions(t *testing.T) {
+	for name, p := range pairs(t) {
+		t.Run(name, func(t *testing.T) {
+			a := p[0]
+			set(t, a, "x", "1") // a revision to complete ranges at
+			if err := a.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a.KnownEmpty(a.Epoch(), kv.Range{Start: []byte("n/0"), End: []byte("n/1")})
+			a.KnownEmpty(a.Epoch(), kv.Range{Start: []byte("n/1"), End: []byte("n/2")})
+			for i := range 300 {
+				start := fmt.Sprintf("d/%03d/", i)
+				if ok, err := a.Complete(ctx, kv.Range{Start: []byte(start), End: []byte(start + "~")}, 10); err != nil || !ok {
+					t.Fatalf("Complete %s: %v %v", start, ok, err)
+				}
+			}
+			for _, k := range []string{"n/0a", "n/1a"} {
+				if !deferPut(t, a, k, "1") {
+					t.Fatalf("Defer of %s refused after 300 completions: the known-empty range was forgotten", k)
+				}
+			}
+			if err := a.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
