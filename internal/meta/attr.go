@@ -192,6 +192,9 @@ func (m *Meta) SetAttr(ctx context.Context, lin LIN, mask SetAttrMask, a Attr) (
 			return Attr{}, err
 		}
 	}
+	if a, ok := m.deferAttr(ctx, lin, mask, a); ok {
+		return a, nil
+	}
 	for {
 		var res *inode
 		var resTimes *dirTimes
@@ -226,6 +229,41 @@ func (m *Meta) SetAttr(ctx context.Context, lin LIN, mask SetAttrMask, a Attr) (
 			return res.attr(resTimes), nil
 		}
 	}
+}
+
+// deferrableAttrs are the fields whose change SetAttr may defer: those of
+// the inode alone (no stripes, usage or pool).
+const deferrableAttrs = SetMode | SetUID | SetGID | SetAtime | SetMtime | SetAtimeNow | SetMtimeNow | SetCtime
+
+// deferAttr defers SetAttr of file lin when only this client can reach it
+// (deferOn: a file it created by a deferred create, in a directory whose
+// delegation it still holds) and mask selects deferrableAttrs only: the
+// change is decided on the cache and committed with the create, as the
+// chown, chmod and utimes that follow each file of an untar are. It
+// returns the new attributes and true if it deferred the change.
+func (m *Meta) deferAttr(ctx context.Context, lin LIN, mask SetAttrMask, a Attr) (Attr, bool) {
+	if mask&^deferrableAttrs != 0 {
+		return Attr{}, false
+	}
+	var res *inode
+	ok := m.deferOn(ctx, lin, func(o *op, mode opMode) error {
+		n, err := o.inode(lin)
+		if err != nil {
+			return err
+		}
+		if n.typ == TypeDir {
+			return errNotMine // directory times live in their own record
+		}
+		o.applyAttr(n, nil, mask, a)
+		if mode == deferLocal {
+			res = n
+		}
+		return nil
+	})
+	if !ok {
+		return Attr{}, false
+	}
+	return res.attr(nil), true
 }
 
 // applyAttr sets the fields in mask on n and returns n's new directory

@@ -98,7 +98,9 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 			return err
 		})
 	}
-	if !deferred {
+	if deferred {
+		m.wb.bear(lin, parent)
+	} else {
 		err = m.update(ctx, func(o *op) error {
 			n, err := body(o, synchronous)
 			res = n
@@ -202,6 +204,7 @@ func (m *Meta) Link(ctx context.Context, lin, parent LIN, name string) (Attr, er
 		if err != nil {
 			return err
 		}
+		o.m.wb.forget(lin) // reachable under another name now
 		n, err := o.inode(lin)
 		if err != nil {
 			return err

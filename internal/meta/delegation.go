@@ -261,7 +261,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // "delegations" worker (one step: catch up on delegations taken, or give
 // back those recalled or idle) runs on Config.Runner.
 //
-// Locking: mu guards held, cooldown and pending.
+// Locking: mu guards held, born, cooldown and pending.
 type writeBack struct {
 	m   *Meta
 	d   deferrer
@@ -274,6 +274,7 @@ type writeBack struct {
 
 	mu       sync.Mutex
 	held     map[LIN]*held
+	born     map[LIN]*bornIn
 	cooldown map[LIN]time.Time
 	coolFor  time.Duration // DelegationCooldown; tests shorten it
 	// pending are delegations committed and not caught up with yet (see
@@ -290,6 +291,13 @@ type takenDirs struct {
 	hs   []*held
 }
 
+// bornIn says where a file this client created by a deferred create
+// lives: its directory and the delegation held there at its birth.
+type bornIn struct {
+	dir LIN
+	h   *held
+}
+
 // held is one delegation this client holds.
 type held struct {
 	ready bool      // the cache has caught up with its taking
@@ -301,7 +309,7 @@ type held struct {
 const delegationsIdle = time.Second
 
 func newWriteBack(m *Meta, d deferrer, run *runner.Runner) (*writeBack, error) {
-	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown}
+	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, born: map[LIN]*bornIn{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown}
 	if run == nil {
 		w.own = runner.New(runner.Config{Log: m.log})
 		run = w.own
@@ -341,6 +349,49 @@ func (w *writeBack) ready(dir LIN) bool {
 	}
 	h.used = w.m.now()
 	return true
+}
+
+// bear notes file lin, just created in dir by a deferred create: while
+// the delegation of dir held now stays held, no other client can reach
+// lin (every path to it goes through dir's entries, and reading those
+// recalls the delegation), so changes of its attributes alone may be
+// deferred too (deferOn). A link elsewhere, a rename or an unlink of it
+// ends that (forget), as giving dir back does.
+func (w *writeBack) bear(lin, dir LIN) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.held[dir]; h != nil && h.ready {
+		w.born[lin] = &bornIn{dir: dir, h: h}
+	}
+}
+
+// bornReady reports whether changes of lin alone may be deferred (see
+// bear), and notes the use of its directory's delegation.
+func (w *writeBack) bornReady(lin LIN) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, ok := w.born[lin]
+	if !ok {
+		return false
+	}
+	if w.held[b.dir] != b.h || !b.h.ready {
+		delete(w.born, lin)
+		return false
+	}
+	b.h.used = w.m.now()
+	return true
+}
+
+// forget ends the deferral of lin's attribute changes (see bear).
+func (w *writeBack) forget(lins ...LIN) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	for _, lin := range lins {
+		delete(w.born, lin)
+	}
+	w.mu.Unlock()
 }
 
 // taken notes delegations committed by this client; they become ready
@@ -465,6 +516,11 @@ func (w *writeBack) check(ctx context.Context, everything bool) {
 			h.ready = false // no more deferring there
 		}
 	}
+	for lin, b := range w.born {
+		if !b.h.ready {
+			delete(w.born, lin) // others may reach it once the directory is given back
+		}
+	}
 	w.mu.Unlock()
 	w.gate.Unlock()
 	if err := w.d.Flush(ctx); err != nil {
@@ -527,6 +583,29 @@ func (m *Meta) deferIn(ctx context.Context, dir LIN, fn func(o *op, mode opMode)
 	if !w.ready(dir) {
 		return false
 	}
+	return m.runDeferred(ctx, fn)
+}
+
+// deferOn tries to defer fn, a change of inode lin alone (its attributes),
+// as deferIn does: it succeeds if lin is a file this client created by a
+// deferred create and the delegation of its directory held then is still
+// held (see bear), and fn succeeds on the cache alone.
+func (m *Meta) deferOn(ctx context.Context, lin LIN, fn func(o *op, mode opMode) error) bool {
+	w := m.wb
+	if w == nil {
+		return false
+	}
+	w.gate.RLock()
+	defer w.gate.RUnlock()
+	if !w.bornReady(lin) {
+		return false
+	}
+	return m.runDeferred(ctx, fn)
+}
+
+// runDeferred is the Defer of deferIn and deferOn, under the gate.
+func (m *Meta) runDeferred(ctx context.Context, fn func(o *op, mode opMode) error) bool {
+	w := m.wb
 	now := m.now().UnixNano()
 	var runs atomic.Int32
 	ok, err := w.d.Defer(ctx, func(tx kv.Tx) error {

@@ -387,3 +387,119 @@ func TestWriteBackInExistingDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestDeferredSetAttr: the chown, chmod and utimes of a file a client has
+// just created by a deferred create (an untar's) are deferred with it,
+// and seen by others once they recall the directory; those of a file
+// others may reach — created before the delegation, renamed, hard-linked,
+// or once the directory was given back — are synchronous.
+func TestDeferredSetAttr(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
+			old := must(a.Create(bg, d.LIN, "old", NewInode{Mode: 0o644})) // takes the delegation
+			waitReady(t, a, d.LIN)
+			before, _ := a.wbStats(t)
+			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o600}))
+			mtime := time.Unix(1_600_000_000, 0)
+			got := must(a.SetAttr(bg, f.LIN, SetUID|SetGID, Attr{UID: 1000, GID: 100}))
+			got = must(a.SetAttr(bg, f.LIN, SetMode, Attr{Mode: 0o755}))
+			got = must(a.SetAttr(bg, f.LIN, SetMtime|SetAtime, Attr{Mtime: mtime, Atime: mtime}))
+			if got.UID != 1000 || got.GID != 100 || got.Mode != 0o755 || !got.Mtime.Equal(mtime) {
+				t.Fatalf("attributes returned: %+v", got)
+			}
+			deferred, _ := a.wbStats(t)
+			if n := deferred - before; n != 4 {
+				t.Fatalf("%d operations deferred, want 4 (the create and its 3 attribute changes)", n)
+			}
+			// Not deferred: a file created before the delegation was
+			// taken (others may hold it), a size change, a directory.
+			must(a.SetAttr(bg, old.LIN, SetMode, Attr{Mode: 0o600}))
+			g := must(a.Create(bg, d.LIN, "g", NewInode{Mode: 0o644}))
+			must(a.SetAttr(bg, g.LIN, SetSize, Attr{Size: 10}))
+			if n, _ := a.wbStats(t); n-deferred != 1 {
+				t.Fatalf("%d operations deferred after the first 4, want 1 (g's create)", n-deferred)
+			}
+			// Renamed or linked, a file is no longer only this client's.
+			h := must(a.Create(bg, d.LIN, "h", NewInode{Mode: 0o644}))
+			ok(t, a.Rename(bg, d.LIN, "h", RootLIN, "h", 0))
+			l := must(a.Create(bg, d.LIN, "l", NewInode{Mode: 0o644}))
+			must(a.Link(bg, l.LIN, RootLIN, "l"))
+			n0, _ := a.wbStats(t)
+			must(a.SetAttr(bg, h.LIN, SetMode, Attr{Mode: 0o600}))
+			must(a.SetAttr(bg, l.LIN, SetMode, Attr{Mode: 0o600}))
+			if n, _ := a.wbStats(t); n != n0 {
+				t.Fatalf("%d attribute changes of a renamed or linked file deferred", n-n0)
+			}
+			// Another client sees the deferred changes once it reads the
+			// directory (recalling it) or the holder flushes.
+			e := must(b.Lookup(bg, d.LIN, "f"))
+			if e.UID != 1000 || e.GID != 100 || e.Mode != 0o755 || !e.Mtime.Equal(mtime) {
+				t.Fatalf("the other client sees %+v", e)
+			}
+			// Given back, the directory's new files are everyone's.
+			k := must(a.Create(bg, d.LIN, "k", NewInode{Mode: 0o644}))
+			n1, _ := a.wbStats(t)
+			must(a.SetAttr(bg, k.LIN, SetMode, Attr{Mode: 0o600}))
+			if n, _ := a.wbStats(t); n != n1 {
+				t.Fatalf("an attribute change deferred after the directory was recalled")
+			}
+			if _, dropped := a.wbStats(t); dropped != 0 {
+				t.Fatalf("%d deferred operations dropped", dropped)
+			}
+			check(t, b)
+		})
+	}
+}
+
+// TestDeferredStripes: the first commit of a new file's stripes (what
+// close after an untar's write commits) is deferred with the file's
+// create (both commit in the write-back's next batch); a rewrite, and the stripes of a file others may reach, commit
+// at once; another client sees the deferred stripes once it reaches the
+// file through its directory (a recall), and the namespace checks clean.
+func TestDeferredStripes(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
+			old := must(a.Create(bg, d.LIN, "old", NewInode{Mode: 0o644})) // takes the delegation
+			waitReady(t, a, d.LIN)
+			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
+			before, _ := a.wbStats(t)
+			ss := must(a.CommitStripes(bg, f.LIN, []StripeUpdate{{Stripe: stripe(0, 1, 1)}, {Stripe: stripe(1, 2, 1)}}, CommitOptions{StripeSize: 100, Size: 150}))
+			if len(ss) != 2 || ss[0].Gen != 1 || ss[1].Gen != 1 {
+				t.Fatalf("deferred commit returned %+v", ss)
+			}
+			if n, _ := a.wbStats(t); n-before != 1 {
+				t.Fatalf("%d transactions deferred for the first commit of a new file's stripes, want 1", n-before)
+			}
+			// The holder reads them at once.
+			if got := must(a.GetStripes(bg, f.LIN, 0, 10)); len(got) != 2 || must(a.GetAttr(bg, f.LIN)).Size != 150 {
+				t.Fatalf("the holder reads %+v", got)
+			}
+			// Not deferred: a rewrite (generation 1 to 2), a new stripe of
+			// a file created before the delegation, a hole.
+			n0, _ := a.wbStats(t)
+			must(a.CommitStripe(bg, f.LIN, stripe(0, 3, 2), 1, CommitOptions{}))
+			must(a.CommitStripe(bg, old.LIN, stripe(0, 1, 4), 0, CommitOptions{StripeSize: 100, Size: 100}))
+			g := must(a.Create(bg, d.LIN, "g", NewInode{Mode: 0o644}))
+			must(a.CommitStripes(bg, g.LIN, []StripeUpdate{{Stripe: Stripe{Index: 0}, Drop: true}}, CommitOptions{StripeSize: 100}))
+			// Once committed, stripe 0 of f is not absent any more: a
+			// second first-commit of it fails its compare-and-swap.
+			_, err := a.CommitStripe(bg, f.LIN, stripe(0, 4, 5), 0, CommitOptions{})
+			wantErr(t, err, ErrStripeConflict)
+			if n, _ := a.wbStats(t); n-n0 != 1 {
+				t.Fatalf("%d transactions deferred, want 1 (g's create)", n-n0)
+			}
+			e := must(b.Lookup(bg, d.LIN, "f")) // recalls the directory
+			if got := must(b.GetStripes(bg, e.LIN, 0, 10)); len(got) != 2 || got[0].Gen != 2 || e.Size != 150 {
+				t.Fatalf("after the recall the other client reads %+v, size %d", got, e.Size)
+			}
+			if _, dropped := a.wbStats(t); dropped != 0 {
+				t.Fatalf("%d deferred operations dropped", dropped)
+			}
+			check(t, b)
+		})
+	}
+}

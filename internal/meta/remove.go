@@ -45,6 +45,9 @@ func (m *Meta) Unlink(ctx context.Context, parent LIN, name string) error {
 		case typ == TypeDir:
 			return 0, fmt.Errorf("%w: %q in directory LIN %d: use rmdir", ErrIsDir, name, parent)
 		}
+		// Its attribute changes are not deferred past its unlink (whose
+		// replay may purge it).
+		o.m.wb.forget(child)
 		n, _, err := o.inodeOpen(child)
 		if err != nil {
 			return 0, err

@@ -85,6 +85,8 @@ func (m *Meta) Rename(ctx context.Context, srcParent LIN, srcName string, dstPar
 		case dok && dlin == slin:
 			return nil // two links of one inode: POSIX says do nothing
 		}
+		// Both may be reached under their new names by others now.
+		o.m.wb.forget(slin, dlin)
 		src, err := o.inode(slin)
 		if err != nil {
 			return err

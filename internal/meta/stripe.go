@@ -127,107 +127,147 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 	if err := checkStripes(ups); err != nil {
 		return nil, err
 	}
+	if out, ok := m.deferStripes(ctx, lin, ups, co); ok {
+		return out, nil
+	}
 	var out []Stripe
 	err := m.update(ctx, func(o *op) error {
-		o.withUsage()
-		// One read: the stripes, their index entries and lost-data
-		// entries (keys[i], keys[n+i], keys[2n+i]), the inode and the
-		// usage shard.
-		n0 := len(ups)
-		keys := make([][]byte, 3*n0)
-		for i, up := range ups {
-			keys[i] = keyStripe(lin, up.Stripe.Index)
-			keys[n0+i] = keyUnder(lin, up.Stripe.Index)
-			keys[2*n0+i] = keyLost(lin, up.Stripe.Index)
-		}
-		vals, err := o.load([]LIN{lin}, keys...)
-		if err != nil {
-			return err
-		}
-		n, err := o.inode(lin)
-		if err != nil {
-			return err
-		}
-		switch {
-		case n.typ == TypeDir:
-			return fmt.Errorf("%w: LIN %d has no stripes", ErrIsDir, lin)
-		case n.typ != TypeFile:
-			return fmt.Errorf("%w: LIN %d is a %s: only regular files have stripes", ErrInvalid, lin, n.typ)
-		case n.stripeSize == 0 && co.StripeSize == 0:
-			return fmt.Errorf("%w: the first stripe of LIN %d needs CommitOptions.StripeSize", ErrInvalid, lin)
-		case n.stripeSize != 0 && co.StripeSize != 0 && co.StripeSize != n.stripeSize:
-			return fmt.Errorf("%w: stripe size %d, LIN %d has %d", ErrInvalid, co.StripeSize, lin, n.stripeSize)
-		}
-		if n.stripeSize == 0 {
-			n.stripeSize = co.StripeSize
-		}
-		out = make([]Stripe, len(ups))
-		var alloc int64
-		for i, up := range ups {
-			s := up.Stripe
-			if s.DataLen > n.stripeSize {
-				return fmt.Errorf("%w: stripe %d of LIN %d holds %d bytes, the stripe size is %d", ErrInvalid, s.Index, lin, s.DataLen, n.stripeSize)
-			}
-			var old Stripe
-			if vals[i] != nil {
-				if old, err = decodeStripe(keys[i], vals[i]); err != nil {
-					return err
-				}
-			}
-			if old.Gen != up.ExpectGen {
-				return &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen}
-			}
-			if up.Pool != "" && up.Pool != n.pool {
-				return &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen, Pool: n.pool}
-			}
-			if up.Drop {
-				if vals[i] != nil {
-					o.deleteStripe(n, old)
-				}
-				out[i] = Stripe{Index: s.Index}
-				continue
-			}
-			s.Gen = old.Gen + 1
-			keep := map[unitKey]bool{}
-			for _, u := range s.Units {
-				if u.Placed() {
-					keep[unitKey{u.Drive, u.Block}] = true
-				}
-			}
-			o.queueUnits(lin, s.Index, old.Units, keep)
-			alloc += int64(unitBytes(s.Units)) - int64(unitBytes(old.Units))
-			n.addDrives(old.Units, -1)
-			n.addDrives(s.Units, +1)
-			o.put(keys[i], encodeStripe(&s))
-			if err := o.setUnder(lin, s, up.Tolerance, vals[n0+i]); err != nil {
-				return err
-			}
-			if vals[2*n0+i] != nil && !co.Restripe {
-				o.del(keys[2*n0+i])
-			}
-			out[i] = s
-		}
-		n.allocated = uint64(int64(n.allocated) + alloc)
-		d := Usage{Allocated: alloc}
-		if co.Size > n.size && !co.Restripe {
-			d.Bytes = int64(co.Size - n.size)
-			n.size = co.Size
-		}
-		o.addUsage(n.pool, d)
-		if co.Restripe {
-			o.mark(n)
-			return nil
-		}
-		n.mtime = o.now
-		if !co.Mtime.IsZero() {
-			n.mtime = co.Mtime.UnixNano()
-		}
-		o.change(n)
-		return nil
+		var err error
+		out, err = o.commitStripes(lin, ups, co)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// deferStripes defers CommitStripes when it is the first commit of each
+// stripe (ExpectGen 0, not a hole, not a Restripe) of a file only this
+// client can reach (a deferred create's, see bear): the commit goes with
+// the create in one transaction of the write-back, or with whatever else
+// was deferred by then, and an fsync, a recall or a synchronous change of
+// this client commits it first. It returns the stripes committed and true
+// if it deferred them. (The stripes' keys are known absent to the cache:
+// the file's LIN was fresh, see reserveLINs.)
+func (m *Meta) deferStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, bool) {
+	if m.wb == nil {
+		return nil, false
+	}
+	eligible := !co.Restripe
+	for _, up := range ups {
+		eligible = eligible && up.ExpectGen == 0 && !up.Drop
+	}
+	if !eligible {
+		return nil, false
+	}
+	var out []Stripe
+	ok := m.deferOn(ctx, lin, func(o *op, mode opMode) error {
+		got, err := o.commitStripes(lin, ups, co)
+		if mode == deferLocal {
+			out = got
+		}
+		return err
+	})
+	return out, ok
+}
+
+// commitStripes is CommitStripes in o.
+func (o *op) commitStripes(lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, error) {
+	o.withUsage()
+	// One read: the stripes, their index entries and lost-data
+	// entries (keys[i], keys[n+i], keys[2n+i]), the inode and the
+	// usage shard.
+	n0 := len(ups)
+	keys := make([][]byte, 3*n0)
+	for i, up := range ups {
+		keys[i] = keyStripe(lin, up.Stripe.Index)
+		keys[n0+i] = keyUnder(lin, up.Stripe.Index)
+		keys[2*n0+i] = keyLost(lin, up.Stripe.Index)
+	}
+	vals, err := o.load([]LIN{lin}, keys...)
+	if err != nil {
+		return nil, err
+	}
+	n, err := o.inode(lin)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case n.typ == TypeDir:
+		return nil, fmt.Errorf("%w: LIN %d has no stripes", ErrIsDir, lin)
+	case n.typ != TypeFile:
+		return nil, fmt.Errorf("%w: LIN %d is a %s: only regular files have stripes", ErrInvalid, lin, n.typ)
+	case n.stripeSize == 0 && co.StripeSize == 0:
+		return nil, fmt.Errorf("%w: the first stripe of LIN %d needs CommitOptions.StripeSize", ErrInvalid, lin)
+	case n.stripeSize != 0 && co.StripeSize != 0 && co.StripeSize != n.stripeSize:
+		return nil, fmt.Errorf("%w: stripe size %d, LIN %d has %d", ErrInvalid, co.StripeSize, lin, n.stripeSize)
+	}
+	if n.stripeSize == 0 {
+		n.stripeSize = co.StripeSize
+	}
+	out := make([]Stripe, len(ups))
+	var alloc int64
+	for i, up := range ups {
+		s := up.Stripe
+		if s.DataLen > n.stripeSize {
+			return nil, fmt.Errorf("%w: stripe %d of LIN %d holds %d bytes, the stripe size is %d", ErrInvalid, s.Index, lin, s.DataLen, n.stripeSize)
+		}
+		var old Stripe
+		if vals[i] != nil {
+			if old, err = decodeStripe(keys[i], vals[i]); err != nil {
+				return nil, err
+			}
+		}
+		if old.Gen != up.ExpectGen {
+			return nil, &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen}
+		}
+		if up.Pool != "" && up.Pool != n.pool {
+			return nil, &StripeConflictError{LIN: lin, Index: s.Index, Want: up.ExpectGen, Have: old.Gen, Pool: n.pool}
+		}
+		if up.Drop {
+			if vals[i] != nil {
+				o.deleteStripe(n, old)
+			}
+			out[i] = Stripe{Index: s.Index}
+			continue
+		}
+		s.Gen = old.Gen + 1
+		keep := map[unitKey]bool{}
+		for _, u := range s.Units {
+			if u.Placed() {
+				keep[unitKey{u.Drive, u.Block}] = true
+			}
+		}
+		o.queueUnits(lin, s.Index, old.Units, keep)
+		alloc += int64(unitBytes(s.Units)) - int64(unitBytes(old.Units))
+		n.addDrives(old.Units, -1)
+		n.addDrives(s.Units, +1)
+		o.put(keys[i], encodeStripe(&s))
+		if err := o.setUnder(lin, s, up.Tolerance, vals[n0+i]); err != nil {
+			return nil, err
+		}
+		if vals[2*n0+i] != nil && !co.Restripe {
+			o.del(keys[2*n0+i])
+		}
+		out[i] = s
+	}
+	n.allocated = uint64(int64(n.allocated) + alloc)
+	d := Usage{Allocated: alloc}
+	if co.Size > n.size && !co.Restripe {
+		d.Bytes = int64(co.Size - n.size)
+		n.size = co.Size
+	}
+	o.addUsage(n.pool, d)
+	if co.Restripe {
+		o.mark(n)
+		return out, nil
+	}
+	n.mtime = o.now
+	if !co.Mtime.IsZero() {
+		n.mtime = co.Mtime.UnixNano()
+	}
+	o.change(n)
 	return out, nil
 }
 
