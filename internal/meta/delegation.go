@@ -574,16 +574,7 @@ var errNotMine = errors.New("meta: not deferred")
 // (on this goroutine, before deferIn returns) and later as deferReplay;
 // both runs use the same time and usage shard.
 func (m *Meta) deferIn(ctx context.Context, dir LIN, fn func(o *op, mode opMode) error) bool {
-	w := m.wb
-	if w == nil {
-		return false
-	}
-	w.gate.RLock()
-	defer w.gate.RUnlock()
-	if !w.ready(dir) {
-		return false
-	}
-	return m.runDeferred(ctx, fn)
+	return m.deferIf(ctx, func(w *writeBack) bool { return w.ready(dir) }, fn)
 }
 
 // deferOn tries to defer fn, a change of inode lin alone (its attributes),
@@ -591,19 +582,25 @@ func (m *Meta) deferIn(ctx context.Context, dir LIN, fn func(o *op, mode opMode)
 // deferred create and the delegation of its directory held then is still
 // held (see bear), and fn succeeds on the cache alone.
 func (m *Meta) deferOn(ctx context.Context, lin LIN, fn func(o *op, mode opMode) error) bool {
+	return m.deferIf(ctx, func(w *writeBack) bool { return w.bornReady(lin) }, fn)
+}
+
+// deferIf is deferIn and deferOn: it defers fn if this client does
+// write-back and ok holds, under the gate (see writeBack.gate).
+func (m *Meta) deferIf(ctx context.Context, ok func(w *writeBack) bool, fn func(o *op, mode opMode) error) bool {
 	w := m.wb
 	if w == nil {
 		return false
 	}
 	w.gate.RLock()
 	defer w.gate.RUnlock()
-	if !w.bornReady(lin) {
+	if !ok(w) {
 		return false
 	}
 	return m.runDeferred(ctx, fn)
 }
 
-// runDeferred is the Defer of deferIn and deferOn, under the gate.
+// runDeferred is the Defer of deferIf, under the gate.
 func (m *Meta) runDeferred(ctx context.Context, fn func(o *op, mode opMode) error) bool {
 	w := m.wb
 	now := m.now().UnixNano()

@@ -388,6 +388,17 @@ func TestWriteBackInExistingDirectory(t *testing.T) {
 	}
 }
 
+// delegatedDir makes directory "d" with a file "old" through a, whose
+// create takes the directory's delegation, and waits until a may defer
+// changes there.
+func delegatedDir(t *testing.T, a *Meta) (d, old Attr) {
+	t.Helper()
+	d = must(a.Mkdir(bg, RootLIN, "d", 0o755))
+	old = must(a.Create(bg, d.LIN, "old", NewInode{Mode: 0o644}))
+	waitReady(t, a, d.LIN)
+	return d, old
+}
+
 // TestDeferredSetAttr: the chown, chmod and utimes of a file a client has
 // just created by a deferred create (an untar's) are deferred with it,
 // and seen by others once they recall the directory; those of a file
@@ -397,9 +408,7 @@ func TestDeferredSetAttr(t *testing.T) {
 	for name, p := range writeBackPair(t, nil) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
-			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
-			old := must(a.Create(bg, d.LIN, "old", NewInode{Mode: 0o644})) // takes the delegation
-			waitReady(t, a, d.LIN)
+			d, old := delegatedDir(t, a)
 			before, _ := a.wbStats(t)
 			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o600}))
 			mtime := time.Unix(1_600_000_000, 0)
@@ -455,16 +464,15 @@ func TestDeferredSetAttr(t *testing.T) {
 
 // TestDeferredStripes: the first commit of a new file's stripes (what
 // close after an untar's write commits) is deferred with the file's
-// create (both commit in the write-back's next batch); a rewrite, and the stripes of a file others may reach, commit
-// at once; another client sees the deferred stripes once it reaches the
-// file through its directory (a recall), and the namespace checks clean.
+// create (both commit in the write-back's next batch); a rewrite, and the
+// stripes of a file others may reach, commit at once; another client sees
+// the deferred stripes once it reaches the file through its directory (a
+// recall), and the namespace checks clean.
 func TestDeferredStripes(t *testing.T) {
 	for name, p := range writeBackPair(t, nil) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
-			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
-			old := must(a.Create(bg, d.LIN, "old", NewInode{Mode: 0o644})) // takes the delegation
-			waitReady(t, a, d.LIN)
+			d, old := delegatedDir(t, a)
 			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
 			before, _ := a.wbStats(t)
 			ss := must(a.CommitStripes(bg, f.LIN, []StripeUpdate{{Stripe: stripe(0, 1, 1)}, {Stripe: stripe(1, 2, 1)}}, CommitOptions{StripeSize: 100, Size: 150}))
