@@ -53,11 +53,12 @@ delegation of (it takes it when it creates or removes files there and
 nobody else uses the directory), they are acknowledged at once and
 committed to etcd within milliseconds, many per transaction. Another
 client that reads or changes the directory first gets the delegation back,
-so it sees every acknowledged change. The chown, chmod, utimes and data
-of a file created there go with its create (an untar's files cost no
-commit each). fsync(2) of the file or of the directory waits for the
-commit, as on a local file system; a change not yet committed when the
-mount's machine crashes is lost whole (never half applied). --sync-dirops commits every create and unlink before replying,
+so it sees every acknowledged change. The chown, chmod and utimes of a
+file created there are written back with its create, and its close commits
+them all with its data in one transaction. fsync(2) of the file or of the
+directory waits for the commit, as on a local file system; a change not
+yet committed when the mount's machine crashes is lost whole (never half
+applied). Data is durable when close(2) returns. --sync-dirops commits every create and unlink before replying,
 as NFS does.
 
 The mount connects as a client identity: --pki DIR ($WEFT_PKI, or

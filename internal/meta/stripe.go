@@ -127,8 +127,8 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 	if err := checkStripes(ups); err != nil {
 		return nil, err
 	}
-	if out, ok := m.deferStripes(ctx, lin, ups, co); ok {
-		return out, nil
+	if out, deferred, err := m.deferStripes(ctx, lin, ups, co); deferred {
+		return out, err
 	}
 	var out []Stripe
 	err := m.update(ctx, func(o *op) error {
@@ -142,24 +142,27 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 	return out, nil
 }
 
-// deferStripes defers CommitStripes when it is the first commit of each
-// stripe (ExpectGen 0, not a hole, not a Restripe) of a file only this
-// client can reach (a deferred create's, see bear): the commit goes with
-// the create in one transaction of the write-back, or with whatever else
-// was deferred by then, and an fsync, a recall or a synchronous change of
-// this client commits it first. It returns the stripes committed and true
-// if it deferred them. (The stripes' keys are known absent to the cache:
-// the file's LIN was fresh, see reserveLINs.)
-func (m *Meta) deferStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, bool) {
-	if m.wb == nil {
-		return nil, false
+// deferStripes commits the first commit of each stripe (ExpectGen 0,
+// not a hole, not a Restripe) of a file only this client can reach (a
+// deferred create's, see bear) through the write-back: it defers it
+// behind the file's create and attribute changes and then waits for the
+// write-back to commit them, so that one transaction carries the file's
+// create, attributes and stripe maps where a synchronous commit would
+// first commit the deferred changes and then itself. Data stays durable
+// when CommitStripes returns (a close's write-out). It returns the stripes
+// committed and true; false if the commit could not be deferred (the
+// caller commits it synchronously). An error of the write-back's commit
+// may be this commit's or another deferred change's: it is noted for the
+// next Flush and returned as unavailable, the outcome unknown (the
+// caller's retry finds the stripe committed or not).
+func (m *Meta) deferStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, bool, error) {
+	if m.wb == nil || co.Restripe {
+		return nil, false, nil
 	}
-	eligible := !co.Restripe
 	for _, up := range ups {
-		eligible = eligible && up.ExpectGen == 0 && !up.Drop
-	}
-	if !eligible {
-		return nil, false
+		if up.ExpectGen != 0 || up.Drop {
+			return nil, false, nil
+		}
 	}
 	var out []Stripe
 	ok := m.deferOn(ctx, lin, func(o *op, mode opMode) error {
@@ -169,7 +172,14 @@ func (m *Meta) deferStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co
 		}
 		return err
 	})
-	return out, ok
+	if !ok {
+		return nil, false, nil
+	}
+	if err := m.wb.d.Flush(ctx); err != nil {
+		m.noteLost(err)
+		return nil, true, fmt.Errorf("%w: committing the stripes of LIN %d with the changes deferred before them: %w", ErrUnavailable, lin, err)
+	}
+	return out, true, nil
 }
 
 // commitStripes is CommitStripes in o.
