@@ -156,8 +156,8 @@ func (fs *FS) setAttr(ctx context.Context, lin meta.LIN, mask SetAttrMask, in At
 	}
 	if mask&(SetMtime|SetMtimeNow) != 0 && cur.Type == TypeFile {
 		// Writes buffered before the change commit first: their commit
-		// sets mtime, which must not undo the change (tar, cp -p and rsync
-		// set mtime on the open file after writing it, before close).
+		// sets mtime, which must not undo the change (tar sets mtime on
+		// the open file after writing it, before close).
 		if err := fs.c.Flush(ctx, lin); err != nil {
 			return cur, err
 		}

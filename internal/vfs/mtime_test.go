@@ -11,7 +11,7 @@ import (
 )
 
 // TestMtimeAfterWrite: an mtime set on an open file after writes to it
-// (tar, cp -p and rsync set it with futimens before close) is the one the
+// (tar sets it with futimens before close) is the one the
 // file keeps: the commit of the buffered writes, which sets mtime, happens
 // before the change, not at close after it. An mtime set before writes is
 // replaced by the writes' as usual.
