@@ -368,9 +368,7 @@ func (c *Client) isClosed() bool {
 // true, if lin is open in this Client with writes not yet committed; else
 // false (meta's size is then current). For getattr.
 func (c *Client) Size(lin meta.LIN) (int64, bool) {
-	c.mu.Lock()
-	ino := c.inodes[lin]
-	c.mu.Unlock()
+	ino := c.openInode(lin)
 	if ino == nil {
 		return 0, false
 	}
@@ -387,19 +385,18 @@ func (c *Client) Size(lin meta.LIN) (int64, bool) {
 // nothing. A change of the file's mtime calls it first: the commit of
 // writes made before the change sets mtime, and must not set it after.
 func (c *Client) Flush(ctx context.Context, lin meta.LIN) error {
+	if ino := c.openInode(lin); ino != nil {
+		return ino.flush(ctx) // nothing buffered: returns at once
+	}
+	return nil
+}
+
+// openInode returns lin's inode if the file is open in this Client, else
+// nil.
+func (c *Client) openInode(lin meta.LIN) *inode {
 	c.mu.Lock()
-	ino := c.inodes[lin]
-	c.mu.Unlock()
-	if ino == nil {
-		return nil
-	}
-	ino.mu.Lock()
-	state := ino.hasStateLocked()
-	ino.mu.Unlock()
-	if !state {
-		return nil
-	}
-	return ino.flush(ctx)
+	defer c.mu.Unlock()
+	return c.inodes[lin]
 }
 
 // rng returns a fresh random source for one placement (placement.Request

@@ -50,9 +50,7 @@ func (c *Client) CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeU
 // file is open here, so its readers do not wait for MapTTL or a "not
 // found" to see a stripe changed outside its file path.
 func (c *Client) forgetMap(lin meta.LIN, idx uint64) {
-	c.mu.Lock()
-	ino := c.inodes[lin]
-	c.mu.Unlock()
+	ino := c.openInode(lin)
 	if ino == nil {
 		return
 	}
