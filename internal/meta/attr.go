@@ -251,10 +251,7 @@ func (m *Meta) deferAttr(ctx context.Context, lin LIN, mask SetAttrMask, a Attr)
 		if err != nil {
 			return err
 		}
-		if n.typ == TypeDir {
-			return errNotMine // directory times live in their own record
-		}
-		o.applyAttr(n, nil, mask, a)
+		o.applyAttr(n, nil, mask, a) // not a directory: those are never born
 		if mode == deferLocal {
 			res = n
 		}

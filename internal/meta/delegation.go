@@ -274,7 +274,7 @@ type writeBack struct {
 
 	mu       sync.Mutex
 	held     map[LIN]*held
-	born     map[LIN]*bornIn
+	born     map[LIN]*held // see bear
 	cooldown map[LIN]time.Time
 	coolFor  time.Duration // DelegationCooldown; tests shorten it
 	// pending are delegations committed and not caught up with yet (see
@@ -291,13 +291,6 @@ type takenDirs struct {
 	hs   []*held
 }
 
-// bornIn says where a file this client created by a deferred create
-// lives: its directory and the delegation held there at its birth.
-type bornIn struct {
-	dir LIN
-	h   *held
-}
-
 // held is one delegation this client holds.
 type held struct {
 	ready bool      // the cache has caught up with its taking
@@ -309,7 +302,7 @@ type held struct {
 const delegationsIdle = time.Second
 
 func newWriteBack(m *Meta, d deferrer, run *runner.Runner) (*writeBack, error) {
-	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, born: map[LIN]*bornIn{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown}
+	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, born: map[LIN]*held{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown}
 	if run == nil {
 		w.own = runner.New(runner.Config{Log: m.log})
 		run = w.own
@@ -354,14 +347,16 @@ func (w *writeBack) ready(dir LIN) bool {
 // bear notes file lin, just created in dir by a deferred create: while
 // the delegation of dir held now stays held, no other client can reach
 // lin (every path to it goes through dir's entries, and reading those
-// recalls the delegation), so changes of its attributes alone may be
-// deferred too (deferOn). A link elsewhere, a rename or an unlink of it
-// ends that (forget), as giving dir back does.
+// recalls the delegation), so changes of lin alone — its attributes, the
+// first commit of its stripes — may be deferred too (deferOn). A link
+// elsewhere, a rename or an unlink of it ends that (forget), as giving
+// dir back does: a delegation given back is never ready again (one taken
+// anew is another held), so born keeps the held of lin's birth.
 func (w *writeBack) bear(lin, dir LIN) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.held[dir]; h != nil && h.ready {
-		w.born[lin] = &bornIn{dir: dir, h: h}
+		w.born[lin] = h
 	}
 }
 
@@ -370,19 +365,16 @@ func (w *writeBack) bear(lin, dir LIN) {
 func (w *writeBack) bornReady(lin LIN) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b, ok := w.born[lin]
-	if !ok {
-		return false
-	}
-	if w.held[b.dir] != b.h || !b.h.ready {
+	h := w.born[lin]
+	if h == nil || !h.ready {
 		delete(w.born, lin)
 		return false
 	}
-	b.h.used = w.m.now()
+	h.used = w.m.now()
 	return true
 }
 
-// forget ends the deferral of lin's attribute changes (see bear).
+// forget ends the deferral of lins' own changes (see bear).
 func (w *writeBack) forget(lins ...LIN) {
 	if w == nil {
 		return
@@ -516,8 +508,8 @@ func (w *writeBack) check(ctx context.Context, everything bool) {
 			h.ready = false // no more deferring there
 		}
 	}
-	for lin, b := range w.born {
-		if !b.h.ready {
+	for lin, h := range w.born {
+		if !h.ready {
 			delete(w.born, lin) // others may reach it once the directory is given back
 		}
 	}
