@@ -69,6 +69,17 @@ func waitReady(t *testing.T, m *Meta, dir LIN) {
 	t.Fatalf("no delegation of directory LIN %d", dir)
 }
 
+// delegatedDir makes directory "d" with a file named name through a,
+// whose create takes the directory's delegation, and waits until a may
+// defer changes there.
+func delegatedDir(t *testing.T, a *Meta, name string) (d, f Attr) {
+	t.Helper()
+	d = must(a.Mkdir(bg, RootLIN, "d", 0o755))
+	f = must(a.Create(bg, d.LIN, name, NewInode{Mode: 0o644}))
+	waitReady(t, a, d.LIN)
+	return d, f
+}
+
 func (m *Meta) wbStats(t *testing.T) (deferred, dropped int64) {
 	st := m.store.(*kvcache.Store).Stats()
 	return st.Deferred, st.Dropped
@@ -319,9 +330,7 @@ func TestDeferredUnlinkOfFileOpenElsewhere(t *testing.T) {
 	for name, p := range writeBackPair(t, nil) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
-			d := must(a.Mkdir(bg, RootLIN, "d", 0o755))
-			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
-			waitReady(t, a, d.LIN)
+			d, f := delegatedDir(t, a, "f")
 			// b opens the file by its LIN (as a client that looked it up
 			// earlier); a, not knowing yet, unlinks it.
 			ok(t, b.Open(bg, 9, f.LIN))
@@ -388,17 +397,6 @@ func TestWriteBackInExistingDirectory(t *testing.T) {
 	}
 }
 
-// delegatedDir makes directory "d" with a file "old" through a, whose
-// create takes the directory's delegation, and waits until a may defer
-// changes there.
-func delegatedDir(t *testing.T, a *Meta) (d, old Attr) {
-	t.Helper()
-	d = must(a.Mkdir(bg, RootLIN, "d", 0o755))
-	old = must(a.Create(bg, d.LIN, "old", NewInode{Mode: 0o644}))
-	waitReady(t, a, d.LIN)
-	return d, old
-}
-
 // TestDeferredSetAttr: the chown, chmod and utimes of a file a client has
 // just created by a deferred create (an untar's) are deferred with it,
 // and seen by others once they recall the directory; those of a file
@@ -408,7 +406,7 @@ func TestDeferredSetAttr(t *testing.T) {
 	for name, p := range writeBackPair(t, nil) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
-			d, old := delegatedDir(t, a)
+			d, old := delegatedDir(t, a, "old")
 			before, _ := a.wbStats(t)
 			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o600}))
 			mtime := time.Unix(1_600_000_000, 0)
@@ -472,7 +470,7 @@ func TestDeferredStripes(t *testing.T) {
 	for name, p := range writeBackPair(t, nil) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
-			d, old := delegatedDir(t, a)
+			d, old := delegatedDir(t, a, "old")
 			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
 			before, _ := a.wbStats(t)
 			ss := must(a.CommitStripes(bg, f.LIN, []StripeUpdate{{Stripe: stripe(0, 1, 1)}, {Stripe: stripe(1, 2, 1)}}, CommitOptions{StripeSize: 100, Size: 150}))
