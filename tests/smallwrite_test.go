@@ -38,15 +38,23 @@ func TestSmallWritesCrash(t *testing.T) {
 	)
 	rel := "smallwrites"
 	rng := rand.New(rand.NewPCG(5, 5))
-	randomWrites := func(fh *os.File, ref []byte, out func() string) {
+	type write struct {
+		off int
+		p   []byte
+	}
+	// randomWrites makes the random 4 KiB writes through fh, in order,
+	// and returns those acknowledged: all of them, or those before the
+	// first that failed, and its error.
+	randomWrites := func(fh *os.File) ([]write, error) {
+		var made []write
 		for i := range writes {
-			off := rng.IntN(size/page) * page
-			p := randBytes(rng.Uint64(), page)
-			if _, err := fh.WriteAt(p, int64(off)); err != nil {
-				t.Fatalf("random write %d at %d: %v%s", i, off, err, out())
+			w := write{rng.IntN(size/page) * page, randBytes(rng.Uint64(), page)}
+			if _, err := fh.WriteAt(w.p, int64(w.off)); err != nil {
+				return made, fmt.Errorf("random write %d at %d: %w", i, w.off, err)
 			}
-			copy(ref[off:], p)
+			made = append(made, w)
 		}
+		return made, nil
 	}
 	jobs := func() string {
 		out, _ := c.Weft("job", "list", "--all")
@@ -61,7 +69,13 @@ func TestSmallWritesCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, fh.Sync())
-	randomWrites(fh, synced, jobs)
+	made, err := randomWrites(fh)
+	if err != nil {
+		t.Fatalf("%v%s", err, jobs())
+	}
+	for _, w := range made {
+		copy(synced[w.off:], w.p)
+	}
 	must(t, fh.Sync()) // acknowledged: every byte of synced is durable
 	must(t, fh.Close())
 
@@ -77,24 +91,8 @@ func TestSmallWritesCrash(t *testing.T) {
 		t.Fatalf("%v%s", err, out())
 	}
 	defer fh.Close()
-	type write struct {
-		off int
-		p   []byte
-	}
-	var made []write // the writes acknowledged, in order
-	synced2 := false
-	for range writes {
-		off := rng.IntN(size/page) * page
-		p := randBytes(rng.Uint64(), page)
-		if _, err := fh.WriteAt(p, int64(off)); err != nil {
-			break // the mount died: this write and none after were made
-		}
-		made = append(made, write{off, p})
-	}
-	if len(made) == writes {
-		synced2 = fh.Sync() == nil
-	}
-	if synced2 {
+	made, err = randomWrites(fh)
+	if err == nil && fh.Sync() == nil {
 		t.Fatalf("the last fsync was acknowledged: client/before-commit=3*crash did not fire%s", out())
 	}
 	select {
