@@ -55,11 +55,12 @@ committed to etcd within milliseconds, many per transaction. Another
 client that reads or changes the directory first gets the delegation back,
 so it sees every acknowledged change. The chown, chmod and utimes of a
 file created there are written back with its create, and the commit of
-its data at close carries them in one transaction. fsync(2) of the file or of the
-directory waits for the commit, as on a local file system; a change not
-yet committed when the mount's machine crashes is lost whole (never half
-applied). Data is durable when close(2) returns. --sync-dirops commits every create and unlink before replying,
-as NFS does.
+its data at close carries them in one transaction. fsync(2) of the file
+or of the directory waits for the commit, as on a local file system; a
+change not yet committed when the mount's machine crashes is lost whole
+(never half applied). Data is durable when close(2) returns.
+--sync-dirops commits every create and unlink before replying, as NFS
+does.
 
 The mount connects as a client identity: --pki DIR ($WEFT_PKI, or
 weft-data/pki) holds the cluster's ca.crt and one client certificate

@@ -127,7 +127,7 @@ func IO(ctx context.Context, o IOOptions) (IOResult, error) {
 		return ks
 	}
 	// phase runs fn for every task at once (parallel); fn returns early
-	// once stop is closed.
+	// once its ctx ends.
 	phase := func(fn func(ctx context.Context, t int) error) (float64, error) {
 		return parallel(ctx, o.Tasks, func(ctx context.Context, t int) error {
 			if err := fn(ctx, t); err != nil {

@@ -84,13 +84,8 @@ func goStatements(fset *token.FileSet, file string, f *ast.File) []GoSite {
 			}
 		}
 		ast.Inspect(decl, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.GoStmt:
+			if _, isGo := n.(*ast.GoStmt); isGo || spawns(n) {
 				out = append(out, GoSite{File: file, Func: name, Line: fset.Position(n.Pos()).Line})
-			case *ast.CallExpr:
-				if spawns(n) {
-					out = append(out, GoSite{File: file, Func: name, Line: fset.Position(n.Pos()).Line})
-				}
 			}
 			return true
 		})
@@ -98,11 +93,15 @@ func goStatements(fset *token.FileSet, file string, f *ast.File) []GoSite {
 	return out
 }
 
-// spawns reports whether call starts a goroutine the way
+// spawns reports whether n is a call that starts a goroutine the way
 // sync.WaitGroup.Go and errgroup.Group.Go do: X.Go(func() …{…}), one
 // function literal as the only argument. (The runner's Go takes a name,
 // a worker and options, and is not one.)
-func spawns(call *ast.CallExpr) bool {
+func spawns(n ast.Node) bool {
+	call, ok := n.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
 	sel, ok := call.Fun.(*ast.SelectorExpr)
 	if !ok || sel.Sel.Name != "Go" || len(call.Args) != 1 {
 		return false

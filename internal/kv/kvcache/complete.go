@@ -32,8 +32,8 @@ func (s *Store) KnownEmpty(epoch uint64, ranges ...kv.Range) {
 // and which would otherwise push out, within a few hundred directories,
 // the ranges of the LINs it has just reserved — and with them the
 // knowledge that lets its creates and their first stripe commits be
-// decided on the cache. A range that continues the last one of its kind
-// (the next batch of LINs) extends it.
+// decided on the cache. A range that continues one already kept (the next
+// batch of LINs, of each record type) extends it.
 const maxEmptyRanges = 64
 
 func (s *Store) addEmptyLocked(r kv.Range) {
