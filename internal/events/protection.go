@@ -45,8 +45,9 @@ const protectionCooldown = 5 * time.Minute
 //     unless a repair ended less than protectionCooldown ago.
 //
 // Each is recorded as an under-protected event, once per job it names
-// (a repair already queued or running covers it). An empty index records
-// nothing.
+// (a repair already queued or running covers it; drives coming back are
+// covered only by a repair that has not started: notStartedRepair). An
+// empty index records nothing.
 //
 // Job times and index times are wall clocks (the engine's and the
 // committers'), so the cooldown is judged by time.Now, not by the
@@ -64,9 +65,11 @@ func (w *Watcher) checkProtection(ctx context.Context, drives []cluster.Drive, r
 		return nil
 	}
 	var why string
+	cover := liveOf("repair")
 	switch {
 	case len(returned) > 0:
 		why = fmt.Sprintf("%s back up", strings.Join(returned, ","))
+		cover = notStartedRepair
 	case allUp(drives):
 		jobs, err := w.listJobs(ctx)
 		if err != nil {
@@ -90,12 +93,20 @@ func (w *Watcher) checkProtection(ctx context.Context, drives []cluster.Drive, r
 		return nil
 	}
 	detail := fmt.Sprintf("%s; %d stripes of %d files (%.1f MiB) are below their pool's protection", why, p.Stripes, p.Files, float64(p.Bytes)/(1<<20))
-	id, outcome := w.submit(ctx, "repair", job.Options{Params: map[string]string{"reason": "under-protected stripes: " + why}}, liveOf("repair"))
+	id, outcome := w.submit(ctx, "repair", job.Options{Params: map[string]string{"reason": "under-protected stripes: " + why}}, cover)
 	if strings.HasPrefix(outcome, "started") {
 		w.cfg.Log.Warn("repair started for under-protected stripes", "job", id, "why", why, "stripes", p.Stripes, "files", p.Files)
 	}
 	return w.record(ctx, job.Event{Kind: job.EventUnderProtected, Subject: protectionSubject, Detail: detail, Job: id, Outcome: outcome,
 		Params: map[string]string{"stripes": fmt.Sprint(p.Stripes), "files": fmt.Sprint(p.Files)}})
+}
+
+// notStartedRepair accepts a repair that covers drives coming back: one
+// queued (it will see them up), or paused by a user (whose decision
+// stands). A repair running, or paused by the system, may have passed the
+// stripes while the drives were down and left them as they were.
+func notStartedRepair(j job.JobView) bool {
+	return j.Type == "repair" && (j.State == job.Queued || j.State == job.Paused)
 }
 
 // allUp reports whether every drive in service (not removed) is up.

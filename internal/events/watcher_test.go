@@ -461,3 +461,25 @@ func TestWatcherProtection(t *testing.T) {
 	f.expect("an index marked incomplete after the last repair was submitted",
 		"under-protected protection index 3 repair job 3 already queued")
 }
+
+// TestReturnedDrivesNeedAFreshRepair: drives coming back are covered only by
+// a repair that has not started (or that a user paused): one running may
+// have passed their stripes while they were down.
+func TestReturnedDrivesNeedAFreshRepair(t *testing.T) {
+	for _, tc := range []struct {
+		typ   string
+		state job.State
+		want  bool
+	}{
+		{"repair", job.Queued, true},
+		{"repair", job.Paused, true},
+		{"repair", job.Running, false},
+		{"repair", job.SystemPaused, false},
+		{"repair", job.Succeeded, false},
+		{"drain", job.Queued, false},
+	} {
+		if got := notStartedRepair(job.JobView{Type: tc.typ, State: tc.state}); got != tc.want {
+			t.Errorf("%s %s covers returned drives: %v, want %v", tc.typ, tc.state, got, tc.want)
+		}
+	}
+}
