@@ -147,6 +147,7 @@ type Config struct {
 type metaStore interface {
 	GetAttr(ctx context.Context, lin meta.LIN) (meta.Attr, error)
 	GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error)
+	GetStripesAt(ctx context.Context, lin meta.LIN, from, to uint64) ([]meta.Stripe, error)
 	CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, co meta.CommitOptions) ([]meta.Stripe, error)
 	SetAttr(ctx context.Context, lin meta.LIN, mask meta.SetAttrMask, a meta.Attr) (meta.Attr, error)
 	// Extend and DropStripes make holes (see sparse.go).

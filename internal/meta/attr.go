@@ -3,6 +3,8 @@ package meta
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -229,6 +231,35 @@ func (m *Meta) SetAttr(ctx context.Context, lin LIN, mask SetAttrMask, a Attr) (
 			return res.attr(resTimes), nil
 		}
 	}
+}
+
+// SetAtimes sets the access time of each LIN in times that still exists
+// to its time, where that is later than the atime it has;
+// ctime stays (an access is not a change), and LINs gone are skipped. The
+// LINs go in as few transactions as the budget allows. It is how reads
+// record access times in the background (vfs: atimes).
+func (m *Meta) SetAtimes(ctx context.Context, times map[LIN]time.Time) error {
+	lins := slices.Sorted(maps.Keys(times))
+	for len(lins) > 0 {
+		chunk := lins[:min(len(lins), max(1, m.budget/2))]
+		lins = lins[len(chunk):]
+		err := m.update(ctx, func(o *op) error {
+			if _, err := o.load(chunk); err != nil {
+				return err
+			}
+			for _, lin := range chunk {
+				if n := o.inodes[lin]; n != nil && times[lin].UnixNano() > n.atime {
+					n.atime = times[lin].UnixNano()
+					o.mark(n)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deferrableAttrs are the fields whose change SetAttr may defer: those of

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/kv"
+	"github.com/weftfs/weft/internal/kv/kvcache"
 )
 
 // TestMeta runs the namespace suite on every backend.
@@ -27,8 +28,10 @@ func TestMeta(t *testing.T) {
 		{"Rename", testRename},
 		{"RenameExchange", testRenameExchange},
 		{"SetAttr", testSetAttr},
+		{"SetAtimes", testSetAtimes},
 		{"OpenUnlinked", testOpenUnlinked},
 		{"Stripes", testStripes},
+		{"GetStripesAt", testGetStripesAt},
 		{"LargeFileDelete", testLargeFileDelete},
 		{"Holes", testHoles},
 		{"DeleteQueue", testDeleteQueue},
@@ -421,6 +424,40 @@ func testSetAttr(t *testing.T, m *Meta) {
 	wantErr(t, second(m.SetAttr(bg, s.LIN, SetSize, Attr{Size: 0})), ErrInvalid)
 }
 
+// testSetAtimes: more files than one transaction takes get their access
+// times, later ones only; ctime stays; a LIN gone is skipped.
+func testSetAtimes(t *testing.T, m *Meta) {
+	base := time.Unix(2_000_000_000, 0)
+	times := map[LIN]time.Time{}
+	var lins []LIN
+	for i := range 3*m.budget/2 + 1 {
+		f := must(m.Create(bg, RootLIN, fmt.Sprintf("f%d", i), NewInode{Mode: 0o644}))
+		must(m.SetAttr(bg, f.LIN, SetAtime, Attr{Atime: base}))
+		lins = append(lins, f.LIN)
+		times[f.LIN] = base.Add(time.Duration(i%3-1) * time.Hour) // earlier, same, later
+	}
+	before := map[LIN]Attr{}
+	for _, lin := range lins {
+		before[lin] = must(m.GetAttr(bg, lin))
+	}
+	if err := m.Unlink(bg, RootLIN, "f0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetAtimes(bg, times); err != nil {
+		t.Fatal(err)
+	}
+	for i, lin := range lins[1:] {
+		a := must(m.GetAttr(bg, lin))
+		want := base
+		if (i+1)%3 == 2 {
+			want = times[lin]
+		}
+		if !a.Atime.Equal(want) || !a.Ctime.Equal(before[lin].Ctime) || !a.Mtime.Equal(before[lin].Mtime) {
+			t.Fatalf("file %d: atime %v ctime %v mtime %v; want atime %v, ctime %v and mtime %v kept", i+1, a.Atime, a.Ctime, a.Mtime, want, before[lin].Ctime, before[lin].Mtime)
+		}
+	}
+}
+
 // stripe returns a stripe of mirror:2 on drives d and d+1 with fresh blocks.
 func stripe(idx uint64, d DriveID, seed byte) Stripe {
 	return Stripe{Index: idx, Protection: Mirror(2), DataLen: 100, Units: []Unit{
@@ -475,6 +512,46 @@ func testOpenUnlinked(t *testing.T, m *Meta) {
 	}
 	ok(t, m.Release(bg, 1, f.LIN)) // releasing again is fine
 	wantErr(t, m.Open(bg, 3, f.LIN), ErrNotFound)
+}
+
+// testGetStripesAt: the stripes of a range read key by key are those a
+// scan finds, holes left out; a cache answers a second read itself.
+func testGetStripesAt(t *testing.T, m *Meta) {
+	f := must(m.Create(bg, RootLIN, "f", NewInode{}))
+	for _, i := range []uint64{0, 1, 3} {
+		must(m.CommitStripe(bg, f.LIN, stripe(i, 1, 1), 0, CommitOptions{StripeSize: 100, Size: 100*i + 100}))
+	}
+	indexes := func(ss []Stripe) string {
+		var out []uint64
+		for _, s := range ss {
+			out = append(out, s.Index)
+		}
+		return fmt.Sprint(out)
+	}
+	if got := indexes(must(m.GetStripes(bg, f.LIN, 0, 5))); got != "[0 1 3]" {
+		t.Fatalf("stripes scanned from 0: %s", got)
+	}
+	kc, cached := m.store.(*kvcache.Store)
+	for round := range 2 {
+		var misses int64
+		if cached {
+			misses = kc.Stats().Misses
+		}
+		if got := indexes(must(m.GetStripesAt(bg, f.LIN, 0, 5))); got != "[0 1 3]" {
+			t.Fatalf("stripes [0, 5): %s", got)
+		}
+		if got := must(m.GetStripesAt(bg, f.LIN, 2, 3)); len(got) != 0 {
+			t.Fatalf("stripes [2, 3): %s", indexes(got))
+		}
+		if cached && round == 1 {
+			if d := kc.Stats().Misses - misses; d != 0 {
+				t.Fatalf("%d misses of the cache the second time, want none", d)
+			}
+		}
+	}
+	wantErr(t, second(m.GetStripesAt(bg, f.LIN+1000, 0, 1)), ErrNotFound)
+	wantErr(t, second(m.GetStripesAt(bg, f.LIN, 3, 2)), ErrInvalid)
+	wantErr(t, second(m.GetStripesAt(bg, f.LIN, 0, uint64(m.budget)+1)), ErrInvalid)
 }
 
 func testStripes(t *testing.T, m *Meta) {

@@ -62,6 +62,47 @@ func (m *Meta) GetStripes(ctx context.Context, lin LIN, from uint64, n int) ([]S
 	return out, err
 }
 
+// GetStripesAt returns the stripes of lin with from <= index < to that
+// exist, in index order, like GetStripes but reading each stripe's key
+// rather than scanning the range: a metadata cache (kvcache), which keeps
+// keys, answers it, where it sends a range scan outside the directories it
+// completes to the store. For a short range: a small file's stripes, whose
+// count its size gives. Errors: ErrNotFound, ErrInvalid (to < from, or
+// more than the budget of keys).
+func (m *Meta) GetStripesAt(ctx context.Context, lin LIN, from, to uint64) ([]Stripe, error) {
+	if to < from || to-from > uint64(m.budget) {
+		return nil, fmt.Errorf("%w: stripes [%d, %d) of LIN %d: want at most %d, from the first", ErrInvalid, from, to, lin, m.budget)
+	}
+	keys := make([][]byte, 0, to-from)
+	for i := from; i < to; i++ {
+		keys = append(keys, keyStripe(lin, i))
+	}
+	var out []Stripe
+	err := m.view(ctx, func(o *op) error {
+		out = nil
+		vals, err := o.tx.GetMany(keys...)
+		if err != nil {
+			return err
+		}
+		for i, v := range vals {
+			if v == nil {
+				continue
+			}
+			s, err := decodeStripe(keys[i], v)
+			if err != nil {
+				return err
+			}
+			out = append(out, s)
+		}
+		if len(out) == 0 {
+			_, err := o.inode(lin)
+			return err
+		}
+		return nil
+	})
+	return out, err
+}
+
 // StripeUpdate is one stripe to commit: the new stripe (its Gen is ignored)
 // and the generation the caller read (0: the stripe does not exist yet).
 type StripeUpdate struct {

@@ -47,6 +47,7 @@ type FS struct {
 	log *slog.Logger
 
 	opens   *opens
+	atimes  *atimes
 	lockers lockers
 
 	mu      sync.Mutex
@@ -60,7 +61,8 @@ func New(cfg Config) *FS {
 		cfg.Log = slog.Default()
 	}
 	return &FS{cfg: cfg, m: cfg.Meta, c: cfg.Client, log: cfg.Log, handles: map[uint64]*Handle{}, nextFH: 1,
-		opens: newOpens(cfg.Meta, cfg.Session, cfg.Log, cfg.Runner)}
+		opens:  newOpens(cfg.Meta, cfg.Session, cfg.Log, cfg.Runner),
+		atimes: newAtimes(cfg.Meta, cfg.Log, cfg.Runner)}
 }
 
 // Lookup returns the attributes of name in directory parent ("." is parent
@@ -107,12 +109,13 @@ func (fs *FS) Parent(ctx context.Context, dir LIN) (LIN, error) {
 }
 
 // withOpenSize converts a, with the size of this mount's buffered writes
-// of a regular file.
+// of a regular file and the access time its reads noted (atimes).
 func (fs *FS) withOpenSize(a meta.Attr) Attr {
 	if a.Type == meta.TypeFile {
 		if size, ok := fs.c.Size(a.LIN); ok {
 			a.Size = uint64(size)
 		}
+		fs.atimes.overlay(&a)
 	}
 	return attrFromMeta(a)
 }
@@ -185,7 +188,16 @@ func (fs *FS) setAttr(ctx context.Context, lin meta.LIN, mask SetAttrMask, in At
 			return fs.GetAttr(ctx, LIN(lin))
 		}
 	}
-	a, err := fs.m.SetAttr(ctx, lin, maskToMeta(mask), attrToMeta(in))
+	var a meta.Attr
+	set := func() (err error) {
+		a, err = fs.m.SetAttr(ctx, lin, maskToMeta(mask), attrToMeta(in))
+		return err
+	}
+	if mask&(SetAtime|SetAtimeNow) != 0 {
+		err = fs.atimes.explicit(lin, set)
+	} else {
+		err = set()
+	}
 	if err != nil {
 		return attrFromMeta(a), err
 	}

@@ -132,7 +132,8 @@ func (fs *FS) Handle(fh uint64) (*Handle, error) {
 }
 
 // Read reads at off, like io.ReaderAt (io.EOF at the end of the file).
-// The first read of a handle updates atime (relatime). Errors: ErrBadHandle
+// The first read of a handle updates atime (relatime; committed within
+// AtimeDelay, see atimes). Errors: ErrBadHandle
 // (not open for reading), ErrUnavailable.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	if h.Flags&OAccMode == os.O_WRONLY {
@@ -140,11 +141,8 @@ func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	n, err := h.file.ReadAt(ctx, p, off)
 	if h.atimeDone.CompareAndSwap(false, true) {
-		lin := meta.LIN(h.LIN)
-		if cur, gerr := h.fs.m.GetAttr(ctx, lin); gerr == nil && relatime(cur, time.Now()) {
-			if _, serr := h.fs.m.SetAttr(ctx, lin, meta.SetAtimeNow|meta.SetCtime, cur); serr != nil {
-				h.fs.log.Debug("atime update", "lin", h.LIN, "err", serr)
-			}
+		if cur, gerr := h.fs.m.GetAttr(ctx, meta.LIN(h.LIN)); gerr == nil {
+			h.fs.atimes.read(cur, time.Now())
 		}
 	}
 	return n, classify(err)
@@ -296,5 +294,6 @@ func (fs *FS) Close(ctx context.Context) error {
 		}
 	}
 	fs.opens.close()
+	fs.atimes.close(ctx)
 	return classify(first)
 }
