@@ -266,9 +266,9 @@ func (m *Meta) SetAtimes(ctx context.Context, times map[LIN]time.Time) error {
 // the inode alone (no stripes, usage or pool).
 const deferrableAttrs = SetMode | SetUID | SetGID | SetAtime | SetMtime | SetAtimeNow | SetMtimeNow | SetCtime
 
-// deferAttr defers SetAttr of file lin when only this client can reach it
-// (deferOn: a file it created by a deferred create, in a directory whose
-// delegation it still holds) and mask selects deferrableAttrs only: the
+// deferAttr defers SetAttr of lin when only this client can reach it
+// (deferOn: a file it created by a deferred create, or a directory it made,
+// in a directory whose delegation it still holds) and mask selects deferrableAttrs only: the
 // change is decided on the cache and committed with the create, as the
 // chown, chmod and utimes that follow each file of an untar are. It
 // returns the new attributes and true if it deferred the change.
@@ -277,21 +277,22 @@ func (m *Meta) deferAttr(ctx context.Context, lin LIN, mask SetAttrMask, a Attr)
 		return Attr{}, false
 	}
 	var res *inode
+	var resTimes *dirTimes
 	ok := m.deferOn(ctx, lin, func(o *op, mode opMode) error {
-		n, err := o.inode(lin)
+		n, t, err := o.loadAttr(lin) // a directory's times too
 		if err != nil {
 			return err
 		}
-		o.applyAttr(n, nil, mask, a) // not a directory: those are never born
+		t = o.applyAttr(n, t, mask, a)
 		if mode == deferLocal {
-			res = n
+			res, resTimes = n, t
 		}
 		return nil
 	})
 	if !ok {
 		return Attr{}, false
 	}
-	return res.attr(nil), true
+	return res.attr(resTimes), true
 }
 
 // applyAttr sets the fields in mask on n and returns n's new directory

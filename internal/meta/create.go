@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -82,8 +83,14 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		o.put(keyEntry(parent, name), encodeEntry(n.typ, lin))
 		o.touchDir(parent)
 		o.addUsage(n.pool, Usage{Inodes: 1})
-		if mode == synchronous && n.typ != TypeDir {
+		switch {
+		case mode == synchronous && n.typ != TypeDir:
 			o.acquire(parent) // for the creates that follow (mkdir is never deferred)
+		case mode == synchronous && o.mine(parent):
+			// A directory made in one this client holds (an untar, a
+			// build tree) is delegated from birth: the creates in it and
+			// its own attribute changes can be deferred at once.
+			o.acquireNew(lin)
 		}
 		return n, nil
 	}
@@ -101,11 +108,15 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 	if deferred {
 		m.wb.bear(lin, parent)
 	} else {
+		var born bool
 		err = m.update(ctx, func(o *op) error {
 			n, err := body(o, synchronous)
-			res = n
+			res, born = n, slices.Contains(o.acquired, lin)
 			return err
 		})
+		if err == nil && born && m.wb != nil {
+			m.wb.bear(lin, parent)
+		}
 	}
 	if err != nil {
 		return Attr{}, err

@@ -157,6 +157,13 @@ func (o *op) acquire(dir LIN) {
 	o.acquired = append(o.acquired, dir)
 }
 
+// acquireNew takes the delegation of directory lin, which this
+// transaction creates: nobody can hold it yet.
+func (o *op) acquireNew(lin LIN) {
+	o.put(keyDeleg(lin), encodeDeleg(delegation{session: o.m.session}))
+	o.acquired = append(o.acquired, lin)
+}
+
 // retryDelegated runs fn, and while it fails on another session's
 // delegation, recalls it and runs fn again.
 func (m *Meta) retryDelegated(ctx context.Context, fn func() error) error {
@@ -344,7 +351,8 @@ func (w *writeBack) ready(dir LIN) bool {
 	return true
 }
 
-// bear notes file lin, just created in dir by a deferred create: while
+// bear notes file lin, just created in dir by a deferred create (or
+// directory lin, made in dir while this client held it): while
 // the delegation of dir held now stays held, no other client can reach
 // lin (every path to it goes through dir's entries, and reading those
 // recalls the delegation), so changes of lin alone — its attributes, the

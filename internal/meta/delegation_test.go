@@ -460,6 +460,54 @@ func TestDeferredSetAttr(t *testing.T) {
 	}
 }
 
+// TestDeferredDirectory: a directory made in one this client holds is
+// delegated from birth (the creates in it are deferred at once) and its
+// own attribute changes are deferred like a new file's (an untar sets each
+// directory's owner, mode and times when it leaves it); another client
+// sees them all once it reaches the directory (a recall). A directory made
+// where the client holds nothing is not.
+func TestDeferredDirectory(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d, _ := delegatedDir(t, a, "old")
+			sub := must(a.Mkdir(bg, d.LIN, "sub", 0o750))
+			waitReady(t, a, sub.LIN)
+			before, _ := a.wbStats(t)
+			must(a.Create(bg, sub.LIN, "f", NewInode{Mode: 0o644}))
+			mtime := time.Unix(1_600_000_000, 0)
+			must(a.SetAttr(bg, sub.LIN, SetUID|SetGID, Attr{UID: 1000, GID: 100}))
+			cur := must(a.GetAttr(bg, sub.LIN)) // its mtime: f's create
+			if got := must(a.SetAttr(bg, sub.LIN, SetMode, Attr{Mode: 0o700})); !got.Mtime.Equal(cur.Mtime) {
+				t.Fatalf("chmod of the directory returned mtime %v, it is %v", got.Mtime, cur.Mtime)
+			}
+			got := must(a.SetAttr(bg, sub.LIN, SetMtime|SetAtime, Attr{Mtime: mtime, Atime: mtime}))
+			if got.UID != 1000 || got.GID != 100 || got.Mode != 0o700 || got.Type != TypeDir || !got.Mtime.Equal(mtime) || got.Nlink != 2 {
+				t.Fatalf("attributes returned: %+v", got)
+			}
+			if n, _ := a.wbStats(t); n-before != 4 {
+				t.Fatalf("%d operations deferred, want 4 (a create in the new directory and its 3 attribute changes)", n-before)
+			}
+			e := must(b.Lookup(bg, d.LIN, "sub"))
+			if e.UID != 1000 || e.GID != 100 || e.Mode != 0o700 || !e.Mtime.Equal(mtime) || !e.Atime.Equal(mtime) {
+				t.Fatalf("the other client sees %+v", e)
+			}
+			must(b.Lookup(bg, sub.LIN, "f"))
+
+			top := must(a.Mkdir(bg, RootLIN, "top", 0o755))
+			n0, _ := a.wbStats(t)
+			must(a.SetAttr(bg, top.LIN, SetMode, Attr{Mode: 0o700}))
+			if n, _ := a.wbStats(t); n != n0 {
+				t.Fatalf("an attribute change of a directory made outside a delegation deferred")
+			}
+			if _, dropped := a.wbStats(t); dropped != 0 {
+				t.Fatalf("%d deferred operations dropped", dropped)
+			}
+			check(t, b)
+		})
+	}
+}
+
 // TestDeferredStripes: the first commit of a new file's stripes (what
 // close after an untar's write commits) is deferred with the file's
 // create (both commit in the write-back's next batch); a rewrite, and the

@@ -124,6 +124,7 @@ func (m *Meta) Rmdir(ctx context.Context, parent LIN, name string) error {
 		case typ != TypeDir:
 			return fmt.Errorf("%w: %q in directory LIN %d is a %s", ErrNotDir, name, parent, typ)
 		}
+		o.m.wb.forget(child)
 		n, err := o.dir(child)
 		if err != nil {
 			return err
