@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The small-file rows of ../shared/bench/bench-side-by-side.sh, weft only,
+# for one or more builds in one run: for each binary, a fresh `weft local
+# up` (3 nodes x 4 drives, ec:4+2), `tar -xf` of TAR into its mount then
+# `sync -f` (files written per second), a wait for the jobs the writes
+# started (a multiscan after the first data otherwise runs during the
+# reads), then ROUNDS times a cache drop and `find | xargs cat` (files read
+# per second; the first round after the untar is the side-by-side's). The
+# builds take turns REPEAT times, so that the machine's swings fall on all
+# of them. Prints a markdown table. Needs root (drop_caches, mounts).
+#   TAR        the archive to extract (default: /usr/share/doc, tarred once
+#              into BENCH_DIR)
+#   BINS       weft binaries to compare, space-separated (default: one built
+#              from this checkout; WEFT_BIN names a single one too)
+#   ROUNDS     read rounds per run (default 3)
+#   REPEAT     runs per binary (default 1)
+#   BENCH_DIR  work directory (default: new dir under /var/tmp)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${BENCH_DIR:-$(mktemp -d /var/tmp/weft-smallfiles.XXXXXX)}
+rounds=${ROUNDS:-3}
+repeat=${REPEAT:-1}
+mkdir -p "$work"
+if [ -z "${BINS:-}" ]; then
+  . scripts/lib/weft-bin.sh
+  BINS=$(weft_bin bench-smallfiles "$work") || exit $?
+fi
+for b in $BINS; do
+  [ -x "$b" ] || { echo "bench-smallfiles: $b is not an executable weft binary (BINS)" >&2; exit 2; }
+done
+tar=${TAR:-}
+if [ -z "$tar" ]; then
+  tar=$work/doc.tar
+  [ -s "$tar" ] || tar -C /usr/share -cf "$tar" doc
+fi
+[ -r "$tar" ] || { echo "bench-smallfiles: cannot read TAR=$tar" >&2; exit 2; }
+
+up_pid=
+cleanup() {
+  if [ -n "$up_pid" ]; then
+    kill -INT "$up_pid" 2>/dev/null || true
+    wait "$up_pid" 2>/dev/null || true
+  fi
+  umount -l "$work/mnt" 2>/dev/null || true
+  rm -rf "$work/cluster"
+}
+trap cleanup EXIT
+
+rate() { python3 -c "print(f'{$1/($3-$2):.1f}')"; }
+
+results=()
+for r in $(seq 1 "$repeat"); do
+  for b in $BINS; do
+    rm -rf "$work/cluster"; mkdir -p "$work/mnt"
+    "$b" local up --dir "$work/cluster" --mount "$work/mnt" >"$work/up.log" 2>&1 &
+    up_pid=$!
+    for _ in $(seq 1 180); do grep -q '^ready:' "$work/up.log" && break; sleep 1; done
+    grep -q '^ready:' "$work/up.log" || { tail -20 "$work/up.log" >&2; exit 1; }
+    weft=("$b" --admin "$(cat "$work/cluster/admin.addr")" --pki "$work/cluster/pki")
+    mkdir "$work/mnt/x"
+    s=$(date +%s.%N); tar -C "$work/mnt/x" -xf "$tar"; sync -f "$work/mnt/x"; e=$(date +%s.%N)
+    find "$work/mnt/x" -type f >"$work/files"
+    n=$(wc -l <"$work/files")
+    row="| $(basename "$b") | $r | $n | $(rate "$n" "$s" "$e")"
+    for _ in $(seq 1 120); do
+      "${weft[@]}" job list 2>/dev/null | grep -qw 'running\|queued' || break
+      sleep 5
+    done
+    for _ in $(seq 1 "$rounds"); do
+      sync; echo 3 >/proc/sys/vm/drop_caches
+      s=$(date +%s.%N); xargs -d '\n' cat <"$work/files" >/dev/null; e=$(date +%s.%N)
+      row="$row | $(rate "$n" "$s" "$e")"
+    done
+    results+=("$row |")
+    cleanup
+    up_pid=
+    echo "${results[-1]}" >&2
+  done
+done
+printf '| build | run | files | written/s |'
+for i in $(seq 1 "$rounds"); do printf ' read/s round %d |' "$i"; done
+printf '\n|---|---|---|---|'
+for _ in $(seq 1 "$rounds"); do printf -- '---|'; done
+printf '\n'
+printf '%s\n' "${results[@]}"
