@@ -85,6 +85,14 @@ func (m *Meta) wbStats(t *testing.T) (deferred, dropped int64) {
 	return st.Deferred, st.Dropped
 }
 
+// deferredBy returns how many operations m deferred while fn ran.
+func (m *Meta) deferredBy(t *testing.T, fn func()) int64 {
+	before, _ := m.wbStats(t)
+	fn()
+	after, _ := m.wbStats(t)
+	return after - before
+}
+
 // TestWriteBack: a client holding a directory's delegation acknowledges
 // creates and unlinks there before committing them, and sees them at once
 // itself; another client that reads or changes the directory recalls the
@@ -433,11 +441,11 @@ func TestDeferredSetAttr(t *testing.T) {
 			ok(t, a.Rename(bg, d.LIN, "h", RootLIN, "h", 0))
 			l := must(a.Create(bg, d.LIN, "l", NewInode{Mode: 0o644}))
 			must(a.Link(bg, l.LIN, RootLIN, "l"))
-			n0, _ := a.wbStats(t)
-			must(a.SetAttr(bg, h.LIN, SetMode, Attr{Mode: 0o600}))
-			must(a.SetAttr(bg, l.LIN, SetMode, Attr{Mode: 0o600}))
-			if n, _ := a.wbStats(t); n != n0 {
-				t.Fatalf("%d attribute changes of a renamed or linked file deferred", n-n0)
+			if n := a.deferredBy(t, func() {
+				must(a.SetAttr(bg, h.LIN, SetMode, Attr{Mode: 0o600}))
+				must(a.SetAttr(bg, l.LIN, SetMode, Attr{Mode: 0o600}))
+			}); n != 0 {
+				t.Fatalf("%d attribute changes of a renamed or linked file deferred", n)
 			}
 			// Another client sees the deferred changes once it reads the
 			// directory (recalling it) or the holder flushes.
@@ -447,9 +455,7 @@ func TestDeferredSetAttr(t *testing.T) {
 			}
 			// Given back, the directory's new files are everyone's.
 			k := must(a.Create(bg, d.LIN, "k", NewInode{Mode: 0o644}))
-			n1, _ := a.wbStats(t)
-			must(a.SetAttr(bg, k.LIN, SetMode, Attr{Mode: 0o600}))
-			if n, _ := a.wbStats(t); n != n1 {
+			if a.deferredBy(t, func() { must(a.SetAttr(bg, k.LIN, SetMode, Attr{Mode: 0o600})) }) != 0 {
 				t.Fatalf("an attribute change deferred after the directory was recalled")
 			}
 			if _, dropped := a.wbStats(t); dropped != 0 {
@@ -495,9 +501,7 @@ func TestDeferredDirectory(t *testing.T) {
 			must(b.Lookup(bg, sub.LIN, "f"))
 
 			top := must(a.Mkdir(bg, RootLIN, "top", 0o755))
-			n0, _ := a.wbStats(t)
-			must(a.SetAttr(bg, top.LIN, SetMode, Attr{Mode: 0o700}))
-			if n, _ := a.wbStats(t); n != n0 {
+			if a.deferredBy(t, func() { must(a.SetAttr(bg, top.LIN, SetMode, Attr{Mode: 0o700})) }) != 0 {
 				t.Fatalf("an attribute change of a directory made outside a delegation deferred")
 			}
 			if _, dropped := a.wbStats(t); dropped != 0 {
