@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/weftfs/weft/internal/kv"
@@ -18,17 +19,14 @@ import (
 // anyone) before Sync was called, or until ctx ends. It is for tests and
 // for callers that must see another client's acknowledged change (close-
 // to-open across clients); it costs a read of the inner store plus the
-// stream's delay. A Store that is not serving returns at once: its reads
-// go to the inner store.
+// stream's delay, the read shared by concurrent Syncs (syncRounds). A
+// Store that is not serving returns at once: its reads go to the inner
+// store.
 func (s *Store) Sync(ctx context.Context) error {
-	snap, err := s.inner.Backend(false).Begin(ctx, 0)
+	target, err := s.syncs.revision(ctx, s.storeRevision)
 	if err != nil {
 		return err
 	}
-	if _, err := snap.Get(ctx, [][]byte{{0}}); err != nil {
-		return err
-	}
-	target := snap.Revision()
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -47,6 +45,78 @@ func (s *Store) Sync(ctx context.Context) error {
 		case <-ch:
 		case <-t.C: // ask for progress again
 		}
+	}
+}
+
+// storeRevision reads the inner store's revision with a linearizable read
+// (one round trip: every change committed before it began is at or below
+// it).
+func (s *Store) storeRevision(ctx context.Context) (int64, error) {
+	snap, err := s.inner.Backend(false).Begin(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := snap.Get(ctx, [][]byte{{0}}); err != nil {
+		return 0, err
+	}
+	return snap.Revision(), nil
+}
+
+// syncRounds shares the reads of the store's revision among concurrent
+// Syncs (many files opened at once, an NFS gateway's clients): a Sync may
+// use any read that began after it was called, so those that arrive while
+// a read is in flight wait for it and then share the next one, which the
+// first of them makes. A burst of N Syncs costs two round trips of the
+// store rather than N reads at once.
+type syncRounds struct {
+	mu       sync.Mutex
+	flying   *syncRound // the read in flight
+	boarding *syncRound // the next read, not begun: Syncs join it
+}
+
+// syncRound is one read of the store's revision and those waiting on it.
+type syncRound struct {
+	done chan struct{}
+	rev  int64
+	err  error
+}
+
+// revision returns a revision of the store read after the call began,
+// reading it with read (on ctx) or sharing a concurrent caller's read.
+func (r *syncRounds) revision(ctx context.Context, read func(context.Context) (int64, error)) (int64, error) {
+	for {
+		r.mu.Lock()
+		rd := r.boarding
+		first := rd == nil
+		var ahead *syncRound
+		if first {
+			rd = &syncRound{done: make(chan struct{})}
+			r.boarding, ahead = rd, r.flying
+		}
+		r.mu.Unlock()
+		if first {
+			if ahead != nil {
+				<-ahead.done // never long: a read is bounded by the store's timeouts
+			}
+			r.mu.Lock()
+			r.boarding, r.flying = nil, rd
+			r.mu.Unlock()
+			rd.rev, rd.err = read(ctx)
+			r.mu.Lock()
+			r.flying = nil
+			r.mu.Unlock()
+			close(rd.done)
+			return rd.rev, rd.err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-rd.done:
+		}
+		if rd.err != nil && (errors.Is(rd.err, context.Canceled) || errors.Is(rd.err, context.DeadlineExceeded)) && ctx.Err() == nil {
+			continue // the reader's context ended, not ours: read again
+		}
+		return rd.rev, rd.err
 	}
 }
 

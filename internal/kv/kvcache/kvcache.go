@@ -117,6 +117,8 @@ type Store struct {
 
 	hits, misses atomic.Int64
 
+	syncs syncRounds // Sync's reads of the store's revision
+
 	followW, progressW, flushW *runner.Handle
 	own                        *runner.Runner // the Store's own runner, when none was given
 }
