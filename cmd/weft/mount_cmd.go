@@ -46,7 +46,10 @@ Metadata is cached in the mount and kept coherent by an etcd watch: a
 change made through another mount (or by a job) is seen once the watch
 has delivered it, normally within a millisecond or two, and the kernel's
 own caches add up to 1 s (attributes and names). --no-meta-cache turns the
-mount's cache off.
+mount's cache off. Access times follow relatime and are committed in the
+background within a second (many files per transaction): this mount shows
+them at once, other clients a second later; a crash loses those not yet
+committed.
 
 Creates and unlinks are written back: in a directory this mount holds the
 delegation of (it takes it when it creates or removes files there and
@@ -55,7 +58,8 @@ committed to etcd within milliseconds, many per transaction. Another
 client that reads or changes the directory first gets the delegation back,
 so it sees every acknowledged change. The chown, chmod and utimes of a
 file created there are written back with its create, and the commit of
-its data at close carries them in one transaction. fsync(2) of the file
+its data at close carries them in one transaction; those of a directory
+made there are written back too. fsync(2) of the file
 or of the directory waits for the commit, as on a local file system; a
 change not yet committed when the mount's machine crashes is lost whole
 (never half applied). Data is durable when close(2) returns.
