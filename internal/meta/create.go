@@ -114,7 +114,7 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 			res, born = n, slices.Contains(o.acquired, lin)
 			return err
 		})
-		if err == nil && born && m.wb != nil {
+		if err == nil && born {
 			m.wb.bear(lin, parent)
 		}
 	}

@@ -361,6 +361,9 @@ func (w *writeBack) ready(dir LIN) bool {
 // dir back does: a delegation given back is never ready again (one taken
 // anew is another held), so born keeps the held of lin's birth.
 func (w *writeBack) bear(lin, dir LIN) {
+	if w == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.held[dir]; h != nil && h.ready {
@@ -577,10 +580,11 @@ func (m *Meta) deferIn(ctx context.Context, dir LIN, fn func(o *op, mode opMode)
 	return m.deferIf(ctx, func(w *writeBack) bool { return w.ready(dir) }, fn)
 }
 
-// deferOn tries to defer fn, a change of inode lin alone (its attributes),
-// as deferIn does: it succeeds if lin is a file this client created by a
-// deferred create and the delegation of its directory held then is still
-// held (see bear), and fn succeeds on the cache alone.
+// deferOn tries to defer fn, a change of inode lin alone (its attributes,
+// the first commit of a file's stripes), as deferIn does: it succeeds if
+// lin was born under a delegation this client still holds (a file it
+// created by a deferred create, a directory it made there: see bear), and
+// fn succeeds on the cache alone.
 func (m *Meta) deferOn(ctx context.Context, lin LIN, fn func(o *op, mode opMode) error) bool {
 	return m.deferIf(ctx, func(w *writeBack) bool { return w.bornReady(lin) }, fn)
 }
@@ -597,15 +601,9 @@ func (m *Meta) deferIf(ctx context.Context, ok func(w *writeBack) bool, fn func(
 	if !ok(w) {
 		return false
 	}
-	return m.runDeferred(ctx, fn)
-}
-
-// runDeferred is the Defer of deferIf, under the gate.
-func (m *Meta) runDeferred(ctx context.Context, fn func(o *op, mode opMode) error) bool {
-	w := m.wb
 	now := m.now().UnixNano()
 	var runs atomic.Int32
-	ok, err := w.d.Defer(ctx, func(tx kv.Tx) error {
+	deferred, err := w.d.Defer(ctx, func(tx kv.Tx) error {
 		mode := deferReplay
 		if runs.Add(1) == 1 {
 			mode = deferLocal
@@ -617,7 +615,7 @@ func (m *Meta) runDeferred(ctx context.Context, fn func(o *op, mode opMode) erro
 		}
 		return o.flush()
 	})
-	return ok && err == nil
+	return deferred && err == nil
 }
 
 // uniq returns a and b, or a alone if they are the same.

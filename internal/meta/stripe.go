@@ -80,8 +80,11 @@ func (m *Meta) GetStripesAt(ctx context.Context, lin LIN, from, to uint64) ([]St
 	var out []Stripe
 	err := m.view(ctx, func(o *op) error {
 		out = nil
-		vals, err := o.tx.GetMany(keys...)
+		vals, err := o.load([]LIN{lin}, keys...) // with the inode: one read
 		if err != nil {
+			return err
+		}
+		if _, err := o.inode(lin); err != nil {
 			return err
 		}
 		for i, v := range vals {
@@ -93,10 +96,6 @@ func (m *Meta) GetStripesAt(ctx context.Context, lin LIN, from, to uint64) ([]St
 				return err
 			}
 			out = append(out, s)
-		}
-		if len(out) == 0 {
-			_, err := o.inode(lin)
-			return err
 		}
 		return nil
 	})

@@ -35,7 +35,7 @@ type atimes struct {
 	// late never overrides the explicit one.
 	commitMu sync.Mutex
 
-	mu      sync.Mutex
+	mu      sync.RWMutex // read-locked by overlay, on every getattr of a file
 	pending map[meta.LIN]time.Time
 
 	worker *runner.Handle
@@ -63,9 +63,9 @@ func (a *atimes) read(cur meta.Attr, now time.Time) {
 
 // overlay sets at's atime to the one noted for its LIN, if later.
 func (a *atimes) overlay(at *meta.Attr) {
-	a.mu.Lock()
+	a.mu.RLock()
 	t, ok := a.pending[at.LIN]
-	a.mu.Unlock()
+	a.mu.RUnlock()
 	if ok && t.After(at.Atime) {
 		at.Atime = t
 	}

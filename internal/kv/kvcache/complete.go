@@ -137,11 +137,14 @@ func (s *Store) inCompleteLocked(key []byte) bool {
 }
 
 func (s *Store) coveredLocked(start, end []byte) bool {
-	for _, rs := range [][]kv.Range{s.complete, s.empty} {
-		for _, r := range rs {
-			if r.Covers(start, end) {
-				return true
-			}
+	return covered(s.complete, start, end) || covered(s.empty, start, end)
+}
+
+// covered reports whether one of rs covers [start, end).
+func covered(rs []kv.Range, start, end []byte) bool {
+	for _, r := range rs {
+		if r.Covers(start, end) {
+			return true
 		}
 	}
 	return false
