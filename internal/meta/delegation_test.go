@@ -93,6 +93,36 @@ func (m *Meta) deferredBy(t *testing.T, fn func()) int64 {
 	return after - before
 }
 
+// untarAttrs makes on lin the changes tar makes after extracting a file or
+// a directory — chown 1000:100, chmod mode, utimes mtime — and returns
+// what each returned.
+func untarAttrs(t *testing.T, m *Meta, lin LIN, mode uint32, mtime time.Time) [3]Attr {
+	t.Helper()
+	return [3]Attr{
+		must(m.SetAttr(bg, lin, SetUID|SetGID, Attr{UID: 1000, GID: 100})),
+		must(m.SetAttr(bg, lin, SetMode, Attr{Mode: mode})),
+		must(m.SetAttr(bg, lin, SetMtime|SetAtime, Attr{Mtime: mtime, Atime: mtime})),
+	}
+}
+
+// wantUntarAttrs fails unless a holds what untarAttrs set.
+func wantUntarAttrs(t *testing.T, who string, a Attr, mode uint32, mtime time.Time) {
+	t.Helper()
+	if a.UID != 1000 || a.GID != 100 || a.Mode != mode || !a.Mtime.Equal(mtime) || !a.Atime.Equal(mtime) {
+		t.Fatalf("%s: %+v, want owner 1000:100, mode %o, mtime and atime %v", who, a, mode, mtime)
+	}
+}
+
+// wantCommitted fails if a dropped a deferred operation, then checks the
+// namespace through b.
+func wantCommitted(t *testing.T, a, b *Meta) {
+	t.Helper()
+	if _, dropped := a.wbStats(t); dropped != 0 {
+		t.Fatalf("%d deferred operations dropped", dropped)
+	}
+	check(t, b)
+}
+
 // TestWriteBack: a client holding a directory's delegation acknowledges
 // creates and unlinks there before committing them, and sees them at once
 // itself; another client that reads or changes the directory recalls the
@@ -162,10 +192,7 @@ func TestWriteBack(t *testing.T) {
 			if ents := readAll(t, b, d.LIN); len(ents) != n/2+40 {
 				t.Fatalf("at the end %d entries, want %d", len(ents), n/2+40)
 			}
-			if _, dropped := a.wbStats(t); dropped != 0 {
-				t.Fatalf("%d deferred operations dropped", dropped)
-			}
-			check(t, b)
+			wantCommitted(t, a, b)
 		})
 	}
 }
@@ -415,19 +442,15 @@ func TestDeferredSetAttr(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
 			d, old := delegatedDir(t, a, "old")
-			before, _ := a.wbStats(t)
-			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o600}))
 			mtime := time.Unix(1_600_000_000, 0)
-			got := must(a.SetAttr(bg, f.LIN, SetUID|SetGID, Attr{UID: 1000, GID: 100}))
-			got = must(a.SetAttr(bg, f.LIN, SetMode, Attr{Mode: 0o755}))
-			got = must(a.SetAttr(bg, f.LIN, SetMtime|SetAtime, Attr{Mtime: mtime, Atime: mtime}))
-			if got.UID != 1000 || got.GID != 100 || got.Mode != 0o755 || !got.Mtime.Equal(mtime) {
-				t.Fatalf("attributes returned: %+v", got)
-			}
-			deferred, _ := a.wbStats(t)
-			if n := deferred - before; n != 4 {
+			var f Attr
+			if n := a.deferredBy(t, func() {
+				f = must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o600}))
+				wantUntarAttrs(t, "attributes returned", untarAttrs(t, a, f.LIN, 0o755, mtime)[2], 0o755, mtime)
+			}); n != 4 {
 				t.Fatalf("%d operations deferred, want 4 (the create and its 3 attribute changes)", n)
 			}
+			deferred, _ := a.wbStats(t)
 			// Not deferred: a file created before the delegation was
 			// taken (others may hold it), a size change, a directory.
 			must(a.SetAttr(bg, old.LIN, SetMode, Attr{Mode: 0o600}))
@@ -449,19 +472,13 @@ func TestDeferredSetAttr(t *testing.T) {
 			}
 			// Another client sees the deferred changes once it reads the
 			// directory (recalling it) or the holder flushes.
-			e := must(b.Lookup(bg, d.LIN, "f"))
-			if e.UID != 1000 || e.GID != 100 || e.Mode != 0o755 || !e.Mtime.Equal(mtime) {
-				t.Fatalf("the other client sees %+v", e)
-			}
+			wantUntarAttrs(t, "the other client sees", must(b.Lookup(bg, d.LIN, "f")), 0o755, mtime)
 			// Given back, the directory's new files are everyone's.
 			k := must(a.Create(bg, d.LIN, "k", NewInode{Mode: 0o644}))
 			if a.deferredBy(t, func() { must(a.SetAttr(bg, k.LIN, SetMode, Attr{Mode: 0o600})) }) != 0 {
 				t.Fatalf("an attribute change deferred after the directory was recalled")
 			}
-			if _, dropped := a.wbStats(t); dropped != 0 {
-				t.Fatalf("%d deferred operations dropped", dropped)
-			}
-			check(t, b)
+			wantCommitted(t, a, b)
 		})
 	}
 }
@@ -479,35 +496,29 @@ func TestDeferredDirectory(t *testing.T) {
 			d, _ := delegatedDir(t, a, "old")
 			sub := must(a.Mkdir(bg, d.LIN, "sub", 0o750))
 			waitReady(t, a, sub.LIN)
-			before, _ := a.wbStats(t)
-			must(a.Create(bg, sub.LIN, "f", NewInode{Mode: 0o644}))
 			mtime := time.Unix(1_600_000_000, 0)
-			must(a.SetAttr(bg, sub.LIN, SetUID|SetGID, Attr{UID: 1000, GID: 100}))
-			cur := must(a.GetAttr(bg, sub.LIN)) // its mtime: f's create
-			if got := must(a.SetAttr(bg, sub.LIN, SetMode, Attr{Mode: 0o700})); !got.Mtime.Equal(cur.Mtime) {
-				t.Fatalf("chmod of the directory returned mtime %v, it is %v", got.Mtime, cur.Mtime)
+			if n := a.deferredBy(t, func() {
+				must(a.Create(bg, sub.LIN, "f", NewInode{Mode: 0o644}))
+				cur := must(a.GetAttr(bg, sub.LIN)) // its mtime: f's create
+				got := untarAttrs(t, a, sub.LIN, 0o700, mtime)
+				if !got[0].Mtime.Equal(cur.Mtime) || !got[1].Mtime.Equal(cur.Mtime) {
+					t.Fatalf("chown and chmod of the directory returned mtimes %v and %v, it is %v", got[0].Mtime, got[1].Mtime, cur.Mtime)
+				}
+				if got[2].Type != TypeDir || got[2].Nlink != 2 {
+					t.Fatalf("attributes returned: %+v", got[2])
+				}
+				wantUntarAttrs(t, "attributes returned", got[2], 0o700, mtime)
+			}); n != 4 {
+				t.Fatalf("%d operations deferred, want 4 (a create in the new directory and its 3 attribute changes)", n)
 			}
-			got := must(a.SetAttr(bg, sub.LIN, SetMtime|SetAtime, Attr{Mtime: mtime, Atime: mtime}))
-			if got.UID != 1000 || got.GID != 100 || got.Mode != 0o700 || got.Type != TypeDir || !got.Mtime.Equal(mtime) || got.Nlink != 2 {
-				t.Fatalf("attributes returned: %+v", got)
-			}
-			if n, _ := a.wbStats(t); n-before != 4 {
-				t.Fatalf("%d operations deferred, want 4 (a create in the new directory and its 3 attribute changes)", n-before)
-			}
-			e := must(b.Lookup(bg, d.LIN, "sub"))
-			if e.UID != 1000 || e.GID != 100 || e.Mode != 0o700 || !e.Mtime.Equal(mtime) || !e.Atime.Equal(mtime) {
-				t.Fatalf("the other client sees %+v", e)
-			}
+			wantUntarAttrs(t, "the other client sees", must(b.Lookup(bg, d.LIN, "sub")), 0o700, mtime)
 			must(b.Lookup(bg, sub.LIN, "f"))
 
 			top := must(a.Mkdir(bg, RootLIN, "top", 0o755))
 			if a.deferredBy(t, func() { must(a.SetAttr(bg, top.LIN, SetMode, Attr{Mode: 0o700})) }) != 0 {
 				t.Fatalf("an attribute change of a directory made outside a delegation deferred")
 			}
-			if _, dropped := a.wbStats(t); dropped != 0 {
-				t.Fatalf("%d deferred operations dropped", dropped)
-			}
-			check(t, b)
+			wantCommitted(t, a, b)
 		})
 	}
 }
@@ -554,10 +565,7 @@ func TestDeferredStripes(t *testing.T) {
 			if got := must(b.GetStripes(bg, e.LIN, 0, 10)); len(got) != 2 || got[0].Gen != 2 || e.Size != 150 {
 				t.Fatalf("after the recall the other client reads %+v, size %d", got, e.Size)
 			}
-			if _, dropped := a.wbStats(t); dropped != 0 {
-				t.Fatalf("%d deferred operations dropped", dropped)
-			}
-			check(t, b)
+			wantCommitted(t, a, b)
 		})
 	}
 }
