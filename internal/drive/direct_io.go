@@ -10,18 +10,21 @@ import (
 	"strconv"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Direct I/O. With SyncAlways a block's bytes go to the device before Put
 // returns anyway; writing them with O_DIRECT, from the drive's own aligned
 // buffers, skips the copy into the page cache and the writeback work of
 // the fdatasync (about a fifth of a node's CPU time per byte written, on
-// the 2-core test machine). Reads stay buffered. A block whose length is
-// not a multiple of directAlign (small mirrored blocks) is written through
-// the page cache, as is everything on a file system that refuses O_DIRECT
-// (Open tries it once: tmpfs before Linux 6.6, some FUSE file systems).
-// Another process reading a block sees the same bytes either way: the
-// kernel keeps direct writes and the page cache coherent.
+// the 2-core test machine). A block whose length is not a multiple of
+// directAlign (small mirrored blocks) is written through the page cache, as
+// is everything on a file system that refuses O_DIRECT (Open tries it
+// once: tmpfs before Linux 6.6, some FUSE file systems). A scan's reads
+// go around the page cache too (readAt). Another process reading a block
+// sees the same bytes either way: the kernel keeps direct I/O and the page
+// cache coherent.
 
 // directAlign is the alignment O_DIRECT needs of buffers, offsets and
 // lengths: the logical block size of the device, at most the page size.
@@ -103,4 +106,70 @@ func (d *Drive) initDirect() {
 // them at multiples of the unit size, are.)
 func isAligned(b []byte) bool {
 	return len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%directAlign == 0
+}
+
+// directReadMin is the smallest read of a scan (Verify) that goes around
+// the page cache: a scrub must read the device — a block whose pages are
+// cached would otherwise be "verified" without the disk being touched —
+// and reading a whole drive through the cache would push out what clients
+// read again. (Client reads stay buffered: reading their whole units
+// around the cache measured no faster, see docs/benchmarks.md.)
+const directReadMin = 256 << 10
+
+// readAt reads block file f at off into buf, with O_DIRECT if the read is
+// large and aligned enough (see directReadMin): buf, off and len(buf)
+// aligned to directAlign. *direct is whether O_DIRECT is on for f (off when
+// it is opened: its header is read through the page cache); readAt turns
+// it on or off as each read needs. A kernel or file system that refuses it
+// (tmpfs before Linux 6.6, an alignment the device wants) gets the read
+// again through the page cache, and so does every later read of the drive.
+func (d *Drive) readAt(f *os.File, buf []byte, off int64, direct *bool) (int, error) {
+	want := !d.bufferedReads.Load() && len(buf) >= directReadMin && len(buf)%directAlign == 0 && off%directAlign == 0 && isAligned(buf)
+	if want != *direct {
+		if err := setFlags(f, unix.O_DIRECT, want); err != nil {
+			if !want {
+				return 0, fmt.Errorf("drive %v: reading a block through the page cache: %w", d.ID(), err)
+			}
+			d.directReadFailed(err)
+			return f.ReadAt(buf, off)
+		}
+		*direct = want
+	}
+	n, err := f.ReadAt(buf, off)
+	if *direct && errors.Is(err, syscall.EINVAL) {
+		d.directReadFailed(err)
+		return d.readAt(f, buf, off, direct)
+	}
+	return n, err
+}
+
+func (d *Drive) directReadFailed(err error) {
+	if d.bufferedReads.CompareAndSwap(false, true) {
+		d.log.Info("direct reads refused; reading blocks through the page cache from now on", "err", fmt.Sprint(err))
+	}
+}
+
+// setFlags sets (on) or clears file status flags of the open file f.
+func setFlags(f *os.File, flags int, on bool) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		if err != nil {
+			ferr = err
+			return
+		}
+		if on {
+			fl |= flags
+		} else {
+			fl &^= flags
+		}
+		_, ferr = unix.FcntlInt(fd, unix.F_SETFL, fl)
+	}); err != nil {
+		return err
+	}
+	return ferr
 }

@@ -3,9 +3,14 @@ package drive
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"syscall"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestPutDirect: with SyncAlways on a file system that takes O_DIRECT,
@@ -46,4 +51,112 @@ func TestPutDirect(t *testing.T) {
 		t.Fatal("direct writes still on after EINVAL")
 	}
 	check(1<<20, false)
+}
+
+// TestVerifyDirect: a scan's Verify reads a block around the page cache
+// (on the owner's drive and on a read-only handle), and still finds a
+// corrupt segment; a client's Get of the same whole block goes through it.
+// Residency is what mincore reports for the block file's data pages after
+// the read.
+func TestVerifyDirect(t *testing.T) {
+	d := openTest(t)
+	if !d.direct.Load() {
+		t.Skipf("the file system of %s refuses O_DIRECT", d.Path())
+	}
+	ro, err := OpenReadOnly(d.Path(), d.ident.ClusterID, d.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	data := payload(1<<20+5000, 7) // a tail that is not a whole page
+	for _, tc := range []struct {
+		name     string
+		read     func(id BlockID) error
+		resident bool
+	}{
+		{"Verify", func(id BlockID) error { return d.Verify(ctx, id) }, false},
+		{"Verify, read-only handle", func(id BlockID) error { return ro.Verify(ctx, id) }, false},
+		{"Get", func(id BlockID) error {
+			got, _, err := d.Get(ctx, id, 0, -1)
+			if err == nil && !bytes.Equal(got, data) {
+				err = fmt.Errorf("Get returned other bytes")
+			}
+			return err
+		}, true},
+	} {
+		id := putTest(t, d, data)
+		_, path := d.blockPath(id)
+		evict(t, path)
+		if err := tc.read(id); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		// The header's read (through the page cache) may read a few
+		// pages ahead: "around the page cache" is fewer than a quarter of
+		// the pages resident, "through it" all of them.
+		r, pages := residentData(t, path, 0, int64(len(data)))
+		if got := r == pages; got != tc.resident || !tc.resident && r > pages/4 {
+			t.Errorf("%s: %d of the block's %d data pages are in the page cache, want all %v", tc.name, r, pages, tc.resident)
+		}
+	}
+
+	// A flipped byte written through the page cache (not yet on the
+	// disk) is seen by a direct Verify: the kernel writes dirty pages
+	// back before a direct read of them.
+	id := putTest(t, d, data)
+	_, path := d.blockPath(id)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{data[300000] ^ 0xff}, HeaderAlign+300000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := ro.Verify(ctx, id); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Verify of a corrupt block: %v, want ErrCorrupt", err)
+	}
+}
+
+// evict drops the page cache of the file at path.
+func evict(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// residentData counts the pages of block file path's data range [off,
+// off+n) that are in the page cache, and the range's pages.
+func residentData(t *testing.T, path string, off, n int64) (resident, pages int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(info.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (int64(len(m))+page-1)/page)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	// Data starts after the header, HeaderAlign bytes for these blocks.
+	for _, v := range vec[(HeaderAlign+off)/page : (HeaderAlign+off+n+page-1)/page] {
+		resident += int(v & 1)
+		pages++
+	}
+	return resident, pages
 }

@@ -84,12 +84,15 @@ type Drive struct {
 	// pending is the bytes of Puts that passed the capacity check and are
 	// not yet counted in used; guarded by capMu, which also orders their
 	// move into used, so that concurrent Puts never overshoot Capacity.
-	capMu    sync.Mutex
-	pending  int64
-	bufs     sync.Pool    // *[]byte of ioBufferSize, directAlign-aligned
-	direct   atomic.Bool  // Put writes with O_DIRECT (see direct_io.go)
-	readOnly bool         // OpenReadOnly: no lock, no writes
-	headers  *headerCache // OpenReadOnly: headers of blocks read (nil: none kept)
+	capMu   sync.Mutex
+	pending int64
+	bufs    sync.Pool   // *[]byte of ioBufferSize, directAlign-aligned
+	direct  atomic.Bool // Put writes with O_DIRECT (see direct_io.go)
+	// bufferedReads: a direct read was refused (see readDirect); every
+	// read goes through the page cache from then on.
+	bufferedReads atomic.Bool
+	readOnly      bool         // OpenReadOnly: no lock, no writes
+	headers       *headerCache // OpenReadOnly: headers of blocks read (nil: none kept)
 }
 
 // Open opens the drive in directory path, creating the directory and the

@@ -182,25 +182,34 @@ func (d *Drive) Verify(ctx context.Context, id BlockID) (err error) {
 	if err != nil {
 		return err
 	}
-	return d.checkData(ctx, f, &hdr, info, &moved)
+	return d.checkData(ctx, f, &hdr, info, &moved, true)
 }
 
 // checkData reads the data of block file f, whose header hdr and stat
 // info are known, once, and checks every segment's CRC and that nothing
 // follows the data; it adds the bytes read to *moved. A mismatch is a
-// *CorruptError.
-func (d *Drive) checkData(ctx context.Context, f *os.File, hdr *BlockHeader, info fs.FileInfo, moved *int64) error {
+// *CorruptError. direct reads around the page cache where it can
+// (readAt): a scan checks the drive, not what the page cache holds; a
+// check of what was just written through the cache reads the cache.
+func (d *Drive) checkData(ctx context.Context, f *os.File, hdr *BlockHeader, info fs.FileInfo, moved *int64, direct bool) error {
 	id := hdr.ID
 	bp := d.bufs.Get().(*[]byte)
 	defer d.bufs.Put(bp)
 	buf := (*bp)[:ioBufferSize/int(hdr.SegmentSize)*int(hdr.SegmentSize)]
 	hlen := int64(hdr.HeaderLength())
+	on := false
 	for off := int64(0); off < hdr.Length; off += int64(len(buf)) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("drive %v: verify block %v: %w", d.ID(), id, err)
 		}
 		want := min(int64(len(buf)), hdr.Length-off)
-		n, rerr := f.ReadAt(buf[:want], hlen+off)
+		var n int
+		var rerr error
+		if direct {
+			n, rerr = d.readAt(f, buf[:want], hlen+off, &on)
+		} else {
+			n, rerr = f.ReadAt(buf[:want], hlen+off)
+		}
 		*moved += int64(n)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, rerr)

@@ -170,7 +170,7 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 			hdr.Owner, hdr.Stripe, hdr.Unit, hdr.Generation, length)
 	}
 	var read int64
-	if err := d.checkData(ctx, f, &staged, info, &read); err != nil {
+	if err := d.checkData(ctx, f, &staged, info, &read, false); err != nil { // Stage left the pages cached
 		return fmt.Errorf("drive %v: staged file %s: %w", d.ID(), name, err)
 	}
 
