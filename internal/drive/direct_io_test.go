@@ -53,12 +53,13 @@ func TestPutDirect(t *testing.T) {
 	check(1<<20, false)
 }
 
-// TestVerifyDirect: a scan's Verify reads a block around the page cache
-// (on the owner's drive and on a read-only handle), and still finds a
-// corrupt segment; a client's Get of the same whole block goes through it.
-// Residency is what mincore reports for the block file's data pages after
-// the read.
-func TestVerifyDirect(t *testing.T) {
+// TestReadDirect: a read of whole units (directReadMin or more, aligned)
+// and a scan's Verify go around the page cache, on the owner's drive and
+// on a read-only handle, and read the right bytes; a small read and one
+// into an unaligned buffer go through it; a corrupt segment written
+// through the cache and not yet on the disk is still found. Residency is
+// what mincore reports for the block file's data pages after the read.
+func TestReadDirect(t *testing.T) {
 	d := openTest(t)
 	if !d.direct.Load() {
 		t.Skipf("the file system of %s refuses O_DIRECT", d.Path())
@@ -69,20 +70,35 @@ func TestVerifyDirect(t *testing.T) {
 	}
 	ctx := context.Background()
 	data := payload(1<<20+5000, 7) // a tail that is not a whole page
-	for _, tc := range []struct {
-		name     string
-		read     func(id BlockID) error
-		resident bool
-	}{
-		{"Verify", func(id BlockID) error { return d.Verify(ctx, id) }, false},
-		{"Verify, read-only handle", func(id BlockID) error { return ro.Verify(ctx, id) }, false},
-		{"Get", func(id BlockID) error {
-			got, _, err := d.Get(ctx, id, 0, -1)
-			if err == nil && !bytes.Equal(got, data) {
-				err = fmt.Errorf("Get returned other bytes")
+	get := func(dr *Drive, off, n int64, dst []byte) func(BlockID) error {
+		return func(id BlockID) error {
+			var got []byte
+			var err error
+			if dst != nil {
+				got, _, err = dr.GetInto(ctx, id, off, dst)
+			} else {
+				got, _, err = dr.Get(ctx, id, off, n)
+			}
+			if err == nil && !bytes.Equal(got, data[off:off+int64(len(got))]) || int64(len(got)) != n {
+				err = fmt.Errorf("read %d bytes, want %d, or other bytes", len(got), n)
 			}
 			return err
-		}, true},
+		}
+	}
+	seg := int64(SegmentSize)
+	for _, tc := range []struct {
+		name     string
+		read     func(BlockID) error
+		off, n   int64
+		resident bool
+	}{
+		{"whole block", get(d, 0, int64(len(data)), nil), 0, int64(len(data)), false},
+		{"whole block, read-only handle", get(ro, 0, int64(len(data)), nil), 0, int64(len(data)), false},
+		{"whole segments into an aligned buffer", get(ro, 4*seg, 8*seg, alignedBuf(8*int(seg))), 4 * seg, 8 * seg, false},
+		{"whole segments into an unaligned buffer", get(ro, 4*seg, 8*seg, alignedBuf(8*int(seg) + 1)[1:]), 4 * seg, 8 * seg, true},
+		{"4 KiB", get(d, 4096, 4096, nil), 4096, 4096, true},
+		{"Verify", func(id BlockID) error { return d.Verify(ctx, id) }, 0, int64(len(data)), false},
+		{"Verify, read-only handle", func(id BlockID) error { return ro.Verify(ctx, id) }, 0, int64(len(data)), false},
 	} {
 		id := putTest(t, d, data)
 		_, path := d.blockPath(id)
@@ -91,17 +107,18 @@ func TestVerifyDirect(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		// The header's read (through the page cache) may read a few
-		// pages ahead: "around the page cache" is fewer than a quarter of
-		// the pages resident, "through it" all of them.
-		r, pages := residentData(t, path, 0, int64(len(data)))
+		// pages ahead, and a tail that is not a whole page is read
+		// through the cache: "around the page cache" is fewer than a
+		// quarter of the pages read resident, "through it" all of them.
+		r, pages := residentData(t, path, tc.off, tc.n)
 		if got := r == pages; got != tc.resident || !tc.resident && r > pages/4 {
-			t.Errorf("%s: %d of the block's %d data pages are in the page cache, want all %v", tc.name, r, pages, tc.resident)
+			t.Errorf("%s: %d of the %d data pages read are in the page cache, want all %v", tc.name, r, pages, tc.resident)
 		}
 	}
 
 	// A flipped byte written through the page cache (not yet on the
-	// disk) is seen by a direct Verify: the kernel writes dirty pages
-	// back before a direct read of them.
+	// disk) is seen by direct reads: the kernel writes dirty pages back
+	// before a direct read of them.
 	id := putTest(t, d, data)
 	_, path := d.blockPath(id)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -114,6 +131,9 @@ func TestVerifyDirect(t *testing.T) {
 	f.Close()
 	if err := ro.Verify(ctx, id); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Verify of a corrupt block: %v, want ErrCorrupt", err)
+	}
+	if _, _, err := ro.Get(ctx, id, 0, -1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get of a corrupt block: %v, want ErrCorrupt", err)
 	}
 }
 

@@ -102,7 +102,8 @@ func (d *Drive) get(ctx context.Context, id BlockID, off, length int64, dst []by
 	if pooled {
 		defer func() { spanPool.Put(&buf) }()
 	}
-	n, rerr := f.ReadAt(buf, int64(hdr.HeaderLength())+spanStart)
+	direct := false
+	n, rerr := d.readAt(f, buf, int64(hdr.HeaderLength())+spanStart, &direct)
 	moved += int64(n)
 	if rerr != nil && !errors.Is(rerr, io.EOF) {
 		return nil, hdr, fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, rerr)
@@ -189,8 +190,8 @@ func (d *Drive) Verify(ctx context.Context, id BlockID) (err error) {
 // info are known, once, and checks every segment's CRC and that nothing
 // follows the data; it adds the bytes read to *moved. A mismatch is a
 // *CorruptError. direct reads around the page cache where it can
-// (readAt): a scan checks the drive, not what the page cache holds; a
-// check of what was just written through the cache reads the cache.
+// (readAt): a scan checks the drive, not what the page cache holds; the
+// check of a block just written through the cache reads the cache.
 func (d *Drive) checkData(ctx context.Context, f *os.File, hdr *BlockHeader, info fs.FileInfo, moved *int64, direct bool) error {
 	id := hdr.ID
 	bp := d.bufs.Get().(*[]byte)
