@@ -77,6 +77,8 @@ type deferrer interface {
 	Changed() <-chan struct{}
 	CatchUp(ctx context.Context) error
 	Complete(ctx context.Context, r kv.Range, max int) (bool, error)
+	WatchPrefix(prefix []byte)
+	TouchedKeys() ([][]byte, bool)
 }
 
 // maxCompleteEntries bounds the entries of a delegated directory the cache
@@ -287,6 +289,9 @@ type writeBack struct {
 	// pending are delegations committed and not caught up with yet (see
 	// taken), in order.
 	pending []takenDirs
+	// lastFull is when check last looked at every delegation held (the
+	// worker's own; see check).
+	lastFull time.Time
 
 	worker *runner.Handle
 	own    *runner.Runner // the writeBack's own runner, when none was given
@@ -304,12 +309,14 @@ type held struct {
 	used  time.Time // last deferred change
 }
 
-// delegationsIdle is how often the worker looks at the delegations held
-// when no change of the cache wakes it.
+// delegationsIdle is how often the worker looks at every delegation held
+// (for idle ones, and as a backstop); in between it looks at those whose
+// records the cache saw change.
 const delegationsIdle = time.Second
 
 func newWriteBack(m *Meta, d deferrer, run *runner.Runner) (*writeBack, error) {
 	w := &writeBack{m: m, d: d, log: m.log, held: map[LIN]*held{}, born: map[LIN]*held{}, cooldown: map[LIN]time.Time{}, coolFor: DelegationCooldown}
+	d.WatchPrefix([]byte{pfxDeleg})
 	if run == nil {
 		w.own = runner.New(runner.Config{Log: m.log})
 		run = w.own
@@ -479,13 +486,36 @@ func (w *writeBack) catchUp(ctx context.Context, taken []takenDirs) {
 // no longer holds, or (all with everything) that went unused. Once it
 // gives back, it finishes even if ctx is cancelled (bounded by a minute):
 // the commit of what was deferred must not be cut short by a stop.
+//
+// The worker wakes at every delivery of the cache's stream, and an untar
+// holds hundreds of directories (each is delegated from birth, for
+// DelegationIdle after its last change), so check looks at every one
+// only once per delegationsIdle (idleness is counted in seconds); in
+// between, only at those whose records the stream changed (a recall, a
+// record taken away), unless the cache cannot say which (TouchedKeys).
 func (w *writeBack) check(ctx context.Context, everything bool) {
+	keys, complete := w.d.TouchedKeys() // before the records are read: a later change is in the next list
 	w.mu.Lock()
+	now := w.m.now()
+	full := everything || !complete || now.Sub(w.lastFull) >= delegationsIdle
+	var touched map[LIN]bool
+	if full {
+		w.lastFull = now
+	} else {
+		touched = make(map[LIN]bool, len(keys))
+		for _, k := range keys {
+			if len(k) == 9 {
+				touched[linAt(k, 1)] = true
+			}
+		}
+	}
 	dirs := make([]LIN, 0, len(w.held))
 	idle := map[LIN]bool{}
 	for d, h := range w.held {
-		dirs = append(dirs, d)
-		idle[d] = everything || w.m.now().Sub(h.used) > DelegationIdle
+		if full || touched[d] {
+			dirs = append(dirs, d)
+			idle[d] = everything || full && now.Sub(h.used) > DelegationIdle
+		}
 	}
 	w.mu.Unlock()
 	if len(dirs) == 0 {

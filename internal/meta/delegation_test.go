@@ -569,3 +569,73 @@ func TestDeferredStripes(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckReadsTouchedDelegations: between its full looks (one per
+// delegationsIdle on the Meta's clock), the delegations worker reads only
+// the records the cache saw change: a change elsewhere costs it no read of
+// the twenty records held; a recall of one is answered (the recalling
+// mount's create does not wait out RecallTimeout, and the holder drops
+// just that one); the next full look gives back the ones gone idle.
+func TestCheckReadsTouchedDelegations(t *testing.T) {
+	mem := memkv.New(kv.Options{Limits: etcdDefaultLimits})
+	ok(t, Format(bg, mem, FormatOptions{Pool: "p0"}))
+	clk := newTestClock()
+	store := newCached(t, mem)
+	a := must(Open(bg, Config{Store: store, Session: testSession, WriteBack: true, Now: clk.Now, LINBatch: 64}))
+	t.Cleanup(func() { ok(t, a.Close(bg)) })
+	c := must(Open(bg, Config{Store: newCached(t, mem), Session: testSession + 1, WriteBack: true}))
+	t.Cleanup(func() { ok(t, c.Close(bg)) })
+	b := must(Open(bg, Config{Store: mem}))
+
+	const n = 20
+	var dirs []LIN
+	for i := 0; i < n; i++ {
+		d := must(a.Mkdir(bg, RootLIN, fmt.Sprintf("d%02d", i), 0o755))
+		must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644})) // takes d's delegation
+		waitReady(t, a, d.LIN)
+		dirs = append(dirs, d.LIN)
+	}
+	heldBy := func(m *Meta) int {
+		m.wb.mu.Lock()
+		defer m.wb.mu.Unlock()
+		return len(m.wb.held)
+	}
+	clk.Add(delegationsIdle)
+	a.wb.check(bg, false) // a full look: none idle yet
+	if got := heldBy(a); got != n {
+		t.Fatalf("%d delegations held after a full look, want %d", got, n)
+	}
+
+	must(b.Mkdir(bg, RootLIN, "elsewhere", 0o755))
+	ok(t, a.Sync(bg))
+	reads := func() int64 { st := store.Stats(); return st.Hits + st.Misses }
+	before := reads()
+	a.wb.check(bg, false)
+	if got := reads() - before; got != 0 {
+		t.Fatalf("check read %d keys after a change elsewhere, want none", got)
+	}
+
+	// c recalls one: a's worker, woken by the change of its record,
+	// gives it back; a's clock stands still, so no full look helps it.
+	start := time.Now()
+	must(c.Create(bg, dirs[3], "g", NewInode{Mode: 0o644}))
+	if took := time.Since(start); took >= RecallTimeout {
+		t.Fatalf("the recall took %v: the holder never gave the delegation back", took)
+	}
+	// a drops it from its set just after deleting the record.
+	for i := 0; i < 5000 && heldBy(a) != n-1; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	a.wb.mu.Lock()
+	_, still := a.wb.held[dirs[3]]
+	a.wb.mu.Unlock()
+	if still || heldBy(a) != n-1 {
+		t.Fatalf("after the recall of one: still held %v, %d held; want %d", still, heldBy(a), n-1)
+	}
+
+	clk.Add(DelegationIdle + delegationsIdle)
+	a.wb.check(bg, false)
+	if got := heldBy(a); got != 0 {
+		t.Fatalf("%d delegations held after a full look past DelegationIdle, want none", got)
+	}
+}

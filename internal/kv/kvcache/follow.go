@@ -222,6 +222,7 @@ func (s *Store) apply(c kv.Changes) {
 	}
 	for _, ch := range c.Changes {
 		s.noteLocked(ch.Key, ch.Rev)
+		s.noteTouchedLocked(ch.Key)
 		s.setLocked(ch.Key, ch.Value, !ch.Delete, ch.Rev, ch.Rev)
 	}
 	s.w = max(s.w, c.Rev)

@@ -96,6 +96,7 @@ type Store struct {
 	epoch    uint64
 	changed  chan struct{} // closed at every delivery and every start of the stream
 	restart  context.CancelFunc
+	touch    touched // keys of the watched prefix the stream changed (touched.go)
 
 	// Write-back (writeback.go): deferred transactions in order, the
 	// overlay of their writes, and how far commits have got.
