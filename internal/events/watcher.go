@@ -357,14 +357,6 @@ func downDetail(d cluster.Drive) string {
 // checkAdded records drives and nodes not seen before and starts one
 // multiscan for all of them, unless one is queued (it will see them when
 // it starts). It reports whether anything was added.
-//
-// No multiscan starts when the cluster stores nothing yet, nor when every
-// new drive is among the first drives of its pool (the record knew none of
-// that pool's drives): a new cluster whose nodes the watcher first sees
-// together, or a new pool. Its data was placed with those drives there,
-// so there is nothing older to spread; what was written while they were
-// still joining one by one shows as an unbalanced pool, which the balance
-// check, run at once after an addition, sends to a rebalance.
 func (w *Watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes []cluster.Node) (bool, error) {
 	newDrives, newNodes := w.rec.Added(drives, nodes)
 	if len(newDrives)+len(newNodes) == 0 {
@@ -374,8 +366,6 @@ func (w *Watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	var outcome string
 	if w.storesNoData(ctx, drives) {
 		outcome = "no job: the cluster stores no blocks yet, so there is nothing to spread"
-	} else if pools, first := w.firstOfPools(drives, newDrives); first {
-		outcome = fmt.Sprintf("no job: the first drives of %s, so no data predates them", pools)
 	} else {
 		id, outcome = w.submit(ctx, "multiscan", job.Options{}, func(j job.JobView) bool { return j.Type == "multiscan" && j.State == job.Queued })
 	}
@@ -399,35 +389,6 @@ func (w *Watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	w.rec.Remember(newDrives, newNodes)
 	w.dirty = true
 	return true, errors.Join(errs...)
-}
-
-// firstOfPools reports whether every new drive is in a pool none of whose
-// drives the record knew, and names those pools ("pool a", "pools a, b").
-// No new drives (nodes alone were added) is not.
-func (w *Watcher) firstOfPools(drives, newDrives []cluster.Drive) (string, bool) {
-	known := map[string]bool{}
-	for _, d := range drives {
-		if slices.Contains(w.rec.Drives, d.ID) {
-			known[d.Pool] = true
-		}
-	}
-	var pools []string
-	for _, d := range newDrives {
-		if known[d.Pool] {
-			return "", false
-		}
-		if !slices.Contains(pools, d.Pool) {
-			pools = append(pools, d.Pool)
-		}
-	}
-	if len(pools) == 0 {
-		return "", false
-	}
-	slices.Sort(pools)
-	if len(pools) == 1 {
-		return "pool " + pools[0], true
-	}
-	return "pools " + strings.Join(pools, ", "), true
 }
 
 // storesNoData reports whether the cluster holds no file data: no drive

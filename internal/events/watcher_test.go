@@ -167,13 +167,7 @@ func (f *watchFixture) node(name string) {
 // bytes of 1000 and blocks; errMsg non-empty marks it down.
 func (f *watchFixture) drive(node string, id cluster.DriveID, used, free, blocks int64, errMsg string) {
 	f.t.Helper()
-	f.driveIn("default", node, id, used, free, blocks, errMsg)
-}
-
-// driveIn is drive in pool.
-func (f *watchFixture) driveIn(pool, node string, id cluster.DriveID, used, free, blocks int64, errMsg string) {
-	f.t.Helper()
-	if _, err := f.cfg.Store.RegisterDrive(f.ctx, cluster.DriveRecord{ID: id, Node: node, Path: fmt.Sprintf("/%s/%s", node, id), Class: "ssd", Pool: pool}); err != nil {
+	if _, err := f.cfg.Store.RegisterDrive(f.ctx, cluster.DriveRecord{ID: id, Node: node, Path: fmt.Sprintf("/%s/%s", node, id), Class: "ssd", Pool: "default"}); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := f.sess[node].PublishDrive(f.ctx, id, cluster.DriveLive{TotalBytes: 1000, UsedBytes: used, FreeBytes: free, Blocks: blocks, Error: errMsg}); err != nil {
@@ -284,45 +278,6 @@ func TestWatcherNewClusterStartsNoMultiscan(t *testing.T) {
 	if jobs, err := f.cfg.Jobs.List(f.ctx); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs %+v, %v; want none", jobs, err)
 	}
-}
-
-// The first drives of a pool start no multiscan even when data is already
-// stored: a new cluster written to before the watcher's first look (its
-// nodes all seen at once), and a new pool in a cluster with data. A drive
-// joining a pool the watcher knew drives of does.
-func TestWatcherFirstDrivesOfAPool(t *testing.T) {
-	f := newWatchFixture(t, time.Minute, "multiscan", "rebalance")
-	if _, err := f.cfg.Store.SaveWatch(f.ctx, cluster.WatchRecord{}, 0); err != nil { // as bootstrap writes it
-		t.Fatal(err)
-	}
-	for i, n := range []string{"n1", "n2", "n3"} {
-		f.node(n)
-		f.drive(n, cluster.DriveID(i+1), 100, 900, 5, "")
-	}
-	w := New(f.cfg)
-	f.check(w, 0)
-	const first = "0 no job: the first drives of pool default, so no data predates them"
-	f.expect("a new cluster written to before the first look",
-		"node-added node n1 "+first, "node-added node n2 "+first, "node-added node n3 "+first,
-		"drive-added d1 "+first, "drive-added d2 "+first, "drive-added d3 "+first)
-
-	f.driveIn("archive", "n1", 4, 0, 1000, 0, "")
-	f.driveIn("archive", "n2", 5, 0, 1000, 0, "")
-	f.check(w, 5*time.Second)
-	const archive = "0 no job: the first drives of pool archive, so no data predates them"
-	f.expect("a new pool", "drive-added d4 "+archive, "drive-added d5 "+archive)
-	if jobs, err := f.cfg.Jobs.List(f.ctx); err != nil || len(jobs) != 0 {
-		t.Fatalf("jobs %+v, %v; want none", jobs, err)
-	}
-
-	// One more drive in each pool: both pools had drives before it.
-	f.drive("n3", 6, 0, 1000, 0, "")
-	f.driveIn("archive", "n3", 7, 0, 1000, 0, "")
-	f.check(w, 5*time.Second)
-	f.expect("drives added to known pools",
-		"drive-added d6 1 started multiscan job 1",
-		"drive-added d7 1 started multiscan job 1",
-		"pool-unbalanced pool default 1 multiscan job 1 already queued")
 }
 
 // Balance: an unbalanced pool starts one rebalance (pool=NAME), recorded
