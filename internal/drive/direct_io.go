@@ -121,12 +121,16 @@ const directReadMin = 256 << 10
 
 // readAt reads block file f at off into buf, with O_DIRECT if the read is
 // large and aligned enough (see directReadMin): buf and off aligned to
-// directAlign (a length that is not is read in two parts). *direct is whether O_DIRECT is on for f (off when
-// it is opened: its header is read through the page cache); readAt turns
-// it on or off as each read needs. A kernel or file system that refuses it
+// directAlign (a length that is not is read in two parts). *direct is
+// whether O_DIRECT is on for f (off when it is opened: its header is read
+// through the page cache); readAt turns it on or off as each read needs.
+// A nil direct reads through the page cache. A kernel or file system that refuses it
 // (tmpfs before Linux 6.6, an alignment the device wants) gets the read
 // again through the page cache, and so does every later read of the drive.
 func (d *Drive) readAt(f *os.File, buf []byte, off int64, direct *bool) (int, error) {
+	if direct == nil {
+		return f.ReadAt(buf, off)
+	}
 	want := !d.bufferedReads.Load() && len(buf) >= directReadMin && off%directAlign == 0 && isAligned(buf)
 	if head := len(buf) &^ (directAlign - 1); want && head != len(buf) {
 		// A block's last bytes that are not a whole page: the pages

@@ -88,7 +88,7 @@ type Drive struct {
 	pending int64
 	bufs    sync.Pool   // *[]byte of ioBufferSize, directAlign-aligned
 	direct  atomic.Bool // Put writes with O_DIRECT (see direct_io.go)
-	// bufferedReads: a direct read was refused (see readDirect); every
+	// bufferedReads: a direct read was refused (see readAt); every
 	// read goes through the page cache from then on.
 	bufferedReads atomic.Bool
 	readOnly      bool         // OpenReadOnly: no lock, no writes

@@ -198,19 +198,16 @@ func (d *Drive) checkData(ctx context.Context, f *os.File, hdr *BlockHeader, inf
 	defer d.bufs.Put(bp)
 	buf := (*bp)[:ioBufferSize/int(hdr.SegmentSize)*int(hdr.SegmentSize)]
 	hlen := int64(hdr.HeaderLength())
-	on := false
+	var on *bool // nil: through the page cache
+	if direct {
+		on = new(bool)
+	}
 	for off := int64(0); off < hdr.Length; off += int64(len(buf)) {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("drive %v: verify block %v: %w", d.ID(), id, err)
 		}
 		want := min(int64(len(buf)), hdr.Length-off)
-		var n int
-		var rerr error
-		if direct {
-			n, rerr = d.readAt(f, buf[:want], hlen+off, &on)
-		} else {
-			n, rerr = f.ReadAt(buf[:want], hlen+off)
-		}
+		n, rerr := d.readAt(f, buf[:want], hlen+off, on)
 		*moved += int64(n)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, rerr)

@@ -504,7 +504,7 @@ func (w *writeBack) check(ctx context.Context, everything bool) {
 	} else {
 		touched = make(map[LIN]bool, len(keys))
 		for _, k := range keys {
-			if len(k) == 9 {
+			if len(k) == len(keyDeleg(0)) {
 				touched[linAt(k, 1)] = true
 			}
 		}
