@@ -125,14 +125,14 @@ func stealPoint(t taskRecord, minSteal uint64) (uint64, bool) {
 	return mid, true
 }
 
-// steal splits an owned task at its stealPoint: the victim keeps [From,
-// mid) (its owner sees the lower To at its next checkpoint, and never
-// processes an item at or past mid: it reserves each batch before
-// processing it, and mid is past the reservation) and this node claims
-// the new task [mid, To). nil, nil when the victim changed first.
-func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskEntry, owner ownerEntry) (*heldTask, error) {
-	mid, ok := stealPoint(victim.rec, e.cfg.MinSteal)
-	if !ok || !victim.rec.claimableBy(e.cfg.Node) {
+// steal splits an owned task at mid (stealSplit: past the holder's
+// reservation): the victim keeps [From, mid) (its owner sees the lower To
+// at its next checkpoint, and never processes an item at or past mid: it
+// reserves items before processing them, and mid is past the
+// reservation) and this node claims the new task [mid, To). nil, nil when
+// the victim changed first.
+func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskEntry, owner ownerEntry, mid uint64) (*heldTask, error) {
+	if mid < max(victim.rec.Cursor, victim.rec.Reserved) || mid >= victim.rec.To || !victim.rec.claimableBy(e.cfg.Node) {
 		return nil, nil
 	}
 	ctx, cancel := e.claimContext(ctx)

@@ -348,3 +348,63 @@ func TestSchedulingInEtcd(t *testing.T) {
 	}
 	requireAll(t, c.d.snapshot(), m2, 0, 200)
 }
+
+// A task of a few slow items with nearby keys (a handful of large files to
+// repair, in one LIN range far narrower than a steal's minimum) is shared
+// item by item: its holder reserves one item at a time while their pace
+// is unknown, and idle workers steal the items past its reservation, so
+// that four workers process four of the items at once. Before, the holder
+// reserved the whole listing and worked through it alone.
+func TestStealSharesFewSlowItems(t *testing.T) {
+	keys := []uint64{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}
+	typ := &fakeType{name: "repair", set: SetRestripe, phases: []Phase{
+		&fakePhase{name: "p0", n: 1 << 20, tasks: 1, keys: keys},
+	}}
+	c := newTestCluster(t, 2, nil, typ) // two nodes of two workers
+	var mu sync.Mutex
+	busy, most := 0, 0
+	together := newGate()
+	t.Cleanup(together.open)
+	c.d.setHook(func(ctx context.Context, _ string, _ JobID, _ int, _ uint64) error {
+		mu.Lock()
+		busy++
+		most = max(most, busy)
+		if busy >= 4 {
+			together.open()
+		}
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			busy--
+			mu.Unlock()
+		}()
+		return together.wait(ctx) // each item lasts until four are in progress
+	})
+	id, err := c.engines[0].Submit(bg, "repair", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("four of the items in progress at once", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return most >= 4
+	})
+	c.waitState(c.engines[0], id, Succeeded)
+	seen := map[uint64]int{}
+	for _, ev := range c.d.snapshot() {
+		seen[ev.item]++
+	}
+	for _, k := range keys {
+		if seen[k] != 1 {
+			t.Fatalf("item %d processed %d times (every item: %v)", k, seen[k], seen)
+		}
+	}
+	if len(seen) != len(keys) {
+		t.Fatalf("items processed %v, want exactly %v", seen, keys)
+	}
+	var stolen uint64
+	for _, e := range c.engines {
+		stolen += e.Metrics().TasksStolen
+	}
+	t.Logf("tasks stolen %d", stolen)
+}

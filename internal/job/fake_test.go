@@ -124,12 +124,14 @@ var (
 	_ SpaceSaver = (*fakeType)(nil)
 )
 
-// fakePhase has items 0..n-1, split into tasks tasks (0: as suggested).
+// fakePhase has items 0..n-1 (or, if keys is set, those of keys below n,
+// in order), split into tasks tasks (0: as suggested).
 type fakePhase struct {
 	name  string
 	idx   int
 	n     uint64
 	tasks int
+	keys  []uint64
 }
 
 func (p *fakePhase) Name() string { return p.name }
@@ -144,6 +146,14 @@ func (p *fakePhase) Split(_ context.Context, _ Env, job *Job) ([]TaskSpec, error
 
 func (p *fakePhase) Items(_ context.Context, _ Env, _ string, from, to uint64, limit int) ([]uint64, error) {
 	var out []uint64
+	if p.keys != nil {
+		for _, k := range p.keys {
+			if k >= from && k < to && k < p.n && len(out) < limit {
+				out = append(out, k)
+			}
+		}
+		return out, nil
+	}
 	for k := from; k < to && k < p.n && len(out) < limit; k++ {
 		out = append(out, k)
 	}

@@ -36,6 +36,9 @@ type manager struct {
 	dropped map[int64]bool
 
 	acquireMu sync.Mutex
+	// barren are tasks a steal found nothing to take from, by task suffix,
+	// at the ModRevision of the record it listed (under acquireMu).
+	barren map[string]int64
 
 	target   atomic.Int64  // workers allowed
 	dutyBits atomic.Uint64 // math.Float64bits(duty)
@@ -48,7 +51,7 @@ type manager struct {
 
 func newManager(e *Engine, typ Type, rec jobRecord, lease clientv3.LeaseID) *manager {
 	m := &manager{e: e, id: rec.ID, typ: typ, phases: typ.Phases(), lease: lease, job: rec,
-		holds: map[int64]bool{}, dropped: map[int64]bool{}, poke: make(chan struct{}, 1), done: make(chan struct{})}
+		holds: map[int64]bool{}, dropped: map[int64]bool{}, barren: map[string]int64{}, poke: make(chan struct{}, 1), done: make(chan struct{})}
 	m.dutyBits.Store(math.Float64bits(1))
 	return m
 }
@@ -284,10 +287,55 @@ func (m *manager) pick(ctx context.Context, job jobRecord) (*heldTask, error) {
 		return 0
 	})
 	for _, t := range owned[:min(len(owned), 3)] {
-		h, err := m.e.steal(ctx, m.lease, t, v.owners[t.rec.suffix()])
+		mid, ok := m.stealSplit(ctx, t)
+		if !ok {
+			continue
+		}
+		h, err := m.e.steal(ctx, m.lease, t, v.owners[t.rec.suffix()], mid)
 		if err != nil || h != nil {
 			return h, err
 		}
 	}
 	return nil, nil
+}
+
+// stealSplit returns where a steal would split the owned task t, from the
+// items that lie past its holder's reservation (listed, up to a batch):
+// at the middle one when that is all of them — so that a task of a few
+// slow items (large files to repair) is shared item by item whatever
+// their keys, even one item — and, when more remain, at half the range
+// (stealPoint), or at the middle listed item if the range is too narrow
+// to halve. false when no item is left to take, or the listing failed. A
+// task found with nothing to take is not listed again until its record
+// changes. Callers hold acquireMu.
+func (m *manager) stealSplit(ctx context.Context, t taskEntry) (uint64, bool) {
+	key := t.rec.suffix()
+	if rev, ok := m.barren[key]; ok && rev == t.modRev {
+		return 0, false
+	}
+	from := max(t.rec.Cursor, t.rec.Reserved)
+	if t.rec.remaining() == 0 || from >= t.rec.To || t.rec.Phase >= len(m.phases) {
+		return 0, false
+	}
+	limit := m.e.cfg.BatchSize
+	items, err := m.phases[t.rec.Phase].Items(ctx, m.e.cfg.Env, t.rec.Scope, from, t.rec.To, limit)
+	if err == nil {
+		err = checkItems(items, from, t.rec.To, limit)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			m.e.log.Debug("list items to steal", "job", m.id, "task", key, "err", err)
+		}
+		return 0, false
+	}
+	if len(items) == 0 {
+		m.barren[key] = t.modRev
+		return 0, false
+	}
+	if len(items) == limit {
+		if mid, ok := stealPoint(t.rec, m.e.cfg.MinSteal); ok {
+			return mid, true
+		}
+	}
+	return items[len(items)/2], true
 }

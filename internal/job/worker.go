@@ -25,6 +25,10 @@ type worker struct {
 	batch  []uint64 // listed, not yet processed item keys
 	listed bool     // the last listing returned fewer than BatchSize: h's range ends after batch
 	saved  time.Time
+	// pace is the time Process took per item in phase pacePhase (a moving
+	// average; 0 before the first item): it sizes reservations (ahead).
+	pace      time.Duration
+	pacePhase int
 }
 
 // step does one unit of work: claim a task, list a batch of items,
@@ -47,6 +51,9 @@ func (w *worker) step(ctx context.Context) stepResult {
 			return stepIdle
 		}
 		w.h, w.batch, w.listed, w.saved = h, nil, false, time.Now()
+		if h.rec.Phase != w.pacePhase {
+			w.pace, w.pacePhase = 0, h.rec.Phase
+		}
 		w.job = &Job{ID: job.ID, Type: job.Type, Params: job.Params, Phase: h.rec.Phase, Created: job.Created,
 			Reports: earlierReports(job)}
 		return stepBusy
@@ -78,9 +85,6 @@ func (w *worker) step(ctx context.Context) stepResult {
 			}
 			return stepBusy
 		}
-		if !w.reserve(ctx, items) {
-			return stepBusy
-		}
 		w.batch, w.listed = items, len(items) < e.cfg.BatchSize
 		return stepBusy
 	}
@@ -89,7 +93,12 @@ func (w *worker) step(ctx context.Context) stepResult {
 		w.batch, w.listed = nil, true
 		return stepBusy
 	}
+	if item >= h.rec.Reserved {
+		w.reserve(ctx, w.batch[:w.ahead()])
+		return stepBusy
+	}
 	var res ItemResult
+	start := time.Now()
 	err := e.retry(ctx, func() (err error) {
 		res, err = phase.Process(ctx, e.cfg.Env, w.job, h.rec.Scope, item)
 		return err
@@ -99,6 +108,11 @@ func (w *worker) step(ctx context.Context) stepResult {
 			w.fail(ctx, fmt.Sprintf("phase %s: item %d of scope %q: %v", phase.Name(), item, h.rec.Scope, err))
 		}
 		return stepBusy // interrupted: the item is processed again after resume
+	}
+	if d := time.Since(start); w.pace == 0 {
+		w.pace = d
+	} else {
+		w.pace = (3*w.pace + d) / 4
 	}
 	w.batch = w.batch[1:]
 	h.rec.Cursor = item + 1
@@ -111,12 +125,12 @@ func (w *worker) step(ctx context.Context) stepResult {
 	return stepBusy
 }
 
-// reserve writes the end of a listed batch into the held task before any
-// of its items is processed, so that a steal splits after it (stealPoint):
-// no item is processed by two nodes. The checkpoint is a compare-and-swap;
-// a steal that won first lowered To, and the items at or past it are the
-// thief's (the step drops them). It reports whether the worker still holds
-// the task.
+// reserve writes the end of items (the next listed ones) into the held
+// task before any of them is processed, so that a steal splits after it
+// (stealSplit): no item is processed by two nodes. The checkpoint is a
+// compare-and-swap; a steal that won first lowered To, and the items at or
+// past it are the thief's (the step drops them). It reports whether the
+// worker still holds the task.
 func (w *worker) reserve(ctx context.Context, items []uint64) bool {
 	if len(items) == 0 {
 		return true
@@ -136,8 +150,8 @@ func (w *worker) reserve(ctx context.Context, items []uint64) bool {
 		return false
 	}
 	if err != nil {
-		// Not reserved: process nothing of the batch; the next step
-		// lists it again and tries once more.
+		// Not reserved: process none of the items; the next step tries
+		// once more.
 		w.h.rec.Reserved = prev
 		if ctx.Err() == nil {
 			w.m.e.log.Warn("reserve items", "job", w.m.id, "err", err)
@@ -145,6 +159,21 @@ func (w *worker) reserve(ctx context.Context, items []uint64) bool {
 		return false
 	}
 	return true
+}
+
+// ahead returns how many of the listed items the next reservation covers:
+// about a checkpoint interval of work at the pace of the items done so far
+// in this phase (one while the pace is unknown), at least one. Cheap items
+// (a scan's) are reserved a whole batch at a time, as one checkpoint; slow
+// ones (large files to repair) a few at a time, so that idle workers steal
+// the rest of the batch instead of waiting while one worker goes through
+// it.
+func (w *worker) ahead() int {
+	n := 1
+	if w.pace > 0 {
+		n = int(w.m.e.cfg.CheckpointInterval / w.pace)
+	}
+	return max(1, min(n, len(w.batch)))
 }
 
 // checkItems enforces Items' contract: keys increasing, within [from, to),
