@@ -287,7 +287,7 @@ func (r *Restriper) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.
 			res.Skipped++
 			return nil
 		}
-		rr, err := r.RepairStripe(ctx, lin, s.Index, bad)
+		rr, err := r.repairStripe(ctx, repairRequest{lin: lin, index: s.Index, bad: bad, seen: &seenStripe{attr: attr, s: s}})
 		if err == nil && !rr.Committed && rr.Gen == s.Gen && (tol.Below() || s.Missing() > 0) != indexed[s.Index] {
 			// Checked, not committed: the index says what it is.
 			if _, err := r.meta.SetStripeTolerance(ctx, lin, s.Index, s.Gen, tol); err != nil {
@@ -346,6 +346,19 @@ type repairRequest struct {
 	// allow, if set, limits the drives new units may go to (a rebalance
 	// fills only drives below the pool's mean).
 	allow func(meta.DriveID) bool
+	// seen, if set, is the stripe's map and its file's attributes as the
+	// caller has just read them (RepairFile's page of maps): the first
+	// attempt works from them rather than reading both again, two etcd
+	// round trips of the four a repaired stripe costs. A map changed since
+	// fails the commit's generation compare-and-swap, and the next attempt
+	// reads afresh.
+	seen *seenStripe
+}
+
+// seenStripe is a stripe map and its file's attributes, read by the caller.
+type seenStripe struct {
+	attr meta.Attr
+	s    meta.Stripe
 }
 
 // unitID names a unit's block: a stripe map that names the same drive and

@@ -168,30 +168,36 @@ func (r *Restriper) repairOnce(ctx context.Context, rq repairRequest, res *Repai
 
 // readAttempt reads what an attempt works from: the file's attributes
 // (its pool; it must be a regular file), the map of the stripe
-// (res.Gen is set to its generation) and its layout, and one topology
-// snapshot. It returns a nil attempt and sets res.NothingToDo when the
+// (res.Gen is set to its generation) and its layout — on a first attempt,
+// those the request has seen, if any — and one topology snapshot. It returns a nil attempt and sets res.NothingToDo when the
 // stripe no longer exists (a truncate removed it). It changes nothing.
 // Errors: client.ErrInvalid for a LIN that is not a regular file;
 // client.ErrCorrupt for a malformed map; client.ErrClosed; meta's and the
 // topology's errors, wrapped.
 func (r *Restriper) readAttempt(ctx context.Context, rq repairRequest, res *RepairResult) (*attempt, error) {
 	lin := rq.lin
-	attr, err := r.meta.GetAttr(ctx, lin)
-	if err != nil {
-		return nil, fmt.Errorf("restripe: repairing LIN %d: %w", lin, err)
+	var attr meta.Attr
+	var s meta.Stripe
+	if rq.seen != nil && res.Attempts == 1 && rq.seen.s.Index == rq.index {
+		attr, s = rq.seen.attr, rq.seen.s
+	} else {
+		var err error
+		if attr, err = r.meta.GetAttr(ctx, lin); err != nil {
+			return nil, fmt.Errorf("restripe: repairing LIN %d: %w", lin, err)
+		}
+		got, err := r.meta.GetStripes(ctx, lin, rq.index, 1)
+		if err != nil {
+			return nil, fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, rq.index, err)
+		}
+		if len(got) == 0 || got[0].Index != rq.index {
+			res.NothingToDo = true
+			return nil, nil
+		}
+		s = got[0]
 	}
 	if attr.Type != meta.TypeFile {
 		return nil, fmt.Errorf("%w: repairing LIN %d: a %s, not a regular file", client.ErrInvalid, lin, attr.Type)
 	}
-	got, err := r.meta.GetStripes(ctx, lin, rq.index, 1)
-	if err != nil {
-		return nil, fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, rq.index, err)
-	}
-	if len(got) == 0 || got[0].Index != rq.index {
-		res.NothingToDo = true
-		return nil, nil
-	}
-	s := got[0]
 	res.Gen = s.Gen
 	l, err := client.StoredLayout(lin, s)
 	if err != nil {

@@ -347,12 +347,20 @@ func TestRepairDrain(t *testing.T) {
 // queues its new block for deletion and re-reads the stripe. If the writer
 // placed around the down drive, there is nothing left to do; if the
 // stripe only changed generation, the repair commits on retry. The
-// writer's bytes survive either way.
+// writer's bytes survive either way. Through RepairFile, the first attempt
+// works from the map of the page RepairFile read, older still: the same
+// compare-and-swap catches it.
 func TestRepairConcurrentWrite(t *testing.T) {
-	for _, rewrite := range []bool{true, false} {
+	for _, c := range []struct {
+		rewrite, file bool
+	}{{true, false}, {false, false}, {true, true}, {false, true}} {
+		rewrite := c.rewrite
 		name := "writer rewrites"
 		if !rewrite {
 			name = "generation moves"
+		}
+		if c.file {
+			name += " under RepairFile"
 		}
 		t.Run(name, func(t *testing.T) {
 			f := clienttest.New(t)
@@ -393,6 +401,20 @@ func TestRepairConcurrentWrite(t *testing.T) {
 					}
 				})
 			})
+			if c.file {
+				fr, err := rs.RepairFile(bg, lin, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Stats().OrphansEnqueued != 1 || fr.Stripes != 1 || fr.Repaired != map[bool]int{true: 0, false: 1}[rewrite] {
+					t.Fatalf("result %+v, stats %+v: want the first attempt's block queued and the stripe repaired unless rewritten", fr, rep.Stats())
+				}
+				if n := f.UnitsOn(lin, d); n != 0 {
+					t.Fatalf("%d units on the down drive", n)
+				}
+				clienttest.MustEqual(t, "after the race", f.ReadBack(lin), want)
+				return
+			}
 			res, err := rs.RepairStripe(bg, lin, 0, nil)
 			if err != nil {
 				t.Fatal(err)
