@@ -319,12 +319,21 @@ func (b *bufPool) pool(n int) *sync.Pool {
 // is read through its block service before the client tries again.
 const localRetry = 30 * time.Second
 
-// localDrive returns the drive of u opened read-only when it is on this
-// machine and local I/O is on, or nil (through the block service).
-// A drive whose directory cannot be opened as that drive of this cluster
-// (another machine's path, a replaced disk) is not tried again for a while.
+// localDrive returns, when local I/O is on, the drive of u if this
+// process serves it (Config.OwnDrive), else the drive opened read-only
+// when it is on this machine, or nil (through the block service). A drive
+// whose directory cannot be opened as that drive of this cluster (another
+// machine's path, a replaced disk) is not tried again for a while.
 func (c *Client) localDrive(u unitRef) *drive.Drive {
-	if u.local == "" || c.clusterID == "" || (c.localIO != nil && !c.localIO()) {
+	if c.localIO != nil && !c.localIO() {
+		return nil
+	}
+	if c.ownDrive != nil {
+		if d := c.ownDrive(u.unit.Drive); d != nil {
+			return d
+		}
+	}
+	if u.local == "" || c.clusterID == "" {
 		return nil
 	}
 	c.mu.Lock()

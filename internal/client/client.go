@@ -131,6 +131,14 @@ type Config struct {
 	// limited must not go around them (the node's job client turns local
 	// I/O off while the maintenance class is limited).
 	LocalIO func() bool
+	// OwnDrive, if set, returns the drive id when this process serves it
+	// (a node's own drives), else nil: short-circuit I/O to it goes
+	// through that open drive rather than a read-only copy the client
+	// opens, so the drive's counters — its metrics, and the load the
+	// node's impact throttle reads — and its header cache include this
+	// client's I/O. LocalIO still decides whether I/O may go around the
+	// block service at all.
+	OwnDrive func(meta.DriveID) *drive.Drive
 	// Class is the QoS class of this client's block I/O (qos.Other for a
 	// mount, qos.Maintenance for a node's jobs); "" is qos.Misc. A call's
 	// context may say otherwise (block.WithTag).
@@ -220,9 +228,10 @@ type Client struct {
 	noLocal   map[meta.DriveID]time.Time
 	// Staged writes: drives whose directory refused one, with when to
 	// try again.
-	noStage map[meta.DriveID]time.Time
-	localIO func() bool
-	jobOf   func(context.Context) string
+	noStage  map[meta.DriveID]time.Time
+	localIO  func() bool
+	ownDrive func(meta.DriveID) *drive.Drive
+	jobOf    func(context.Context) string
 	// tag is the QoS tag of every block call (Config.Class, ClientID).
 	tag qos.Tag
 	// meter measures the client's own unit reads and writes per pool,
@@ -257,7 +266,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
 		unreadable: map[meta.LIN]bool{},
 		clusterID:  cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
-		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, jobOf: cfg.JobOf,
+		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, ownDrive: cfg.OwnDrive, jobOf: cfg.JobOf,
 		tag: qos.Tag{Class: cfg.Class, Client: cfg.ClientID},
 	}
 	if cfg.Class == qos.LatencyClass {

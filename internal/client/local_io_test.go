@@ -11,6 +11,7 @@ import (
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/meta"
 )
 
 // TestLocalReads reads units of drives on "this machine" straight from
@@ -72,6 +73,55 @@ func TestLocalReads(t *testing.T) {
 	fh.Close(bg)
 	if c3.Stats().LocalReads != 0 {
 		t.Fatalf("read a foreign drive locally: %+v", c3.Stats())
+	}
+}
+
+// TestOwnDriveReads: a client given the drives its process serves
+// (a node's job client) reads their units through those open drives, so
+// the drives' own counters — the node's metrics and the load its impact
+// throttle reads — count the reads; closing the client leaves them open;
+// and with local I/O off (a QoS limit on its class) it goes through the
+// block services instead.
+func TestOwnDriveReads(t *testing.T) {
+	f := clienttest.New(t)
+	w := f.Client(testUnit)
+	data := clienttest.RandBytes(4*testUnit, 9)
+	lin, _, err := f.WriteFile(w, "f", "ec:4+2", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBytes := func() (n uint64) {
+		for _, u := range f.Stripes(lin)[0].Units {
+			n += f.Drive(u.Drive).Counters().Read.Bytes
+		}
+		return n
+	}
+	own := func(id meta.DriveID) *drive.Drive { return f.Drive(id) }
+	for _, local := range []bool{true, false} {
+		c := f.Client(testUnit, func(cfg *client.Config) {
+			cfg.OwnDrive, cfg.LocalIO = own, func() bool { return local }
+		})
+		before := readBytes()
+		fh, err := c.Open(bg, lin, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := clienttest.ReadAll(t, fh, testUnit); !bytes.Equal(got, data) {
+			t.Fatal("read differs")
+		}
+		fh.Close(bg)
+		if d := readBytes() - before; d < uint64(len(data)) {
+			t.Fatalf("local I/O %v: the drives counted %d bytes read, want at least %d", local, d, len(data))
+		}
+		if n := c.Stats().LocalReads; (n > 0) != local {
+			t.Fatalf("local I/O %v: %d short-circuit reads", local, n)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.ReadBack(lin); !bytes.Equal(got, data) {
+		t.Fatal("the node's drives no longer read after the client closed")
 	}
 }
 

@@ -197,7 +197,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	// The jobs' data path: QoS class maintenance, client node-NAME.
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
 		BlockTLS: s.clientTLS(), Class: qos.Maintenance, ClientID: s.jobsClientID(), JobOf: jobOf,
-		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }}); err != nil {
+		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }, OwnDrive: s.ownDrive}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {
@@ -357,4 +357,15 @@ func (s *Server) closeLocal() {
 		}
 	}
 	s.drivesMu.Unlock()
+}
+
+// ownDrive returns the drive id if this node serves it, else nil: the
+// jobs' short-circuit I/O to the node's own drives goes through them, so
+// that the drives' counters (metrics, the impact throttle's load) count it.
+func (s *Server) ownDrive(id meta.DriveID) *drive.Drive {
+	d, err := s.blocks.Drive(drive.ID(id))
+	if err != nil {
+		return nil
+	}
+	return d
 }
