@@ -290,7 +290,7 @@ func TestSchedulingInEtcd(t *testing.T) {
 	// Job ids are allocated in order, so gates can be set up before the
 	// jobs they hold are submitted.
 	const a, b, m1, m2, r1, r2, cl JobID = 1, 2, 3, 4, 5, 6, 7
-	for _, id := range []JobID{a, m1, m2, r1, r2, cl} {
+	for _, id := range []JobID{a, b, m1, m2, r1, r2, cl} {
 		hold(id)
 	}
 	submitAs := func(want JobID, typ string, prio int) {
@@ -306,6 +306,7 @@ func TestSchedulingInEtcd(t *testing.T) {
 	c.waitState(e, a, Running)
 	submitAs(b, "urgent", 2)
 	reason(a, SystemPaused, "preempted by job 2 (priority 2)")
+	hold(b).open() // held until then: it would end before the check could see a paused
 	c.waitState(e, b, Succeeded)
 	c.waitState(e, a, Running)
 	hold(a).open()

@@ -45,8 +45,10 @@ func newCoordinator(e *Engine, leaderKey string, leaderRev int64) *coordinator {
 		progress: map[JobID]time.Time{}}
 }
 
-// run reconciles on changes under Prefix (debounced) and every Tick, until
-// ctx ends (nil), the lease is lost or another node became coordinator.
+// run reconciles on changes under Prefix and every Tick, until ctx ends
+// (nil), the lease is lost or another node became coordinator. Changes
+// that may end a phase or change a job (urgent) are acted on at once;
+// others at most once per gap (a quarter Tick) after the last reconcile.
 func (c *coordinator) run(ctx context.Context, lost <-chan struct{}) error {
 	gap := max(c.e.cfg.Tick/4, 5*time.Millisecond)
 	tick := time.NewTicker(c.e.cfg.Tick)
@@ -65,13 +67,9 @@ func (c *coordinator) run(ctx context.Context, lost <-chan struct{}) error {
 		case err != nil:
 			c.e.log.Warn("coordinator", "err", err)
 		}
-		rest := time.NewTimer(gap)
-		select {
-		case <-ctx.Done():
-		case <-lost:
-		case <-rest.C:
-		}
-		rest.Stop()
+		at := time.Now()
+		var due <-chan time.Time
+		var rest *time.Timer
 	wait:
 		for {
 			select {
@@ -81,17 +79,45 @@ func (c *coordinator) run(ctx context.Context, lost <-chan struct{}) error {
 				return fmt.Errorf("job: coordinator lease lost")
 			case <-tick.C:
 				break wait
+			case <-due:
+				break wait
 			case resp, ok := <-events:
 				if !ok {
 					events = nil
 					continue
 				}
-				if relevant(resp.Events) {
+				switch {
+				case urgent(resp.Events):
 					break wait
+				case !relevant(resp.Events) || due != nil:
+				case time.Since(at) >= gap:
+					break wait
+				default:
+					rest = time.NewTimer(gap - time.Since(at))
+					due = rest.C
 				}
 			}
 		}
+		if rest != nil {
+			rest.Stop()
+		}
 	}
+}
+
+// urgent reports whether watch events may end a phase or change a job's
+// state, so that the coordinator reconciles at once rather than at most
+// once per debounce gap: a task's claim ended (its owner key deleted when
+// the task is done, failed or released, or its node's lease expired) or
+// a job's record was written (submitted, paused, cancelled, modified).
+// Checkpoints, the bulk of the events while a job runs, are not.
+func urgent(evs []*clientv3.Event) bool {
+	for _, ev := range evs {
+		k := string(ev.Kv.Key)
+		if ev.Type == clientv3.EventTypeDelete && strings.HasPrefix(k, prefixOwners) || strings.HasPrefix(k, prefixJobs) {
+			return true
+		}
+	}
+	return false
 }
 
 // relevant reports whether watch events can change a coordinator decision
@@ -192,7 +218,7 @@ func (c *coordinator) drive(ctx context.Context, rec jobRecord) error {
 	if last {
 		extra = append(extra, clientv3.OpDelete(progressKey(rec.ID)), deleteDataOp(rec.ID))
 	}
-	_, err = c.e.updateJob(ctx, rec.ID, func(r *jobRecord) error {
+	next, err := c.e.updateJob(ctx, rec.ID, func(r *jobRecord) error {
 		if r.State != Running || r.Phase != i || !r.PhaseSplit {
 			return errNoChange
 		}
@@ -206,10 +232,16 @@ func (c *coordinator) drive(ctx context.Context, rec jobRecord) error {
 		r.Phase, r.PhaseSplit = i+1, false
 		return nil
 	}, c.fence, extra...)
-	if err == nil {
-		c.e.log.Info("job phase done", "job", rec.ID, "phase", phases[i].Name(), "last", last)
+	if err != nil {
+		return err
 	}
-	return err
+	c.e.log.Info("job phase done", "job", rec.ID, "phase", phases[i].Name(), "last", last)
+	if last || next.State != Running || next.Phase != i+1 || next.PhaseSplit {
+		return nil
+	}
+	// The next phase at once, not at the next reconcile (a debounce
+	// later): each phase of a short job would wait for it.
+	return c.split(ctx, next, phases[i+1])
 }
 
 // split writes the tasks of rec's current phase and marks it split.

@@ -36,6 +36,9 @@ type manager struct {
 	dropped map[int64]bool
 
 	acquireMu sync.Mutex
+	// wake is closed (and replaced) when the job's record changes: idle
+	// workers rest until then or their backoff ends (woken).
+	wake chan struct{}
 	// barren are tasks a steal found nothing to take from, by task suffix,
 	// at the ModRevision of the record it listed (under acquireMu).
 	barren map[string]int64
@@ -51,7 +54,7 @@ type manager struct {
 
 func newManager(e *Engine, typ Type, rec jobRecord, lease clientv3.LeaseID) *manager {
 	m := &manager{e: e, id: rec.ID, typ: typ, phases: typ.Phases(), lease: lease, job: rec,
-		holds: map[int64]bool{}, dropped: map[int64]bool{}, barren: map[string]int64{}, poke: make(chan struct{}, 1), done: make(chan struct{})}
+		holds: map[int64]bool{}, dropped: map[int64]bool{}, barren: map[string]int64{}, wake: make(chan struct{}), poke: make(chan struct{}, 1), done: make(chan struct{})}
 	m.dutyBits.Store(math.Float64bits(1))
 	return m
 }
@@ -82,10 +85,22 @@ func (m *manager) update(rec jobRecord) {
 	m.mu.Lock()
 	changed := rec.Policy != m.job.Policy || rec.Phase != m.job.Phase || rec.PhaseSplit != m.job.PhaseSplit
 	m.job = rec
+	if changed {
+		close(m.wake) // idle workers look for tasks at once
+		m.wake = make(chan struct{})
+	}
 	m.mu.Unlock()
 	if changed {
 		m.kick()
 	}
+}
+
+// woken returns a channel closed when the job's record next changes in a
+// way that may give idle workers something to do (a phase split).
+func (m *manager) woken() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.wake
 }
 
 func (m *manager) snapshot() jobRecord {
@@ -169,10 +184,12 @@ func (m *manager) work(ctx context.Context, i int) {
 	idle := idleMin
 	for ctx.Err() == nil && int64(i) < m.target.Load() {
 		start := time.Now()
+		woken := m.woken() // before the step: a change during it ends the rest
 		var rest time.Duration
 		switch w.step(ctx) {
 		case stepBusy:
 			idle = idleMin
+			woken = nil // a duty cycle's rest is not cut short
 			if d := m.duty(); d < 1 {
 				rest = time.Duration(float64(time.Since(start)) * (1 - d) / d)
 			}
@@ -185,6 +202,8 @@ func (m *manager) work(ctx context.Context, i int) {
 			select {
 			case <-ctx.Done():
 			case <-t.C:
+			case <-woken:
+				idle = idleMin
 			}
 			t.Stop()
 		}

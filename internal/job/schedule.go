@@ -117,8 +117,11 @@ func schedule(in schedInput) []decision {
 		if to == Running {
 			to = SystemPaused
 			if reason == slotsFull && lastNew.ID != 0 {
-				reason = fmt.Sprintf("preempted by job %d (priority %d)", lastNew.ID, lastNew.Priority)
+				reason = preempted(lastNew)
 			}
+		}
+		if to == SystemPaused && reason == slotsFull && slices.ContainsFunc(admitted, func(a schedJob) bool { return w.j.Reason == preempted(a) }) {
+			reason = w.j.Reason // still waiting for the job that took its slot: say so
 		}
 		if to == w.j.State && reason == w.j.Reason {
 			continue
@@ -127,4 +130,9 @@ func schedule(in schedInput) []decision {
 	}
 	slices.SortFunc(out, func(a, b decision) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// preempted is the reason of a job paused for j to run in its slot.
+func preempted(j schedJob) string {
+	return fmt.Sprintf("preempted by job %d (priority %d)", j.ID, j.Priority)
 }

@@ -17,7 +17,10 @@ import (
 //
 //	# comment
 //	schedule [max=N] [restripe-exclusive] [low-space]
-//	<id> <set> p=<priority> <state> [frees-space]   one line per job
+//	<id> <set> p=<priority> <state> [frees-space] [reason=<text>]
+//	                                                one line per job; the
+//	                                                reason (to the end of
+//	                                                the line) it has now
 //	----
 //	job <id>: <from> -> <to>: <reason>   a state change
 //	job <id>: <state>: <reason>          a job that keeps waiting, and why
@@ -51,6 +54,7 @@ func runSchedule(t *testing.T, c jobDDCase) string {
 	_, in.RestripeExclusive = c.Args["restripe-exclusive"]
 	_, in.LowSpace = c.Args["low-space"]
 	for _, line := range c.Input {
+		line, had, _ := strings.Cut(line, "reason=")
 		f := strings.Fields(line)
 		if len(f) < 4 {
 			t.Fatalf("%s: job line %q: want <id> <set> p=<priority> <state> [frees-space]", c.Pos, line)
@@ -72,6 +76,7 @@ func runSchedule(t *testing.T, c jobDDCase) string {
 			t.Fatalf("%s: state %q", c.Pos, f[3])
 		}
 		j.FreesSpace = slices.Contains(f[4:], "frees-space")
+		j.Reason = had
 		in.Jobs = append(in.Jobs, j)
 	}
 	ds := schedule(in)
