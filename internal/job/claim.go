@@ -132,7 +132,7 @@ func stealPoint(t taskRecord, minSteal uint64) (uint64, bool) {
 // reservation) and this node claims the new task [mid, To). nil, nil when
 // the victim changed first.
 func (e *Engine) steal(ctx context.Context, lease clientv3.LeaseID, victim taskEntry, owner ownerEntry, mid uint64) (*heldTask, error) {
-	if mid < max(victim.rec.Cursor, victim.rec.Reserved) || mid >= victim.rec.To || !victim.rec.claimableBy(e.cfg.Node) {
+	if victim.rec.Serial || mid < max(victim.rec.Cursor, victim.rec.Reserved) || mid >= victim.rec.To || !victim.rec.claimableBy(e.cfg.Node) {
 		return nil, nil
 	}
 	ctx, cancel := e.claimContext(ctx)

@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,6 +357,55 @@ func TestSchedulingInEtcd(t *testing.T) {
 // is unknown, and idle workers steal the items past its reservation, so
 // that four workers process four of the items at once. Before, the holder
 // reserved the whole listing and worked through it alone.
+// A serial task's items go through one worker in key order, however slow
+// they are and however many workers idle beside it (the few slow items
+// below are shared out; these are not), past its first batch too.
+func TestSerialTaskIsNotStolen(t *testing.T) {
+	keys := []uint64{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009}
+	typ := &fakeType{name: "rebalance", set: SetRestripe, phases: []Phase{
+		&fakePhase{name: "settle", n: 1 << 20, tasks: 1, keys: keys, serial: true},
+	}}
+	// Two nodes of two workers; batches of four items.
+	c := newTestCluster(t, 2, func(c *Config) { c.BatchSize = 4 }, typ)
+	var mu sync.Mutex
+	busy, most := 0, 0
+	var order []uint64
+	c.d.setHook(func(ctx context.Context, _ string, _ JobID, _ int, item uint64) error {
+		mu.Lock()
+		busy++
+		most = max(most, busy)
+		order = append(order, item)
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			busy--
+			mu.Unlock()
+		}()
+		// Slow enough for the three idle workers to look for work many
+		// times (every tick, 50 ms) while it lasts.
+		select {
+		case <-time.After(200 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	id, err := c.engines[0].Submit(bg, "rebalance", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitState(c.engines[0], id, Succeeded)
+	var stolen uint64
+	for _, e := range c.engines {
+		stolen += e.Metrics().TasksStolen
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most != 1 || stolen != 0 || !slices.Equal(order, keys) {
+		t.Fatalf("%d items in progress at once at most, %d steals, items processed in the order %v; want 1, none, and %v", most, stolen, order, keys)
+	}
+}
+
 func TestStealSharesFewSlowItems(t *testing.T) {
 	keys := []uint64{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}
 	typ := &fakeType{name: "repair", set: SetRestripe, phases: []Phase{

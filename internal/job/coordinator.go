@@ -274,7 +274,7 @@ func (c *coordinator) split(ctx context.Context, rec jobRecord, phase Phase) err
 	for start := 0; start < len(specs); start += batch {
 		var ops []clientv3.Op
 		for _, s := range specs[start:min(start+batch, len(specs))] {
-			t := taskRecord{Job: rec.ID, Phase: i, Scope: s.Scope, From: s.From, To: s.To, Cursor: s.From, Affinity: s.Node}
+			t := taskRecord{Job: rec.ID, Phase: i, Scope: s.Scope, From: s.From, To: s.To, Cursor: s.From, Affinity: s.Node, Serial: s.Serial}
 			ops = append(ops, clientv3.OpPut(prefixTasks+t.suffix(), encode(&t)))
 		}
 		if err := c.commit(ctx, ops...); err != nil {

@@ -132,6 +132,8 @@ type fakePhase struct {
 	n     uint64
 	tasks int
 	keys  []uint64
+	// serial makes its tasks serial (TaskSpec.Serial).
+	serial bool
 }
 
 func (p *fakePhase) Name() string { return p.name }
@@ -141,7 +143,11 @@ func (p *fakePhase) Split(_ context.Context, _ Env, job *Job) ([]TaskSpec, error
 	if n == 0 {
 		n = job.Parallelism
 	}
-	return SplitRange("", 0, p.n, n), nil
+	specs := SplitRange("", 0, p.n, n)
+	for i := range specs {
+		specs[i].Serial = p.serial
+	}
+	return specs, nil
 }
 
 func (p *fakePhase) Items(_ context.Context, _ Env, _ string, from, to uint64, limit int) ([]uint64, error) {

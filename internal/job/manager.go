@@ -324,7 +324,8 @@ func (m *manager) pick(ctx context.Context, job jobRecord) (*heldTask, error) {
 // slow items (large files to repair) is shared item by item whatever
 // their keys, even one item — and, when more remain, at half the range
 // (stealPoint), or at the middle listed item if the range is too narrow
-// to halve. false when no item is left to take, or the listing failed. A
+// to halve. false when no item is left to take, the task is serial
+// (TaskSpec.Serial), or the listing failed. A
 // task found with nothing to take is not listed again until its record
 // changes. Callers hold acquireMu.
 func (m *manager) stealSplit(ctx context.Context, t taskEntry) (uint64, bool) {
@@ -333,7 +334,7 @@ func (m *manager) stealSplit(ctx context.Context, t taskEntry) (uint64, bool) {
 		return 0, false
 	}
 	from := max(t.rec.Cursor, t.rec.Reserved)
-	if t.rec.remaining() == 0 || from >= t.rec.To || t.rec.Phase >= len(m.phases) {
+	if t.rec.Serial || t.rec.remaining() == 0 || from >= t.rec.To || t.rec.Phase >= len(m.phases) {
 		return 0, false
 	}
 	limit := m.e.cfg.BatchSize

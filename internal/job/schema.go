@@ -122,6 +122,11 @@ import (
 // written as version 3 (older nodes leave such tasks alone); a record
 // without one reads as reserving nothing, as before.
 //
+// Version 4 (serial tasks) adds taskRecord.Serial: a task no steal may
+// split (TaskSpec.Serial). A version-3 binary would steal from it, so a
+// task record that has it is written as version 4 (older nodes leave such
+// tasks alone); a record without it reads as stealable, as before.
+//
 // Schedules add typeRecord.Schedule and the schedule/ keys without a
 // version change. An absent Schedule means the type's default schedule
 // (mediascan's is monthly), just as an absent type record does, so
@@ -147,8 +152,8 @@ import (
 // records are version 1.
 const (
 	// RecordVersion is the newest "v" this binary reads, and the one it
-	// writes on a task record that uses the version-3 fields.
-	RecordVersion = 3
+	// writes on a task record that uses the version-4 field.
+	RecordVersion = 4
 
 	// baseRecordVersion is the "v" of every other record this binary
 	// writes: the oldest format that says all the record says.
@@ -303,6 +308,8 @@ type taskRecord struct {
 	// (Cursor <= key < Reserved may be in progress): a steal splits at or
 	// after it, and the holder writes it before it processes a batch.
 	Reserved uint64 `json:"reserved,omitempty"`
+	// Version 4. Serial: never split by a steal (TaskSpec.Serial).
+	Serial bool `json:"serial,omitempty"`
 }
 
 // needsV2 reports whether the record uses a version-2 field.
@@ -435,6 +442,8 @@ func (r *callbackCursorRecord) setVersion() { r.V = baseRecordVersion }
 func (r *taskRecord) setVersion() {
 	r.V = baseRecordVersion
 	switch {
+	case r.Serial:
+		r.V = 4
 	case r.Reserved != 0:
 		r.V = 3
 	case r.needsV2():

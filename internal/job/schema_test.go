@@ -55,7 +55,7 @@ func TestDecodeRefuses(t *testing.T) {
 		want     error
 		msg      string
 	}{
-		{"newer", `{"v":4,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 4, this weft reads up to 3"},
+		{"newer", `{"v":5,"job":1,"from":0,"to":9}`, ErrNewerFormat, "record version 5, this weft reads up to 4"},
 		{"no version", `{"job":1}`, ErrCorrupt, "no record version"},
 		{"zero version", `{"v":0}`, ErrCorrupt, "no record version"},
 		{"garbage", `{"v":1,`, ErrCorrupt, "/weft/jobs/task/x"},
@@ -130,5 +130,12 @@ func TestStealPoint(t *testing.T) {
 	r = taskRecord{To: 9, Affinity: "n1"}
 	if encode(&r); r.V != 2 {
 		t.Fatalf("a pinned task record is written as version %d, want 2", r.V)
+	}
+	// A serial one as version 4, which version-3 nodes refuse rather than
+	// steal from it; it decodes as serial.
+	r = taskRecord{To: 9, Reserved: 5, Serial: true}
+	var back taskRecord
+	if err := decode("k", []byte(encode(&r)), &back); err != nil || r.V != 4 || !back.Serial {
+		t.Fatalf("a serial task record: written as version %d, read back as %+v, %v; want version 4, serial", r.V, back, err)
 	}
 }

@@ -70,6 +70,13 @@ type TaskSpec struct {
 	// run it (a down node's drives are down, and repair, not the scan,
 	// handles them; Split should skip tasks for nodes it knows are down).
 	Node string
+	// Serial: the task is never split by a steal; one worker goes through
+	// its items in key order, reserving whole listed batches. For a pass
+	// whose items decide from what the items before them did (a
+	// rebalance's settle passes follow a running view of the drives' usage
+	// that their own moves update): two workers with two views would both
+	// move the same surplus.
+	Serial bool
 }
 
 // ItemResult is what processing one item yielded. The engine sums results

@@ -167,10 +167,13 @@ func (w *worker) reserve(ctx context.Context, items []uint64) bool {
 // (a scan's) are reserved a whole batch at a time, as one checkpoint; slow
 // ones (large files to repair) a few at a time, so that idle workers steal
 // the rest of the batch instead of waiting while one worker goes through
-// it.
+// it. A serial task, which nobody steals from, reserves its whole batch.
 func (w *worker) ahead() int {
 	n := 1
-	if w.pace > 0 {
+	switch {
+	case w.h.rec.Serial:
+		n = len(w.batch)
+	case w.pace > 0:
 		n = int(w.m.e.cfg.CheckpointInterval / w.pace)
 	}
 	return max(1, min(n, len(w.batch)))

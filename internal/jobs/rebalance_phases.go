@@ -68,7 +68,9 @@ func (p *balancePass) Split(ctx context.Context, env job.Env, j *job.Job) ([]job
 		}
 		scope := pl.encode()
 		for i := range tasks {
-			tasks[i].Scope = scope
+			// A settle pass's worker is alone: a thief would settle the
+			// same surplus again from a view of its own.
+			tasks[i].Scope, tasks[i].Serial = scope, p.pass > 0
 		}
 		out = append(out, tasks...)
 	}
