@@ -41,10 +41,12 @@ func (s *Store) CheckDriveClass(ctx context.Context, pool, class, path string) e
 }
 
 // RegisterDrive records a drive a node has opened. A new drive gets status
-// ready, if its class fits its pool's (CheckDriveClass). For a known drive the stored pool and status win over rec (they are
-// changed only by administrative commands), but the node, path and class
-// are updated; a drive claimed by a different node is refused unless that
-// node is down. It returns the stored record.
+// ready, if its class fits its pool's (CheckDriveClass), and keeps
+// rec.JoinedEmpty. For a known drive the stored pool, status and
+// JoinedEmpty win over rec (they are changed only by administrative
+// commands, or never), but the node, path and class are updated; a drive
+// claimed by a different node is refused unless that node is down. It
+// returns the stored record.
 func (s *Store) RegisterDrive(ctx context.Context, rec DriveRecord) (DriveRecord, error) {
 	if !ValidName(rec.Pool) {
 		return rec, fmt.Errorf("%w: pool name %q for drive %s", ErrInvalid, rec.Pool, rec.Path)

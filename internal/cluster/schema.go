@@ -141,6 +141,16 @@ type DriveRecord struct {
 	// empties it puts it in MoveTo, ready, instead of retiring it.
 	// Absent otherwise (record version 2 while present).
 	MoveTo string `json:"move_to,omitempty"`
+	// JoinedEmpty: the namespace had allocated no byte when the drive was
+	// first registered, so every file was placed with the drive known
+	// (give or take the moment a client's view of the drives takes to
+	// follow), and its arrival needs no multiscan to spread files onto it
+	// — the drives of a new cluster, written to as soon as it is up. Set
+	// once, at the first registration. Absent in records of older nodes,
+	// read as false: such a drive counts as added to a cluster storing
+	// data, as before (an older binary ignores the field; the record
+	// stays version 1).
+	JoinedEmpty bool `json:"joined_empty,omitempty"`
 }
 
 func (DriveRecord) maxRecordVersion() int { return DriveRecordVersion }

@@ -96,7 +96,10 @@ var _ runner.Worker = (*Watcher)(nil)
 //     running;
 //   - a drive id or node name the cluster had not seen starts a multiscan
 //     job, unless one is already queued (a cluster's first watch only
-//     learns what exists);
+//     learns what exists), the cluster stores no data, or every new drive
+//     joined before it did (cluster.DriveRecord.JoinedEmpty: the drives of
+//     a new cluster, written to before the first watch) — a node alone
+//     brings nothing to spread onto;
 //   - a pool whose drives' used fractions spread more than the
 //     rebalance_threshold setting starts a rebalance job for the pool,
 //     unless a rebalance of it or a multiscan is queued or running;
@@ -364,9 +367,14 @@ func (w *Watcher) checkAdded(ctx context.Context, drives []cluster.Drive, nodes 
 	}
 	var id job.JobID
 	var outcome string
-	if w.storesNoData(ctx, drives) {
+	switch {
+	case w.storesNoData(ctx, drives):
 		outcome = "no job: the cluster stores no blocks yet, so there is nothing to spread"
-	} else {
+	case !slices.ContainsFunc(newDrives, func(d cluster.Drive) bool { return !d.JoinedEmpty }):
+		// New nodes bring no drive of their own to spread onto, or only
+		// drives every file was placed with.
+		outcome = "no job: joined before any data was written, so every file was placed with them"
+	default:
 		id, outcome = w.submit(ctx, "multiscan", job.Options{}, func(j job.JobView) bool { return j.Type == "multiscan" && j.State == job.Queued })
 	}
 	var evs []job.Event

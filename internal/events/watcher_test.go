@@ -167,7 +167,15 @@ func (f *watchFixture) node(name string) {
 // bytes of 1000 and blocks; errMsg non-empty marks it down.
 func (f *watchFixture) drive(node string, id cluster.DriveID, used, free, blocks int64, errMsg string) {
 	f.t.Helper()
-	if _, err := f.cfg.Store.RegisterDrive(f.ctx, cluster.DriveRecord{ID: id, Node: node, Path: fmt.Sprintf("/%s/%s", node, id), Class: "ssd", Pool: "default"}); err != nil {
+	f.register(cluster.DriveRecord{ID: id, Node: node, Class: "ssd", Pool: "default"}, used, free, blocks, errMsg)
+}
+
+// register is drive with the record rec (its path made up).
+func (f *watchFixture) register(rec cluster.DriveRecord, used, free, blocks int64, errMsg string) {
+	f.t.Helper()
+	node, id := rec.Node, rec.ID
+	rec.Path = fmt.Sprintf("/%s/%s", node, id)
+	if _, err := f.cfg.Store.RegisterDrive(f.ctx, rec); err != nil {
 		f.t.Fatal(err)
 	}
 	if err := f.sess[node].PublishDrive(f.ctx, id, cluster.DriveLive{TotalBytes: 1000, UsedBytes: used, FreeBytes: free, Blocks: blocks, Error: errMsg}); err != nil {
@@ -278,6 +286,47 @@ func TestWatcherNewClusterStartsNoMultiscan(t *testing.T) {
 	if jobs, err := f.cfg.Jobs.List(f.ctx); err != nil || len(jobs) != 0 {
 		t.Fatalf("jobs %+v, %v; want none", jobs, err)
 	}
+}
+
+// The drives of a new cluster written to before the watcher's first look
+// (as a benchmark does, the moment the mount is up) joined before it
+// stored data: every file was placed with them, and no multiscan starts.
+// A drive that joins afterwards starts one, and records that once
+// registered keep what they said at their first registration.
+func TestWatcherDrivesThatJoinedEmpty(t *testing.T) {
+	f := newWatchFixture(t, time.Minute, "multiscan")
+	if _, err := f.cfg.Store.SaveWatch(f.ctx, cluster.WatchRecord{}, 0); err != nil { // as bootstrap writes it
+		t.Fatal(err)
+	}
+	f.node("n1")
+	f.node("n2")
+	f.register(cluster.DriveRecord{ID: 1, Node: "n1", Class: "ssd", Pool: "default", JoinedEmpty: true}, 400, 600, 9, "")
+	f.register(cluster.DriveRecord{ID: 2, Node: "n2", Class: "ssd", Pool: "default", JoinedEmpty: true}, 400, 600, 9, "")
+	w := New(f.cfg)
+	f.check(w, 0)
+	f.expect("a new cluster's drives, data written before the first look",
+		"node-added node n1 0 no job: joined before any data was written, so every file was placed with them",
+		"node-added node n2 0 no job: joined before any data was written, so every file was placed with them",
+		"drive-added d1 0 no job: joined before any data was written, so every file was placed with them",
+		"drive-added d2 0 no job: joined before any data was written, so every file was placed with them")
+
+	f.node("n3") // a node alone has nothing to spread onto
+	f.check(w, 5*time.Second)
+	f.expect("a node without drives",
+		"node-added node n3 0 no job: joined before any data was written, so every file was placed with them")
+
+	// Registered again (a restart) saying otherwise: the first word stands.
+	f.register(cluster.DriveRecord{ID: 1, Node: "n1", Class: "ssd", Pool: "default"}, 400, 600, 9, "")
+	if d, err := f.cfg.Store.GetDrive(f.ctx, 1); err != nil || !d.JoinedEmpty {
+		t.Fatalf("drive 1 after a second registration: %+v, %v; want it to have joined empty still", d, err)
+	}
+	f.register(cluster.DriveRecord{ID: 3, Node: "n3", Class: "ssd", Pool: "default"}, 0, 1000, 0, "")
+	f.register(cluster.DriveRecord{ID: 4, Node: "n3", Class: "ssd", Pool: "default", JoinedEmpty: true}, 0, 1000, 0, "")
+	f.check(w, 5*time.Second)
+	f.expect("a drive added to a cluster storing data",
+		"drive-added d3 1 started multiscan job 1",
+		"drive-added d4 1 started multiscan job 1",
+		"pool-unbalanced pool default 1 multiscan job 1 already queued")
 }
 
 // Balance: an unbalanced pool starts one rebalance (pool=NAME), recorded

@@ -121,13 +121,18 @@ func (s *Server) openDrive(ctx context.Context, spec DriveSpec) (*drive.Drive, e
 
 // registerDrive records d in the control plane, creating its pool with
 // the default protection if missing (as a configured drive does). A known
-// drive keeps its registered pool.
+// drive keeps its registered pool. A new one records whether the
+// namespace had allocated anything yet (cluster.DriveRecord.JoinedEmpty:
+// the drives of a new cluster need no multiscan); a namespace that cannot
+// say counts as storing data.
 func (s *Server) registerDrive(ctx context.Context, d *drive.Drive, spec DriveSpec) (cluster.DriveRecord, error) {
 	if _, err := s.store.CreatePool(ctx, spec.Pool, s.cfg.DefaultProtection, true); err != nil {
 		return cluster.DriveRecord{}, err
 	}
+	st, err := s.meta.StatFS(ctx)
 	rec, err := s.store.RegisterDrive(ctx, cluster.DriveRecord{
 		ID: d.ID(), Node: s.cfg.Name, Path: spec.Path, Class: spec.Class, Pool: spec.Pool,
+		JoinedEmpty: err == nil && st.Total.Allocated == 0,
 	})
 	if err != nil {
 		return rec, err

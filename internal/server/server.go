@@ -156,6 +156,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 		Holds: s.held()}); err != nil {
 		return s, err
 	}
+	// The control plane runs in weft's embedded members if this node or any
+	// other node hosts one; clients then use the members' larger limits.
+	s.embedded = cfg.Etcd.Embed
+	if nodes, err := s.store.ListNodes(ctx); err == nil {
+		for _, n := range nodes {
+			s.embedded = s.embedded || n.EtcdClient != ""
+		}
+	}
+	if s.meta, err = namespace.Open(ctx, s.etcd, s.embedded, false); err != nil {
+		return s, err
+	}
+	// The namespace is open before the drives register: a new drive
+	// records whether it stores data yet (registerDrive).
 	if err = s.registerDrives(ctx); err != nil {
 		return s, err
 	}
@@ -172,17 +185,6 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	s.blocks.SetGate(s.qos.gate)
 	s.blocks.Register(s.grpc)
 
-	// The control plane runs in weft's embedded members if this node or any
-	// other node hosts one; clients then use the members' larger limits.
-	s.embedded = cfg.Etcd.Embed
-	if nodes, err := s.store.ListNodes(ctx); err == nil {
-		for _, n := range nodes {
-			s.embedded = s.embedded || n.EtcdClient != ""
-		}
-	}
-	if s.meta, err = namespace.Open(ctx, s.etcd, s.embedded, false); err != nil {
-		return s, err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(block.NewCollector(s.blocks), runner.NewCollector(s.run), qos.NewCollector(s.qos.gate))
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
