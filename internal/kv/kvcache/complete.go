@@ -61,22 +61,41 @@ func (s *Store) addCompleteLocked(r kv.Range) {
 	s.complete = append(s.complete, kv.Range{Start: bytes.Clone(r.Start), End: bytes.Clone(r.End)})
 }
 
+// completeAttempts bounds the reads of one Complete that changes in the
+// range going by make unusable.
+const completeAttempts = 4
+
 // Complete reads range r whole from the inner store and from then on
 // answers for all of it, as for KnownEmpty: for a caller that knows the
 // range will not change behind its back for a while (a delegated
-// directory), so that it can decide there on the cache alone. It reports
-// false, and changes nothing, if r holds more than max keys, a change in r
-// went by during the read, or the stream restarted.
+// directory), so that it can decide there on the cache alone. A change in
+// r that goes by during the read (the caller's own, made before its
+// delegation let it defer them) makes the read unusable: it reads again,
+// up to completeAttempts reads in all. It reports false, and changes
+// nothing, if r holds more than max keys, changes kept going by, or the
+// stream restarted.
 func (s *Store) Complete(ctx context.Context, r kv.Range, max int) (bool, error) {
-	s.mu.Lock()
-	covered := s.servingLocked() && s.coveredLocked(r.Start, r.End)
-	s.mu.Unlock()
-	if covered {
-		return true, nil
+	for range completeAttempts {
+		s.mu.Lock()
+		covered := s.servingLocked() && s.coveredLocked(r.Start, r.End)
+		s.mu.Unlock()
+		if covered {
+			return true, nil
+		}
+		done, raced, err := s.readWhole(ctx, r, max)
+		if done || !raced || err != nil {
+			return done, err
+		}
 	}
+	return false, nil
+}
+
+// readWhole is one read of Complete; raced reports that it was not used
+// because a change in r went by meanwhile.
+func (s *Store) readWhole(ctx context.Context, r kv.Range, max int) (done, raced bool, err error) {
 	epoch := s.Epoch()
 	if epoch == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	p := s.register([]kv.Range{r})[0]
 	release := func() {
@@ -87,19 +106,19 @@ func (s *Store) Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 	snap, err := s.inner.Backend(false).Begin(ctx, 0)
 	if err != nil {
 		release()
-		return false, err
+		return false, false, err
 	}
 	var all []kv.Versioned
 	for start := r.Start; ; {
 		kvs, more, _, err := snap.Scan(ctx, start, r.End, 1000)
 		if err != nil {
 			release()
-			return false, err
+			return false, false, err
 		}
 		all = append(all, kvs...)
 		if len(all) > max {
 			release()
-			return false, nil
+			return false, false, nil
 		}
 		if !more || len(kvs) == 0 {
 			break
@@ -110,8 +129,11 @@ func (s *Store) Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.pendings, p)
-	if rev == 0 || epoch != s.epoch || !usableLocked(p, rev, s.running) {
-		return false, nil
+	if rev == 0 || epoch != s.epoch {
+		return false, false, nil
+	}
+	if !usableLocked(p, rev, s.running) {
+		return false, s.running, nil
 	}
 	for _, v := range all {
 		s.setLocked(v.Key, v.Value, true, v.ModRev, rev)
@@ -129,7 +151,7 @@ func (s *Store) Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 		s.entries.Delete(e)
 	}
 	s.addCompleteLocked(r)
-	return true, nil
+	return true, false, nil
 }
 
 func (s *Store) inCompleteLocked(key []byte) bool {

@@ -1,6 +1,7 @@
 package kvcache_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -227,6 +228,82 @@ func TestComplete(t *testing.T) {
 				t.Fatalf("scan after another client's change: %s", got)
 			}
 		})
+	}
+}
+
+// racingInner is a store whose range reads (Scan), races times, each
+// let another client change the range and wait until the cache over it
+// has seen that change go by: a Complete that overlaps a change.
+type racingInner struct {
+	kv.Follower
+	races  int
+	change func()
+	prefix string // of the keys change writes
+}
+
+func (r *racingInner) Backend(readOnly bool) kv.Backend {
+	return racingBackend{r.Follower.Backend(readOnly), r}
+}
+
+type racingBackend struct {
+	kv.Backend
+	r *racingInner
+}
+
+func (b racingBackend) Begin(ctx context.Context, attempt int) (kv.Snapshot, error) {
+	snap, err := b.Backend.Begin(ctx, attempt)
+	return racingSnapshot{snap, b.r}, err
+}
+
+type racingSnapshot struct {
+	kv.Snapshot
+	r *racingInner
+}
+
+func (s racingSnapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]kv.Versioned, bool, int64, error) {
+	kvs, more, rev, err := s.Snapshot.Scan(ctx, start, end, limit)
+	if s.r.races > 0 {
+		s.r.races--
+		s.r.change()
+	}
+	return kvs, more, rev, err
+}
+
+// TestCompleteRetriesARace: a change that goes by while Complete reads
+// the range (the caller's own, made before its delegation let it defer
+// them) makes that read unusable, and Complete reads again; it gives up,
+// changing nothing, only when changes keep going by.
+func TestCompleteRetriesARace(t *testing.T) {
+	mem := memkv.New(kv.Options{})
+	t.Cleanup(func() { mem.Close() })
+	inner := &racingInner{Follower: mem}
+	a, b := cached(t, inner, kv.Options{}), cached(t, mem, kv.Options{})
+	n := 0
+	inner.change = func() {
+		n++
+		set(t, b, fmt.Sprintf("%s%d", inner.prefix, n), "x")
+		if err := a.Sync(ctx); err != nil { // a has seen it go by
+			t.Error(err)
+		}
+	}
+	set(t, b, "a", "x") // a store at revision 0 is not read from
+	r := kv.Range{Start: []byte("c/"), End: []byte("c0")}
+	inner.races, inner.prefix = 1, "c/"
+	if ok, err := a.Complete(ctx, r, 10); !ok || err != nil {
+		t.Fatalf("Complete after one race: %v, %v; want it done", ok, err)
+	}
+	if got := strings.Join(scanAll(t, a, "c/", "c0", 0), " "); got != "c/1=x" {
+		t.Fatalf("the range after it: %s", got)
+	}
+
+	r = kv.Range{Start: []byte("d/"), End: []byte("d0")}
+	inner.races, inner.prefix = 100, "d/"
+	before := n
+	if ok, err := a.Complete(ctx, r, 10); ok || err != nil {
+		t.Fatalf("Complete while changes keep going by: %v, %v; want it given up", ok, err)
+	}
+	if n-before < 2 {
+		t.Fatalf("Complete read %d times before giving up, want a few", n-before)
 	}
 }
 
