@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"strconv"
 	"testing"
 	"time"
 
@@ -93,7 +94,11 @@ func TestPools(t *testing.T) {
 			}
 			if time.Now().After(deadline) {
 				out, _ := c.Weft("drive", "list")
-				jobs, _ := c.Weft("job", "list")
+				jobs, _ := c.Weft("job", "list", "--all")
+				for id := 1; id <= len(moves); id++ {
+					view, _ := c.Weft("job", "view", strconv.Itoa(id))
+					jobs += "\n" + view
+				}
 				t.Fatalf("%d drives still moving after 3 minutes:\n%s\n%s", left, out, jobs)
 			}
 			time.Sleep(time.Second)

@@ -83,16 +83,30 @@ func drivesWithStatus(ctx context.Context, e Env, st cluster.DriveStatus) (map[m
 	return out, nil
 }
 
-// isBad returns the predicate of drives to empty: the job's own, and the
-// drives that are down now (Restriper.BadDrives). drives is the job's
-// "drives" parameter, which Split also copies into every task's scope
-// (Items gets the scope, not the job).
+// isBad returns the predicate of drives to empty: the job's own, every
+// drive draining now (a drain's too: see below), and the drives that are
+// down now (Restriper.BadDrives). drives is the job's "drives" parameter,
+// which Split also copies into every task's scope (Items gets the scope,
+// not the job).
+//
+// Units are never placed on a drive the predicate names. The placement's
+// own view of which drives take new blocks (the client's topology
+// snapshot) may be a second old: drains started together (weft drive
+// move of several drives) each placed units on drives the others had
+// just set draining, after those had passed the file, and left them
+// draining with units on them. The drives' status read here is fresh.
 func (r *restripeJob) isBad(ctx context.Context, e Env, drives string) (func(meta.DriveID) bool, error) {
 	own, err := r.bad(ctx, e, drives)
 	if err != nil {
 		return nil, err
 	}
-	return e.Restriper().BadDrives(ctx, func(d meta.DriveID) bool { return own[d] })
+	var draining map[meta.DriveID]bool // a repair's own are these
+	if r.name == "drain" {
+		if draining, err = drivesWithStatus(ctx, e, cluster.StatusDraining); err != nil {
+			return nil, err
+		}
+	}
+	return e.Restriper().BadDrives(ctx, func(d meta.DriveID) bool { return own[d] || draining[d] })
 }
 
 // restripeScan is the LIN scan of a restripe job: with fix it repairs each
