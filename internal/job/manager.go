@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // manager runs one job on one node: the runner, which asks the Throttle
@@ -182,17 +184,20 @@ func (m *manager) work(ctx context.Context, i int) {
 	}()
 	idleMin, idleMax := 10*time.Millisecond, max(m.e.cfg.Tick, 10*time.Millisecond)
 	idle := idleMin
+	// The duty cycle: rest after each step, or inside a long one that
+	// calls runner.Rest between its parts (the stripes of a file), for
+	// (1-duty)/duty of the time worked.
+	pacer := runner.NewPacer(m.duty, nil)
+	pctx := runner.WithPacer(ctx, pacer)
 	for ctx.Err() == nil && int64(i) < m.target.Load() {
-		start := time.Now()
 		woken := m.woken() // before the step: a change during it ends the rest
 		var rest time.Duration
-		switch w.step(ctx) {
+		pacer.Start()
+		switch w.step(pctx) {
 		case stepBusy:
 			idle = idleMin
 			woken = nil // a duty cycle's rest is not cut short
-			if d := m.duty(); d < 1 {
-				rest = time.Duration(float64(time.Since(start)) * (1 - d) / d)
-			}
+			rest = pacer.Owed()
 		case stepIdle:
 			rest = idle
 			idle = min(2*idle, idleMax)

@@ -13,6 +13,7 @@ import (
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Errors: a Restriper returns the data path's error classes, wrapped with
@@ -108,6 +109,11 @@ const stripePage = 256
 func (r *Restriper) eachStripe(ctx context.Context, lin meta.LIN, fn func(meta.Stripe) error) error {
 	var ferr error
 	err := meta.EachStripe(ctx, r.meta, lin, stripePage, func(s meta.Stripe) error {
+		// A file is one item of a job: rest between its stripes at the
+		// worker's duty cycle, not only after the whole file.
+		if ferr = runner.Rest(ctx); ferr != nil {
+			return ferr
+		}
 		ferr = fn(s)
 		return ferr
 	})
