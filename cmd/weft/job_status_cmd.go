@@ -40,15 +40,19 @@ func jobStatusCmd(g *globals) *cobra.Command {
 }
 
 func printNodeStatus(w io.Writer, st job.Status) error {
-	t := newTable(w, "NODE", "JOB", "TYPE", "PHASE", "POLICY", "WORKERS", "DUTY", "TASKS", "ITEMS/S")
+	t := newTable(w, "NODE", "JOB", "TYPE", "PHASE", "POLICY", "WORKERS", "DUTY", "RATE", "TASKS", "ITEMS/S")
 	for _, n := range st.Nodes {
 		if len(n.Jobs) == 0 {
-			t.row(n.Node, "-", "-", "-", "-", "0", "-", "0", "0")
+			t.row(n.Node, "-", "-", "-", "-", "0", "-", "-", "0", "0")
 			continue
 		}
 		for _, m := range n.Jobs {
+			rate := "-" // unlimited
+			if m.BytesPerSec > 0 {
+				rate = humanBytes(int64(m.BytesPerSec)) + "/s"
+			}
 			t.row(n.Node, m.Job.String(), m.Type, strconv.Itoa(m.Phase+1), m.Policy, strconv.Itoa(m.Workers),
-				fmt.Sprintf("%.0f%%", 100*m.Duty), strconv.Itoa(m.Tasks), fmt.Sprintf("%.1f", m.ItemsPerSec))
+				fmt.Sprintf("%.0f%%", 100*m.Duty), rate, strconv.Itoa(m.Tasks), fmt.Sprintf("%.1f", m.ItemsPerSec))
 		}
 	}
 	return t.flush()

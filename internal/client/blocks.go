@@ -15,6 +15,7 @@ import (
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/qos"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // BlockClient is the part of a node's block service the client uses;
@@ -106,6 +107,9 @@ func (c *Client) getUnit(ctx context.Context, u unitRef, off, length int) (_ []b
 // of a drive on this machine straight into it (and returns it then): the
 // stripe a reader assembles is filled without a copy per unit.
 func (c *Client) getUnitInto(ctx context.Context, u unitRef, off, length int, dst []byte) (_ []byte, rerr error) {
+	if err := runner.Spend(ctx, length); err != nil { // a job's byte rate, if it has one
+		return nil, err
+	}
 	defer func(start time.Time) { c.measure(u, start, rerr) }(time.Now())
 	ctx = c.tagged(ctx, u)
 	id := drive.BlockID(u.unit.Block)
@@ -162,6 +166,9 @@ func (c *Client) getUnitInto(ctx context.Context, u unitRef, off, length int, ds
 // the node computes them). A unit for a drive on this machine is staged in
 // the drive directory and adopted by its node (see stageUnit).
 func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte, segs []uint32) (rerr error) {
+	if err := runner.Spend(ctx, len(data)); err != nil { // a job's byte rate, if it has one
+		return err
+	}
 	defer func(start time.Time) { c.measure(u, start, rerr) }(time.Now())
 	ctx = c.tagged(ctx, u)
 	bc, err := c.blocks(ctx, u.node)

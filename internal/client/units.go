@@ -7,6 +7,7 @@ import (
 
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/runner"
 )
 
 // Whole units, named by their stripe map entry, for callers that copy,
@@ -74,6 +75,9 @@ func (c *Client) ReadBlock(ctx context.Context, t *Snapshot, u UnitRef) ([]byte,
 // it is on this machine, else through its node's block service) with the
 // drive's header and segment checks, and returns its header.
 func (c *Client) readWholeBlock(ctx context.Context, u unitRef) ([]byte, drive.BlockHeader, error) {
+	if err := runner.Spend(ctx, int(u.unit.Length)); err != nil { // a job's byte rate, if it has one
+		return nil, drive.BlockHeader{}, err
+	}
 	ctx = c.tagged(ctx, u)
 	id := drive.BlockID(u.unit.Block)
 	var (

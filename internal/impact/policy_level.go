@@ -78,6 +78,12 @@ type Level struct {
 	Name       string
 	MinWorkers float64
 	MaxWorkers float64
+	// MinRate, if positive, lets the client latency control slow a job
+	// of this level that is at MinWorkers and still keeps clients over
+	// target: its I/O on each node through a byte rate, cut down to
+	// MinRate bytes a second (Controller.CheckLatency). 0: the job keeps
+	// its minimum workers at full speed.
+	MinRate    float64
 	Thresholds Thresholds
 }
 
@@ -89,9 +95,16 @@ type Level struct {
 // more):
 //
 //	paused  0    – 0    the job holds its place but does no work
-//	low     0.25 – 2    a quarter worker still makes progress under load
+//	low     0.25 – 2    a quarter worker still makes progress under load,
+//	                    its I/O slowed down to 1 MiB/s a node while it
+//	                    keeps clients over their latency target
 //	medium  1    – 6    the default for repair: one full worker at worst
 //	high    2    – 16   catch-up at night or after a failure
+//
+// Only low lets the latency control slow a job below its minimum workers
+// (MinRate): low is the level that yields to clients whatever the work
+// left; a medium repair, the default, keeps one worker at full speed so
+// that a cluster busy with clients still regains its protection.
 //
 // Thresholds rise with the level: a low job gets out of the way as soon as
 // clients use the node; a high one only when the node is close to saturated.
@@ -147,7 +160,7 @@ func Levels() []Level {
 	}
 	return []Level{
 		{Name: LevelPaused, MinWorkers: 0, MaxWorkers: 0, Thresholds: low},
-		{Name: LevelLow, MinWorkers: 0.25, MaxWorkers: 2, Thresholds: low},
+		{Name: LevelLow, MinWorkers: 0.25, MaxWorkers: 2, MinRate: LatencyRateMin, Thresholds: low},
 		{Name: LevelMedium, MinWorkers: 1, MaxWorkers: 6, Thresholds: Thresholds{
 			CPU:  0.70,
 			HDD:  DriveThreshold{IOPS: 100, QueueDepth: 4, ClientP99: 100 * time.Millisecond},

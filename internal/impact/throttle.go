@@ -117,6 +117,9 @@ type jobThrottle struct {
 	changed  time.Time
 	asked    time.Time
 	latency  latencyState // throttle_latency.go
+	// rate is the byte rate a latency back-off holds the job's I/O on
+	// this node to, at its level's minimum workers; 0: none.
+	rate float64
 	// raised is when the workers last rose (a tick's growth or a latency
 	// return), from raisedFrom; zero if they never did.
 	raised     time.Time
@@ -198,7 +201,9 @@ func (c *Controller) Allowance(jobID string, policy string) job.Allowance {
 		c.jobs[jobID] = j
 	}
 	j.policy, j.asked = policy, now
-	return allowanceOf(j.workers)
+	a := allowanceOf(j.workers)
+	a.BytesPerSec = j.rate
+	return a
 }
 
 // KnownPolicy reports whether name is a built-in or custom policy, for the
@@ -456,6 +461,9 @@ type JobThrottle struct {
 	// LatencyBackoff is set while the job is held down for client
 	// latency: the last "client p99 X > target Y on pool P (node N)".
 	LatencyBackoff string `json:",omitempty"`
+	// BytesPerSec is the byte rate the back-off holds the job's I/O on
+	// this node to, at its level's minimum workers (0: none).
+	BytesPerSec float64 `json:",omitempty"`
 }
 
 // Status returns a snapshot of the controller's state.
@@ -475,7 +483,7 @@ func (c *Controller) Status() ThrottleStatus {
 		st.Jobs = append(st.Jobs, JobThrottle{
 			Job: id, Policy: j.applied, Level: j.impact.Level.Name, Window: j.window,
 			MinWorkers: j.impact.Level.MinWorkers, MaxWorkers: j.impact.Level.MaxWorkers,
-			Target: j.workers, Workers: a.Workers, Duty: a.Duty,
+			Target: j.workers, Workers: a.Workers, Duty: a.Duty, BytesPerSec: j.rate,
 			Pressure: j.pressure, Reason: j.reason, Changed: j.changed,
 			ClientP99: describeTargets(c.policyOf(j.applied), j.impact.Level),
 		})

@@ -210,3 +210,49 @@ func TestLatencyRelapse(t *testing.T) {
 		t.Errorf("at 3 workers only %v of 2 minutes, want most of it", at3)
 	}
 }
+
+// TestLatencyRate: a low job at its minimum workers whose clients stay
+// over target has its I/O slowed, from the class's start rate halving
+// every LatencySettle down to the level's MinRate, and gets it back with
+// its workers once the clients are under target; a medium job at its
+// minimum keeps its full speed.
+func TestLatencyRate(t *testing.T) {
+	rate := func(r *latencyRig) float64 {
+		a := r.c.Allowance("j", r.c.Status().Jobs[0].Policy)
+		return a.BytesPerSec
+	}
+	r := newLatencyRig(t, LevelLow, DriveClassSSD)
+	r.growToMax(2)
+	r.run(10 * time.Second)
+	over := true
+	r.figure = func(time.Time) time.Duration {
+		if over {
+			return 30 * time.Millisecond // the ssd target at low is 10 ms
+		}
+		return time.Millisecond
+	}
+	var rates []float64
+	for range 60 { // 30 s over target
+		r.step()
+		if got := rate(r); got > 0 && (len(rates) == 0 || rates[len(rates)-1] != got) {
+			rates = append(rates, got)
+		}
+	}
+	want := []float64{32 << 20, 16 << 20, 8 << 20, 4 << 20, 2 << 20, 1 << 20}
+	if fmt.Sprint(rates) != fmt.Sprint(want) || r.workers() != 0.25 {
+		t.Fatalf("rates %v at %v workers, want %v at 0.25", rates, r.workers(), want)
+	}
+	over = false
+	r.run(LatencyHold + 2*time.Second)
+	if rate(r) != 0 || r.workers() != 2 {
+		t.Fatalf("after the clients came back under target: rate %v, %v workers; want none, 2", rate(r), r.workers())
+	}
+
+	m := newLatencyRig(t, LevelMedium, DriveClassSSD)
+	m.growToMax(6)
+	m.figure = func(time.Time) time.Duration { return 60 * time.Millisecond }
+	m.run(30 * time.Second)
+	if rate(m) != 0 || m.workers() != 1 {
+		t.Fatalf("medium over target for 30 s: rate %v, %v workers; want none, its minimum of 1", rate(m), m.workers())
+	}
+}

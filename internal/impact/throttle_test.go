@@ -279,8 +279,8 @@ func (s *throttleScenario) tick(c tdCase) string {
 			if j.Changed.Equal(s.now) {
 				what = j.Reason
 			}
-			out = append(out, fmt.Sprintf("%s %s %s %s = %d×%.2f | %s",
-				s.now.In(s.zone).Format("Mon 15:04:05"), j.Job, j.Level, formatWorkers(j.Target), j.Workers, j.Duty, what))
+			out = append(out, fmt.Sprintf("%s %s %s %s = %s | %s",
+				s.now.In(s.zone).Format("Mon 15:04:05"), j.Job, j.Level, formatWorkers(j.Target), allowed(j), what))
 		}
 	}
 	return strings.Join(out, "\n")
@@ -330,8 +330,8 @@ func (s *throttleScenario) runFor(c tdCase) string {
 		}
 		for _, j := range s.c.Status().Jobs {
 			if j.Changed.Equal(s.now) {
-				out = append(out, fmt.Sprintf("%s %-5s %s %s %s = %d×%.2f | %s",
-					s.now.In(s.zone).Format("15:04:05.0"), what, j.Job, j.Level, formatWorkers(j.Target), j.Workers, j.Duty, j.Reason))
+				out = append(out, fmt.Sprintf("%s %-5s %s %s %s = %s | %s",
+					s.now.In(s.zone).Format("15:04:05.0"), what, j.Job, j.Level, formatWorkers(j.Target), allowed(j), j.Reason))
 			}
 		}
 	}
@@ -339,6 +339,15 @@ func (s *throttleScenario) runFor(c tdCase) string {
 		return "no change"
 	}
 	return strings.Join(out, "\n")
+}
+
+// allowed is a job's allowance: workers × duty, and its byte rate if any.
+func allowed(j JobThrottle) string {
+	s := fmt.Sprintf("%d×%.2f", j.Workers, j.Duty)
+	if j.BytesPerSec > 0 {
+		s += " at " + formatRate(j.BytesPerSec) + "/s"
+	}
+	return s
 }
 
 func (s *throttleScenario) status() string {
@@ -359,9 +368,9 @@ func (s *throttleScenario) status() string {
 		if win == "" {
 			win = "default"
 		}
-		fmt.Fprintf(&b, "\n%s: policy %s level %s (%s) bounds %s-%s target %s = %d×%.2f\n  pressure: %s\n  changed %s: %s",
+		fmt.Fprintf(&b, "\n%s: policy %s level %s (%s) bounds %s-%s target %s = %s\n  pressure: %s\n  changed %s: %s",
 			j.Job, j.Policy, j.Level, win, formatWorkers(j.MinWorkers), formatWorkers(j.MaxWorkers),
-			formatWorkers(j.Target), j.Workers, j.Duty, j.Pressure,
+			formatWorkers(j.Target), allowed(j), j.Pressure,
 			j.Changed.In(s.zone).Format("Mon 15:04:05"), j.Reason)
 		if st.LatencyCheck.IsZero() {
 			continue // no latency checked in this scenario: as before

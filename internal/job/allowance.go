@@ -9,6 +9,11 @@ type Allowance struct {
 	// fractional workers. After a step that took d, a worker rests
 	// d×(1-Duty)/Duty. Values outside (0, 1] are read as 1.
 	Duty float64
+	// BytesPerSec, if positive, is the byte rate the job's transfers on
+	// this node go through, all its workers together, evenly
+	// (runner.Spend): a job that the client latency control holds below
+	// its level's floor. 0 is unlimited.
+	BytesPerSec float64
 }
 
 // Throttle decides a manager's Allowance. The engine's runner asks it every
@@ -45,6 +50,9 @@ func (a Allowance) normalize() Allowance {
 	}
 	if !(a.Duty > 0 && a.Duty <= 1) {
 		a.Duty = 1
+	}
+	if !(a.BytesPerSec > 0) {
+		a.BytesPerSec = 0
 	}
 	return a
 }

@@ -406,6 +406,37 @@ func TestSerialTaskIsNotStolen(t *testing.T) {
 	}
 }
 
+// An allowance's byte rate reaches the job's manager on each node, which
+// shows it in the status while the job runs (the workers' pacers spend
+// through it: runner.Spend).
+func TestAllowanceByteRate(t *testing.T) {
+	typ := &fakeType{name: "repair", set: SetRestripe, phases: []Phase{&fakePhase{name: "p0", n: 4, tasks: 1}}}
+	c := newTestCluster(t, 1, func(c *Config) { c.Throttle = FixedThrottle{Workers: 1, Duty: 1, BytesPerSec: 2e6} }, typ)
+	running := newGate()
+	t.Cleanup(running.open)
+	c.d.setHook(func(ctx context.Context, _ string, _ JobID, _ int, _ uint64) error { return running.wait(ctx) })
+	id, err := c.engines[0].Submit(bg, "repair", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the job's byte rate in the status", func() bool {
+		st, err := c.engines[0].Status(bg)
+		if err != nil {
+			return false
+		}
+		for _, n := range st.Nodes {
+			for _, m := range n.Jobs {
+				if m.Job == id && m.BytesPerSec == 2e6 {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	running.open()
+	c.waitState(c.engines[0], id, Succeeded)
+}
+
 func TestStealSharesFewSlowItems(t *testing.T) {
 	keys := []uint64{1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007}
 	typ := &fakeType{name: "repair", set: SetRestripe, phases: []Phase{

@@ -151,6 +151,9 @@ type ManagerStatus struct {
 	Workers int     `json:"workers"`
 	Duty    float64 `json:"duty"`
 	Tasks   int     `json:"tasks"`
+	// BytesPerSec is the byte rate its transfers go through (0:
+	// unlimited; Allowance.BytesPerSec).
+	BytesPerSec float64 `json:"bytes_per_sec,omitempty"`
 	// ItemsPerSec is the rate of items processed since the last status.
 	ItemsPerSec float64 `json:"items_per_sec"`
 }
@@ -165,7 +168,7 @@ func (d *director) status() NodeStatus {
 		job := m.snapshot()
 		items := m.items.Load()
 		ms := ManagerStatus{Job: id, Type: job.Type, Phase: job.Phase, Policy: job.Policy,
-			Workers: m.workers(), Duty: m.duty(), Tasks: m.tasks()}
+			Workers: m.workers(), Duty: m.duty(), Tasks: m.tasks(), BytesPerSec: m.rate.Rate()}
 		if last, ok := d.rates[id]; ok {
 			if dt := now.Sub(last.at).Seconds(); dt > 0 {
 				ms.ItemsPerSec = float64(items-last.done) / dt

@@ -45,9 +45,10 @@ type manager struct {
 	// at the ModRevision of the record it listed (under acquireMu).
 	barren map[string]int64
 
-	target   atomic.Int64  // workers allowed
-	dutyBits atomic.Uint64 // math.Float64bits(duty)
-	items    atomic.Uint64 // items processed, for items/s
+	target   atomic.Int64    // workers allowed
+	dutyBits atomic.Uint64   // math.Float64bits(duty)
+	rate     *runner.Limiter // the allowance's byte rate, shared by the workers
+	items    atomic.Uint64   // items processed, for items/s
 	poke     chan struct{}
 
 	cancel context.CancelFunc
@@ -56,7 +57,8 @@ type manager struct {
 
 func newManager(e *Engine, typ Type, rec jobRecord, lease clientv3.LeaseID) *manager {
 	m := &manager{e: e, id: rec.ID, typ: typ, phases: typ.Phases(), lease: lease, job: rec,
-		holds: map[int64]bool{}, dropped: map[int64]bool{}, barren: map[string]int64{}, wake: make(chan struct{}), poke: make(chan struct{}, 1), done: make(chan struct{})}
+		holds: map[int64]bool{}, dropped: map[int64]bool{}, barren: map[string]int64{}, wake: make(chan struct{}), poke: make(chan struct{}, 1), done: make(chan struct{}),
+		rate: runner.NewLimiter(nil)}
 	m.dutyBits.Store(math.Float64bits(1))
 	return m
 }
@@ -124,6 +126,7 @@ func (m *manager) run(ctx context.Context) {
 		a := m.e.cfg.Throttle.Allowance(m.id.String(), job.Policy).normalize()
 		m.target.Store(int64(a.Workers))
 		m.dutyBits.Store(math.Float64bits(a.Duty))
+		m.rate.SetRate(a.BytesPerSec)
 		m.mu.Lock()
 		for i := range a.Workers {
 			if i >= len(m.alive) {
@@ -186,8 +189,9 @@ func (m *manager) work(ctx context.Context, i int) {
 	idle := idleMin
 	// The duty cycle: rest after each step, or inside a long one that
 	// calls runner.Rest between its parts (the stripes of a file), for
-	// (1-duty)/duty of the time worked.
-	pacer := runner.NewPacer(m.duty, nil)
+	// (1-duty)/duty of the time worked; and the byte rate, if any, that
+	// the step's transfers spend through (runner.Spend).
+	pacer := runner.NewPacer(m.duty, m.rate, nil)
 	pctx := runner.WithPacer(ctx, pacer)
 	for ctx.Err() == nil && int64(i) < m.target.Load() {
 		woken := m.woken() // before the step: a change during it ends the rest

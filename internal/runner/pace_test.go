@@ -31,7 +31,7 @@ func TestPacer(t *testing.T) {
 	c := newFakeClock()
 	var duty atomic.Value
 	duty.Store(0.25)
-	p := NewPacer(func() float64 { return duty.Load().(float64) }, c)
+	p := NewPacer(func() float64 { return duty.Load().(float64) }, nil, c)
 	ctx := WithPacer(context.Background(), p)
 
 	p.Start()
@@ -78,5 +78,66 @@ func TestPacer(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Rest cancelled: %v, want context.Canceled", err)
+	}
+}
+
+// A byte rate lets a step's transfers through evenly: 100 KB at 1 MB/s
+// take 80 ms past the bucket's first 20 KB, in pieces; unlimited, and
+// without a pacer, Spend does not wait; a cancelled context ends a wait.
+func TestSpend(t *testing.T) {
+	c := newFakeClock()
+	l := NewLimiter(c)
+	p := NewPacer(func() float64 { return 1 }, l, c)
+	ctx := WithPacer(context.Background(), p)
+
+	if err := Spend(ctx, 10<<20); err != nil { // unlimited
+		t.Fatal(err)
+	}
+	l.SetRate(1e6)
+	if got := l.Rate(); got != 1e6 {
+		t.Fatalf("rate %v, want 1e6", got)
+	}
+	start := c.Now()
+	done := make(chan error, 1)
+	go func() { done <- Spend(ctx, 100_000) }()
+	waits := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Now().Sub(start); got != 80*time.Millisecond || waits < 4 {
+				t.Fatalf("100 KB at 1 MB/s went through after %v in %d waits, want 80ms in at least 4", got, waits)
+			}
+			goto limited
+		default:
+		}
+		c.mu.Lock()
+		var due time.Time
+		for tm := range c.timers {
+			due = tm.at
+		}
+		c.mu.Unlock()
+		if !due.IsZero() {
+			c.Advance(due.Sub(c.Now()))
+			waits++
+		}
+		time.Sleep(time.Millisecond)
+	}
+limited:
+	if err := Spend(context.Background(), 10<<20); err != nil {
+		t.Fatalf("Spend without a pacer: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { done <- Spend(cctx, 1<<20) }()
+	timerSet(t, c)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Spend cancelled: %v, want context.Canceled", err)
+	}
+	l.SetRate(0)
+	if err := Spend(ctx, 10<<20); err != nil || l.Rate() != 0 {
+		t.Fatalf("unlimited again: %v, rate %v", err, l.Rate())
 	}
 }
