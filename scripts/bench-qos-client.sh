@@ -6,21 +6,18 @@
 # 1. Client protection, twice: the repair at the low policy (its client
 #    latency targets the drive class's: 10 ms for ssd), and at a policy
 #    "guard" of low with --client-p99 at GUARD (default 1.2) times the
-#    block services' own client p99 during the baseline. Each: a fresh
-#    3-node x 4-drive local cluster (ec:4+2),
-#    DATA bytes written through the mount, the page cache dropped. fio
-#    reads the data at random (BS blocks) as fast as it can for 10 s: the
-#    client's ceiling (O_DIRECT: the mount's reads, not the page
-#    cache's); then at a steady rate of RATE_PCT % of it for RUNTIME s
-#    with every node up (for reference). Node n3 is killed, and the same
-#    steady fio runs BASE_ROUNDS times with no repair: the baseline, "the
-#    same run without repair" (MB/s, and the mean of the rounds' p99
-#    completion latencies) — a third of the reads are degraded reads
-#    now, whatever the repair does. Then a repair runs at the policy
-#    while the same steady fio runs again (for RUNTIME s, or until the
-#    repair ends if it ends first): the client's MB/s and p99 during the
-#    repair against the baseline. Targets: >= 0.90 of the throughput,
-#    p99 <= 1.20x.
+#    block services' own client p99 with n3 down. Each: a fresh 3-node x
+#    4-drive local cluster (ec:4+2), DATA bytes written through the
+#    mount, the page cache dropped. fio reads the data at random (BS
+#    blocks) as fast as it can for 10 s: the client's ceiling (O_DIRECT:
+#    the mount's reads, not the page cache's); then at a steady rate of
+#    RATE_PCT % of it in windows of WINDOW s: one with every node up and
+#    one with node n3 killed (for reference: a third of the reads are
+#    degraded now, whatever a repair does), then ROUNDS1 rounds of a
+#    window with the repair paused — the baseline, "the same run without
+#    repair" — and one with it running. Reported: each window's MB/s and
+#    p99 completion latency, and the means' ratios, running / paused.
+#    Targets: >= 0.90 of the throughput, p99 <= 1.20x.
 # 2. Repair at high, clients idle. The same cluster shape, fresh, the
 #    same data, n3 killed, a repair at the high policy with no client.
 #    Its rate at the disk (bytes read and written by the disk holding
@@ -40,30 +37,31 @@
 #   DATA      bytes written for parts 1 and 2 (default 1g)
 #   BS        fio's random read block size (default 64k)
 #   RATE_PCT  the steady rate, % of the measured ceiling (default 50)
-#   RUNTIME   seconds of each steady fio (default 30)
-#   BASE_ROUNDS  rounds of the baseline with n3 down (default 2)
+#   WINDOW    seconds of each window of part 1 (default 10)
+#   ROUNDS1   rounds of part 1, a window paused and one running (default 4)
 #   WSIZE     bytes of each sequential write round (default 512m)
 #   ROUNDS    rounds of part 3 per setting (default 5)
 #   PARTS     which parts to run (default "1 2 3")
+#   WEFT_BIN  the weft binary to measure (default: one built from this tree)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${DATA:-1g}
 bs=${BS:-64k}
 ratepct=${RATE_PCT:-50}
-runtime=${RUNTIME:-30}
-baserounds=${BASE_ROUNDS:-2}
+window=${WINDOW:-10}
+altrounds=${ROUNDS1:-4}
 wsize=${WSIZE:-512m}
 rounds=${ROUNDS:-5}
 parts=${PARTS:-1 2 3}
 work=$(mktemp -d /var/tmp/weft-qos-client.XXXXXX)
-go build -o "$work/weft-bin" ./cmd/weft
-weft="$work/weft-bin"
+. scripts/lib/weft-bin.sh
+weft=$(weft_bin bench-qos-client "$work") || exit $?
 . scripts/lib/repair-bench.sh
 
 # randread OUT [RATE]: fio random reads of the data, time-based, into OUT
 # (json); with RATE (bytes/s) at that steady rate.
 randread() {
-  local out=$1 rate=${2:-} secs=${3:-$runtime}
+  local out=$1 rate=${2:-} secs=${3:-$window}
   fio --name=data --directory="$dir/mnt" --rw=randread --bs="$bs" --size="$data" --numjobs=2 --nrfiles=8 --direct=1 \
       --time_based --runtime="$secs" --ioengine=psync --group_reporting --output-format=json \
       ${rate:+--rate="$((rate / 2))"} >"$out"
@@ -97,18 +95,17 @@ protect() {
   ceiling=$(fiojson "$dir/ceiling.json" bw)
   rate=$(python3 -c "print(int($ceiling * 1e6 * $ratepct / 100))")
   sync; echo 3 >/proc/sys/vm/drop_caches
-  randread "$dir/up.json" "$rate"
+  randread "$dir/up.json" "$rate" "$window"
   bench_kill n3
-  local blockp99 i bases=()
-  for i in $(seq 1 "$baserounds"); do
-    sync; echo 3 >/proc/sys/vm/drop_caches
-    randread "$dir/base$i.json" "$rate" &
-    local fio=$!
-    sleep $((runtime - 3))
-    blockp99=$(blockp99)
-    wait $fio
-    bases+=("$dir/base$i.json")
-  done
+  # The block services' client p99 with n3 down and no repair, for the
+  # guard policy's target.
+  sync; echo 3 >/proc/sys/vm/drop_caches
+  randread "$dir/down.json" "$rate" "$window" &
+  local fio=$!
+  sleep $((window - 3))
+  local blockp99
+  blockp99=$(blockp99)
+  wait $fio
   local target=""
   if [ "$policy" = guard ]; then
     if [ "$blockp99" = 0.000000 ]; then
@@ -117,29 +114,52 @@ protect() {
     target=$(python3 -c "print('%dus' % max(1, round($blockp99 * ${GUARD:-1.2} * 1e6)))")
     "$weft" job policies create guard --default low --client-p99 "$target" >/dev/null
   fi
-  sync; echo 3 >/proc/sys/vm/drop_caches
+  # The repair, paused and running in turns: each round a window with it
+  # paused (the baseline: the same run without repair) and one with it
+  # running, so that both see the same degraded reads, page cache and
+  # machine. A resumed job starts again from its level's minimum, and the
+  # latency control acts within a second or two of each window's start.
   id=$(bench_repair "$policy")
-  t0=$(date +%s)
-  randread "$dir/during.json" "$rate"
-  t1=$(date +%s)
-  while ! bench_ended "$id"; do sleep 1; done
-  t2=$(date +%s)
+  "$weft" job pause "$id" >/dev/null
+  local i t0 ran=0
+  : >"$dir/windows.txt"
+  : >"$dir/ended.txt"
+  for i in $(seq 1 "$altrounds"); do
+    sleep 1
+    randread "$dir/paused$i.json" "$rate" "$window"
+    "$weft" job resume "$id" >/dev/null 2>&1 || break # it ended
+    t0=$(date +%s)
+    randread "$dir/running$i.json" "$rate" "$window"
+    ran=$((ran + $(date +%s) - t0))
+    if bench_ended "$id"; then # during the window: not a window of repair
+      echo "the repair ended during round $i's running window; the round is left out" >"$dir/ended.txt"
+      break
+    fi
+    echo "$i $(fiojson "$dir/paused$i.json" bw) $(fiojson "$dir/paused$i.json" p99) $(fiojson "$dir/running$i.json" bw) $(fiojson "$dir/running$i.json" p99)" >>"$dir/windows.txt"
+    "$weft" job pause "$id" >/dev/null 2>&1 || break # it ended
+  done
+  local progress
+  progress=$("$weft" job view "$id" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); p=j["phases"][0]; print("%s, %d files repaired" % (j["state"], p.get("items", 0)))' 2>/dev/null || echo "?")
   bench_down
-  local b bw=() p99=()
-  for b in "${bases[@]}"; do bw+=("$(fiojson "$b" bw)"); p99+=("$(fiojson "$b" p99)"); done
-  python3 - "$label" "$ceiling" "$rate" "$(fiojson "$dir/up.json" bw)" "$(fiojson "$dir/up.json" p99)" "${bw[*]}" "${p99[*]}" \
-    "$(fiojson "$dir/during.json" bw)" "$(fiojson "$dir/during.json" p99)" "$((t1 - t0))" "$((t2 - t0))" "$blockp99" "${target:--}" <<'PY'
+  python3 - "$label" "$ceiling" "$rate" "$(fiojson "$dir/up.json" bw)" "$(fiojson "$dir/up.json" p99)" \
+    "$(fiojson "$dir/down.json" p99)" "$blockp99" "${target:--}" "$dir/windows.txt" "$ran" "$progress" "$(cat "$dir/ended.txt")" <<'PY'
 import sys, statistics
-label, ceil, rate, ub, up, bbs, bps, db, dp, fs, rs, blk, target = sys.argv[1:]
-bb = statistics.mean(map(float, bbs.split()))
-bp = statistics.mean(map(float, bps.split()))
-print("Client protection, repair at %s (fio randread, O_DIRECT, at %.1f MB/s, %d%% of its %s MB/s ceiling; the block services' client p99 during the baseline %.3f ms; target %s):" % (label, int(rate) / 1e6, round(float(rate) / float(ceil) / 1e4), ceil, float(blk) * 1e3, target))
-print("| | MB/s | p99 ms |")
+label, ceil, rate, ub, up, dp, blk, target, windows, ran, progress, ended = sys.argv[1:]
+rows = [list(map(float, l.split()[1:])) for l in open(windows) if l.strip()]
+print("Client protection, repair at %s (fio randread, O_DIRECT, at %.1f MB/s, %d%% of its %s MB/s ceiling; the block services' client p99 with n3 down %.3f ms; target %s):" % (label, int(rate) / 1e6, round(float(rate) / float(ceil) / 1e4), ceil, float(blk) * 1e3, target))
+print("| window | MB/s | p99 ms |")
 print("|---|---|---|")
 print("| every node up, no repair (for reference) | %s | %s |" % (ub, up))
-print("| n3 down, no repair: the baseline (rounds: %s ms) | %.2f | %.3f |" % (", ".join(bps.split()), bb, bp))
-print("| n3 down, during the repair (%s s of fio; repair %s s) | %s | %s |" % (fs, rs, db, dp))
-print("| ratio to the baseline (target >= 0.90, <= 1.20) | **%.2f** | **%.2f** |" % (float(db) / bb, float(dp) / bp))
+print("| n3 down, before the repair (for reference) | | %s |" % dp)
+for i, (pb, pp, rb, rp) in enumerate(rows, 1):
+    print("| round %d: repair paused / running | %.2f / %.2f | %.3f / %.3f |" % (i, pb, rb, pp, rp))
+if not rows:
+    print("(the repair ended before a round was measured: %s)" % (ended or progress))
+    sys.exit()
+pb, pp, rb, rp = (statistics.mean(r[k] for r in rows) for k in range(4))
+print("| mean of %d rounds: paused (the baseline) / running | %.2f / %.2f | %.3f / %.3f |" % (len(rows), pb, rb, pp, rp))
+print("| running / paused (target >= 0.90, <= 1.20) | **%.2f** | **%.2f** |" % (rb / pb, rp / pp))
+print("(the repair ran %s s in all; then: %s%s)" % (ran, progress, "; " + ended if ended else ""))
 print()
 PY
 }
