@@ -31,19 +31,42 @@ import (
 // again); meta's other errors (meta.ErrNotFound: the file was deleted)
 // and context errors, wrapped.
 func (c *Client) CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeUpdate, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
-	ns, expectGen := up.Stripe, up.ExpectGen
-	out, err := c.meta.CommitStripes(ctx, lin, []meta.StripeUpdate{up}, co)
+	out, err := c.CommitStripes(ctx, lin, []meta.StripeUpdate{up}, [][]meta.Unit{fresh}, co)
+	if err != nil {
+		return meta.Stripe{}, err
+	}
+	return out[0], nil
+}
+
+// CommitStripes is CommitStripe of several stripes of lin in one
+// transaction: all of them or none, each on its own ExpectGen (fresh[i]
+// are the units up[i] names that its old map does not). One stripe whose
+// generation moved fails them all (meta.ErrStripeConflict): every fresh
+// unit is then queued for deletion, as for a failed CommitStripe, and the
+// caller decides each stripe again. A restriper commits a file's stripes
+// in batches: one transaction for several stripes costs about what one
+// costs. Errors are CommitStripe's; ErrTooLarge-wrapping meta errors when
+// the batch is more than the backend takes in one transaction.
+func (c *Client) CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, fresh [][]meta.Unit, co meta.CommitOptions) ([]meta.Stripe, error) {
+	out, err := c.meta.CommitStripes(ctx, lin, ups, co)
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
 			c.st.conflicts.Add(1)
 		}
-		if errors.Is(err, meta.ErrStripeConflict) || definite(err) {
-			c.enqueueOrphans(ctx, lin, ns.Index, fresh)
+		if errors.Is(err, meta.ErrStripeConflict) || definite(err) || errors.Is(err, meta.ErrTooLarge) {
+			for i, up := range ups {
+				c.enqueueOrphans(ctx, lin, up.Stripe.Index, fresh[i])
+			}
 		}
-		return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d at generation %d: %w", lin, ns.Index, expectGen, err)
+		if len(ups) == 1 {
+			return nil, fmt.Errorf("client: committing LIN %d stripe %d at generation %d: %w", lin, ups[0].Stripe.Index, ups[0].ExpectGen, err)
+		}
+		return nil, fmt.Errorf("client: committing %d stripes of LIN %d from stripe %d: %w", len(ups), lin, ups[0].Stripe.Index, err)
 	}
-	c.forgetMap(lin, ns.Index)
-	return out[0], nil
+	for _, up := range ups {
+		c.forgetMap(lin, up.Stripe.Index)
+	}
+	return out, nil
 }
 
 // forgetMap drops this Client's cached map of stripe idx of lin, if the

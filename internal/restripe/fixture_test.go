@@ -32,22 +32,25 @@ func newRestriper(f *clienttest.Fixture, data restripe.DataPath) *restripe.Restr
 	return r
 }
 
-// hookedData is a DataPath whose CommitStripe runs a hook first: a fault
-// injection point for races with other writers.
+// hookedData is a DataPath whose CommitStripes runs a hook first, for
+// each stripe it commits: a fault injection point for races with other
+// writers.
 type hookedData struct {
 	restripe.DataPath
 	mu     sync.Mutex
 	before func(lin meta.LIN, s meta.Stripe)
 }
 
-func (h *hookedData) CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeUpdate, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error) {
+func (h *hookedData) CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, fresh [][]meta.Unit, co meta.CommitOptions) ([]meta.Stripe, error) {
 	h.mu.Lock()
 	fn := h.before
 	h.mu.Unlock()
 	if fn != nil {
-		fn(lin, up.Stripe)
+		for _, up := range ups {
+			fn(lin, up.Stripe)
+		}
 	}
-	return h.DataPath.CommitStripe(ctx, lin, up, fresh, co)
+	return h.DataPath.CommitStripes(ctx, lin, ups, fresh, co)
 }
 
 func (h *hookedData) setBefore(fn func(meta.LIN, meta.Stripe)) {

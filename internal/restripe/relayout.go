@@ -114,7 +114,7 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			r.enqueueOrphans(ctx, lin, idx, ns.Units)
 			return err
 		}
-		_, err = r.data.CommitStripe(ctx, lin, meta.StripeUpdate{Stripe: ns, ExpectGen: s.Gen, Tolerance: tol, Pool: pool}, placedUnits(ns), meta.CommitOptions{Restripe: true})
+		_, err = r.data.CommitStripes(ctx, lin, []meta.StripeUpdate{{Stripe: ns, ExpectGen: s.Gen, Tolerance: tol, Pool: pool}}, [][]meta.Unit{placedUnits(ns)}, meta.CommitOptions{Restripe: true})
 		switch {
 		case err == nil:
 			res.Rewritten++

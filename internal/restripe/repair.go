@@ -46,6 +46,14 @@ const maxRepairAttempts = 4
 // maxPutRounds bounds re-placing units whose put failed, in one attempt.
 const maxPutRounds = 3
 
+// commitBatch is how many stripes of a file RepairFile commits in one
+// transaction: a repaired stripe's own commit was a third of its time
+// (37 ms a stripe on the test machine: 10 reading and rebuilding, 13
+// storing, 14 committing), and one transaction of eight costs about what
+// one of one does. Eight stripes stay far under a transaction's limits
+// (etcd's default 128 operations).
+const commitBatch = 8
+
 // RepairResult is what RepairStripe did to one stripe. Items are
 // idempotent: repairing a repaired stripe reports NothingToDo.
 type RepairResult struct {
@@ -272,22 +280,10 @@ func (r *Restriper) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.
 		indexed[e.Index] = true
 	}
 	var first error
-	err = r.eachStripe(ctx, lin, func(s meta.Stripe) error {
-		res.Stripes++
-		tol, err := view.StripeTolerance(attr.Pool, lin, s)
-		if err != nil {
-			return err
-		}
-		if !StripeNeedsRepair(s, isBad) && !tol.Below() {
-			if indexed[s.Index] { // an entry that no longer holds
-				if _, err := r.meta.SetStripeTolerance(ctx, lin, s.Index, s.Gen, tol); err != nil {
-					return fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, s.Index, err)
-				}
-			}
-			res.Skipped++
-			return nil
-		}
-		rr, err := r.repairStripe(ctx, repairRequest{lin: lin, index: s.Index, bad: bad, seen: &seenStripe{attr: attr, s: s}})
+	// done accounts for the repair of stripe s (its tolerance as read was
+	// tol): what rr says, and err. It returns an error only to stop the
+	// file (context errors, a closed client).
+	done := func(s meta.Stripe, tol meta.StripeTolerance, rr RepairResult, err error) error {
 		if err == nil && !rr.Committed && rr.Gen == s.Gen && (tol.Below() || s.Missing() > 0) != indexed[s.Index] {
 			// Checked, not committed: the index says what it is.
 			if _, err := r.meta.SetStripeTolerance(ctx, lin, s.Index, s.Gen, tol); err != nil {
@@ -321,7 +317,79 @@ func (r *Restriper) RepairFile(ctx context.Context, lin meta.LIN, bad func(meta.
 			}
 		}
 		return nil
+	}
+	// The stripes whose new units are stored wait for their commit, up to
+	// commitBatch of them: one transaction.
+	type waiting struct {
+		s   meta.Stripe
+		tol meta.StripeTolerance
+		rr  RepairResult
+		p   *prepared
+	}
+	var batch []*waiting
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		ps := make([]*prepared, len(batch))
+		for i, w := range batch {
+			ps[i] = w.p
+		}
+		committed, err := r.commit(ctx, lin, ps)
+		b := batch
+		batch = nil
+		for i, w := range b {
+			werr := err
+			switch {
+			case err == nil:
+				w.p.finish(r, committed[i])
+			case errors.Is(err, errRepairStale) || errors.Is(err, meta.ErrTooLarge):
+				// The batch failed as a whole (its fresh blocks are
+				// queued for deletion): each stripe starts again alone.
+				werr = r.attempts(ctx, repairRequest{lin: lin, index: w.s.Index, bad: bad}, &w.rr, err)
+			}
+			if e := done(w.s, w.tol, w.rr, werr); e != nil {
+				return e
+			}
+		}
+		return nil
+	}
+	err = r.eachStripe(ctx, lin, func(s meta.Stripe) error {
+		res.Stripes++
+		tol, err := view.StripeTolerance(attr.Pool, lin, s)
+		if err != nil {
+			return err
+		}
+		if !StripeNeedsRepair(s, isBad) && !tol.Below() {
+			if indexed[s.Index] { // an entry that no longer holds
+				if _, err := r.meta.SetStripeTolerance(ctx, lin, s.Index, s.Gen, tol); err != nil {
+					return fmt.Errorf("restripe: repairing LIN %d stripe %d: %w", lin, s.Index, err)
+				}
+			}
+			res.Skipped++
+			return nil
+		}
+		w := &waiting{s: s, tol: tol, rr: RepairResult{LIN: lin, Stripe: s.Index, Attempts: 1}}
+		rq := repairRequest{lin: lin, index: s.Index, bad: bad, seen: &seenStripe{attr: attr, s: s}}
+		p, err := r.prepareOnce(ctx, rq, &w.rr)
+		switch {
+		case errors.Is(err, errRepairStale):
+			err = r.attempts(ctx, rq, &w.rr, err)
+		case err == nil && p != nil:
+			w.p = p
+			if batch = append(batch, w); len(batch) >= commitBatch {
+				return flush()
+			}
+			return nil
+		}
+		return done(s, tol, w.rr, err)
 	})
+	if err == nil {
+		err = flush()
+	}
+	for _, w := range batch { // stopped before their commit
+		r.enqueueOrphans(ctx, lin, w.s.Index, unitsOf(w.p.fresh))
+	}
 	if err != nil {
 		return res, err
 	}
@@ -378,14 +446,24 @@ var errRepairStale = errors.New("restripe: stripe changed during repair")
 // requests to it.
 func (r *Restriper) repairStripe(ctx context.Context, rq repairRequest) (RepairResult, error) {
 	res := RepairResult{LIN: rq.lin, Stripe: rq.index}
-	for n := 1; ; n++ {
-		res.Attempts = n
-		err := r.repairOnce(ctx, rq, &res)
+	err := r.attempts(ctx, rq, &res, nil)
+	return res, err
+}
+
+// attempts runs attempts of rq after the res.Attempts made already (the
+// last of which found the stripe changed: stale), each from a fresh read
+// of the stripe, until one does not find the stripe changed under it, at
+// most maxRepairAttempts in all.
+func (r *Restriper) attempts(ctx context.Context, rq repairRequest, res *RepairResult, stale error) error {
+	for {
+		if res.Attempts >= maxRepairAttempts {
+			return fmt.Errorf("%w: repairing LIN %d stripe %d: gave up after %d attempts: %w", client.ErrConflict, rq.lin, rq.index, res.Attempts, stale)
+		}
+		res.Attempts++
+		err := r.repairOnce(ctx, rq, res)
 		if !errors.Is(err, errRepairStale) {
-			return res, err
+			return err
 		}
-		if n >= maxRepairAttempts {
-			return res, fmt.Errorf("%w: repairing LIN %d stripe %d: gave up after %d attempts: %w", client.ErrConflict, rq.lin, rq.index, n, err)
-		}
+		stale = err
 	}
 }

@@ -116,12 +116,47 @@ func (a *attempt) tolerance(s meta.Stripe) placement.Tolerance {
 // deletion, or (after a commit whose outcome is unknown) left for the
 // collect job.
 func (r *Restriper) repairOnce(ctx context.Context, rq repairRequest, res *RepairResult) error {
+	p, err := r.prepareOnce(ctx, rq, res)
+	if err != nil || p == nil {
+		return err
+	}
+	committed, err := r.commit(ctx, p.a.rq.lin, []*prepared{p})
+	if err != nil {
+		return err
+	}
+	p.finish(r, committed[0])
+	return nil
+}
+
+// prepared is an attempt whose new units are stored, waiting for the
+// commit of the new map ns: fresh are the units ns names that the map
+// read does not.
+type prepared struct {
+	a     *attempt
+	ns    meta.Stripe
+	fresh map[int]meta.Unit
+}
+
+// finish fills the attempt's result after its map was committed as
+// committed.
+func (p *prepared) finish(r *Restriper, committed meta.Stripe) {
+	p.a.report(committed, p.fresh)
+	res := p.a.res
+	r.log.Debug("stripe repaired", "lin", uint64(p.a.rq.lin), "stripe", p.a.s.Index, "gen", committed.Gen,
+		"rebuilt", res.Rebuilt, "moved", res.Moved, "left", res.Left)
+}
+
+// prepareOnce is repairOnce up to its commit: it returns the attempt
+// with its new units stored, or nil when the attempt ends without a
+// commit (nothing to do, nothing placeable, a move not worth it: res
+// says what), or its error.
+func (r *Restriper) prepareOnce(ctx context.Context, rq repairRequest, res *RepairResult) (*prepared, error) {
 	res.Committed, res.NothingToDo, res.Rebuilt, res.Moved = false, false, 0, 0
 	res.StillUnderProtected, res.Left, res.Reason, res.Units = false, 0, "", nil
 	res.BelowTarget, res.Target = false, placement.Tolerance{}
 	a, err := r.readAttempt(ctx, rq, res)
 	if err != nil || a == nil {
-		return err
+		return nil, err
 	}
 	a.pickTargets()
 	a.spreadTargets()
@@ -132,21 +167,21 @@ func (r *Restriper) repairOnce(ctx context.Context, rq repairRequest, res *Repai
 		if res.BelowTarget {
 			res.Reason = fmt.Sprintf("below its pool's target %v, and no eligible drive on a less loaded node (nodes down, suspended or full)", res.Target)
 		}
-		return nil
+		return nil, nil
 	}
 	if ok, err := r.placeable(a); !ok || err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.gather(ctx, a); err != nil {
-		return err
+		return nil, err
 	}
 	crcs, err := a.checkRebuilt()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fresh, err := r.storeTargets(ctx, a, crcs)
 	if err != nil || len(fresh) == 0 {
-		return err
+		return nil, err
 	}
 	ns := a.s
 	ns.Units = slices.Clone(a.s.Units)
@@ -154,16 +189,9 @@ func (r *Restriper) repairOnce(ctx context.Context, rq repairRequest, res *Repai
 		ns.Units[i] = u
 	}
 	if r.costlyMove(ctx, a, ns, fresh) {
-		return nil
+		return nil, nil
 	}
-	committed, err := r.commit(ctx, a, ns, fresh)
-	if err != nil {
-		return err
-	}
-	a.report(committed, fresh)
-	r.log.Debug("stripe repaired", "lin", uint64(rq.lin), "stripe", a.s.Index, "gen", committed.Gen,
-		"rebuilt", res.Rebuilt, "moved", res.Moved, "left", res.Left)
-	return nil
+	return &prepared{a: a, ns: ns, fresh: fresh}, nil
 }
 
 // readAttempt reads what an attempt works from: the file's attributes
@@ -498,22 +526,30 @@ func (r *Restriper) costlyMove(ctx context.Context, a *attempt, ns meta.Stripe, 
 	return true
 }
 
-// commit commits ns, whose fresh units are stored, on the generation the
-// attempt read, keeping the file's times (client.Client.CommitStripe with
-// Restripe), with its tolerance as placed (the protection index keeps an
-// entry only if it is still below its target). The commit queues the
-// fresh blocks for deletion if it surely did not happen and leaves them
-// for the collect job if it may have.
-// Errors: errRepairStale wrapping meta.ErrStripeConflict when the stripe
-// changed meanwhile; the commit's other errors, wrapped.
-func (r *Restriper) commit(ctx context.Context, a *attempt, ns meta.Stripe, fresh map[int]meta.Unit) (meta.Stripe, error) {
-	up := meta.StripeUpdate{Stripe: ns, ExpectGen: a.s.Gen, Tolerance: a.placed(ns), Pool: a.pool}
-	committed, err := r.data.CommitStripe(ctx, a.rq.lin, up, unitsOf(fresh), meta.CommitOptions{Restripe: true})
+// commit commits the new maps of ps, stripes of lin whose fresh units are
+// stored, in one transaction, each on the generation its attempt read,
+// keeping the file's times (client.Client.CommitStripes with Restripe),
+// with their tolerance as placed (the protection index keeps an entry
+// only for a stripe still below its target). It returns the committed
+// maps, in the order of ps. The commit queues the fresh blocks for
+// deletion if it surely did not happen and leaves them for the collect
+// job if it may have.
+// Errors: errRepairStale wrapping meta.ErrStripeConflict when a stripe
+// changed meanwhile (none was committed); the commit's other errors,
+// wrapped.
+func (r *Restriper) commit(ctx context.Context, lin meta.LIN, ps []*prepared) ([]meta.Stripe, error) {
+	ups := make([]meta.StripeUpdate, len(ps))
+	fresh := make([][]meta.Unit, len(ps))
+	for i, p := range ps {
+		ups[i] = meta.StripeUpdate{Stripe: p.ns, ExpectGen: p.a.s.Gen, Tolerance: p.a.placed(p.ns), Pool: p.a.pool}
+		fresh[i] = unitsOf(p.fresh)
+	}
+	committed, err := r.data.CommitStripes(ctx, lin, ups, fresh, meta.CommitOptions{Restripe: true})
 	if err != nil {
 		if errors.Is(err, meta.ErrStripeConflict) {
-			return meta.Stripe{}, fmt.Errorf("%w: %w", errRepairStale, err)
+			return nil, fmt.Errorf("%w: %w", errRepairStale, err)
 		}
-		return meta.Stripe{}, fmt.Errorf("restripe: committing the repair of LIN %d stripe %d: %w", a.rq.lin, a.s.Index, err)
+		return nil, fmt.Errorf("restripe: committing the repair of LIN %d from stripe %d: %w", lin, ps[0].a.s.Index, err)
 	}
 	return committed, nil
 }

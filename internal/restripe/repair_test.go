@@ -1,6 +1,7 @@
 package restripe_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -572,4 +573,90 @@ func TestMoveUnits(t *testing.T) {
 	}
 	f.DrainDeletes()
 	clienttest.MustEqual(t, "after the move", f.ReadBack(lin), data)
+}
+
+// TestRepairFileBatches: RepairFile commits a file's repaired stripes
+// commitBatch at a time, one transaction each; a batch in which one
+// stripe's generation moved meanwhile commits none of them, its fresh
+// blocks are queued for deletion, and each of its stripes is repaired
+// again alone — every stripe ends repaired, the data intact.
+func TestRepairFileBatches(t *testing.T) {
+	for _, race := range []bool{false, true} {
+		t.Run(map[bool]string{false: "quiet", true: "a stripe changes before the first batch commits"}[race], func(t *testing.T) {
+			f := clienttest.New(t)
+			w := f.Client(testUnit)
+			const stripes = 40
+			want := clienttest.RandBytes(stripes*4*testUnit, 5)
+			lin := f.WriteClosed(w, "f", "ec:4+2", want)
+			d := f.Stripes(lin)[0].Units[0].Drive
+			need := 0
+			for _, s := range f.Stripes(lin) {
+				for _, u := range s.Units {
+					if u.Drive == d {
+						need++
+					}
+				}
+			}
+			if need <= 8 {
+				t.Fatalf("%d stripes on drive %d: want more than a batch", need, d)
+			}
+			f.SetDriveDown(d, true)
+
+			rep := f.Client(testUnit)
+			var mu sync.Mutex
+			commits, batched := 0, 0
+			hook := &hookedData{DataPath: countingData{DataPath: rep, commits: &commits, mu: &mu}}
+			rs := newRestriper(f, hook)
+			hook.setBefore(func(l meta.LIN, s meta.Stripe) {
+				mu.Lock()
+				defer mu.Unlock()
+				batched++
+				if batched == 2 && race { // the second stripe of the first batch
+					cur := f.Stripes(l)
+					for _, c := range cur {
+						if c.Index == s.Index {
+							if _, err := f.Meta.CommitStripe(bg, l, c, c.Gen, meta.CommitOptions{}); err != nil {
+								t.Errorf("moving the generation: %v", err)
+							}
+						}
+					}
+				}
+			})
+			fr, err := rs.RepairFile(bg, lin, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fr.Repaired != need || fr.Failed != 0 {
+				t.Fatalf("result %+v: want %d stripes repaired, none failed", fr, need)
+			}
+			wantCommits := (need + 7) / 8
+			if race {
+				wantCommits += 8 // the first batch's eight again, alone
+			}
+			if commits != wantCommits {
+				t.Fatalf("%d commits for %d stripes, want %d", commits, need, wantCommits)
+			}
+			if race && rep.Stats().OrphansEnqueued != 8 {
+				t.Fatalf("%d orphans queued, want the first batch's 8 fresh blocks", rep.Stats().OrphansEnqueued)
+			}
+			if n := f.UnitsOn(lin, d); n != 0 {
+				t.Fatalf("%d units still on the down drive", n)
+			}
+			clienttest.MustEqual(t, "after the repair", f.ReadBack(lin), want)
+		})
+	}
+}
+
+// countingData counts CommitStripes calls.
+type countingData struct {
+	restripe.DataPath
+	commits *int
+	mu      *sync.Mutex
+}
+
+func (c countingData) CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, fresh [][]meta.Unit, co meta.CommitOptions) ([]meta.Stripe, error) {
+	c.mu.Lock()
+	*c.commits++
+	c.mu.Unlock()
+	return c.DataPath.CommitStripes(ctx, lin, ups, fresh, co)
 }

@@ -47,7 +47,7 @@ type DataPath interface {
 	ReadUnit(ctx context.Context, t *client.Snapshot, u client.UnitRef) ([]byte, error)
 	ReadBlock(ctx context.Context, t *client.Snapshot, u client.UnitRef) ([]byte, drive.BlockHeader, error)
 	PutUnit(ctx context.Context, t *client.Snapshot, u client.UnitRef, gen uint64, data []byte, segs []uint32) error
-	CommitStripe(ctx context.Context, lin meta.LIN, up meta.StripeUpdate, fresh []meta.Unit, co meta.CommitOptions) (meta.Stripe, error)
+	CommitStripes(ctx context.Context, lin meta.LIN, ups []meta.StripeUpdate, fresh [][]meta.Unit, co meta.CommitOptions) ([]meta.Stripe, error)
 	EnqueueOrphans(ctx context.Context, lin meta.LIN, stripe uint64, units []meta.Unit) error
 }
 
