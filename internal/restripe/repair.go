@@ -251,7 +251,11 @@ func (r *Restriper) RepairDamaged(ctx context.Context, lin meta.LIN, index uint6
 // RepairFile runs RepairStripe over every stripe of lin that has a unit
 // not placed or on a bad or down drive (BadDrives), or whose placement is
 // below its pool's target tolerance, reading the stripe maps in pages;
-// other stripes are skipped without being read. A stripe it checks and
+// other stripes are skipped without being read. The new maps are
+// committed commitBatch stripes to a transaction; a batch in which a
+// stripe moved meanwhile commits none, and each of its stripes is
+// repaired again alone. Between stripes it rests at the job worker's
+// duty cycle (runner.Rest). A stripe it checks and
 // does not commit (nothing to do, or the pool cannot place it better now)
 // gets its protection-index entry set right (indexed if below its target,
 // not otherwise: a stripe written by format 1, a pool that lost a node).
