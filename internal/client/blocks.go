@@ -148,9 +148,11 @@ func (c *Client) getUnitInto(ctx context.Context, u unitRef, off, length int, ds
 	case hdr.Owner != uint64(u.lin) || hdr.Stripe != u.stripe || hdr.Unit != uint32(u.index):
 		err = fmt.Errorf("%w: drive %d block %v belongs to LIN %d stripe %d unit %d, the stripe map says LIN %d stripe %d unit %d",
 			drive.ErrCorrupt, u.unit.Drive, id, hdr.Owner, hdr.Stripe, hdr.Unit, u.lin, u.stripe, u.index)
-	// The stripe map's CRC guards the bytes on their way from a remote
-	// node; a local read has just checked every segment's CRC itself.
-	case !local && off == 0 && length == int(u.unit.Length) && crc32.Checksum(data, castagnoli()) != u.unit.CRC:
+	// A whole unit must be the one its stripe map names: the map's CRC.
+	// It also guards the bytes on their way from a remote node; a local
+	// read has just checked every segment's CRC itself, so their
+	// combination is the CRC of what it read (no second pass).
+	case off == 0 && length == int(u.unit.Length) && unitCRC(local, data, hdr) != u.unit.CRC:
 		err = fmt.Errorf("%w: drive %d block %v does not match the CRC of its stripe map", drive.ErrCorrupt, u.unit.Drive, id)
 	}
 	if err != nil {
@@ -159,6 +161,18 @@ func (c *Client) getUnitInto(ctx context.Context, u unitRef, off, length int, ds
 		return nil, err
 	}
 	return data, nil
+}
+
+// unitCRC returns the CRC32C of a whole unit read: from the block's
+// segment CRCs when the read was local (the drive checked every segment
+// against the bytes), else from the bytes.
+func unitCRC(local bool, data []byte, hdr drive.BlockHeader) uint32 {
+	if local {
+		if crc, ok := drive.DataCRC(hdr); ok {
+			return crc
+		}
+	}
+	return crc32.Checksum(data, castagnoli())
 }
 
 // putUnit writes one unit as block u.unit.Block on drive u.unit.Drive,

@@ -19,6 +19,9 @@ func NewOver(m metaStore, cfg Config) (*Client, error) {
 	return newClient(m, cfg)
 }
 
+// PrefetchesInFlight returns how many readahead loads are running.
+func (c *Client) PrefetchesInFlight() int { return len(c.rasem) }
+
 // CachedBytes returns the stripe data cached (or loading) over all files.
 func (c *Client) CachedBytes() int64 { return c.cached.Load() }
 

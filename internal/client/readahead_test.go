@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -148,6 +149,12 @@ func TestSequentialPrefetchUnread(t *testing.T) {
 		if _, err := fh.ReadAt(bg, buf, int64(off)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The readahead runs in the background: let the loads the reads
+	// started end before the close drops what they fetched (on a loaded
+	// machine they may still run; a load counts only once done).
+	for deadline := time.Now().Add(10 * time.Second); c2.PrefetchesInFlight() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	fh.Close(bg)
 	st = c2.Stats()

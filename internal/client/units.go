@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
-	"hash/crc32"
 
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/meta"
@@ -43,14 +41,10 @@ func (v *Snapshot) ref(u UnitRef) unitRef {
 // ErrUnavailable or a gRPC transport error when the node cannot be
 // reached (the topology is invalidated then); ErrClosed; context errors.
 func (c *Client) ReadUnit(ctx context.Context, t *Snapshot, u UnitRef) ([]byte, error) {
-	data, err := c.getUnit(ctx, t.ref(u), 0, int(u.Unit.Length))
-	// getUnit leaves the map's CRC of a short-circuit read to its segment
-	// CRCs; a rebuild must not start from a unit that is not the one
-	// committed, whatever path it came by.
-	if err == nil && crc32.Checksum(data, castagnoli()) != u.Unit.CRC {
-		return nil, fmt.Errorf("%w: drive %d block %v does not match the CRC of its stripe map", drive.ErrCorrupt, u.Unit.Drive, u.Unit.Block)
-	}
-	return data, err
+	// getUnit checks a whole unit against its map's CRC, whatever path
+	// it came by: a rebuild must not start from a unit that is not the
+	// one committed.
+	return c.getUnit(ctx, t.ref(u), 0, int(u.Unit.Length))
 }
 
 // ReadBlock reads all of unit u's block as its drive stores it, with the

@@ -21,6 +21,23 @@ func AppendSegmentCRCs(dst []uint32, data []byte) ([]uint32, uint32) {
 	return dst, whole
 }
 
+// DataCRC returns the CRC32C of the whole data of a block whose header
+// is h, from its segment CRCs alone (no pass over the data): after a read
+// of the whole block checked every segment (Get does), it is the CRC of
+// the bytes read. ok is false when h carries no segment CRCs, or not as
+// many as its length needs.
+func DataCRC(h BlockHeader) (crc uint32, ok bool) {
+	seg := int64(h.SegmentSize)
+	if seg <= 0 || len(h.SegmentCRCs) != int((h.Length+seg-1)/seg) {
+		return 0, false
+	}
+	for i, c := range h.SegmentCRCs {
+		n := min(seg, h.Length-int64(i)*seg)
+		crc = crcShift(crc, int(n)) ^ c
+	}
+	return crc, true
+}
+
 // crcShift returns the CRC32C of A followed by n zero bytes, given the
 // CRC32C crc of A, with the pre- and post-inversion of crc32.Checksum
 // undone so that crcShift(crc(A), len(B)) ^ crc(B) == crc(A ‖ B) (zlib's

@@ -39,3 +39,24 @@ func BenchmarkChecksum(b *testing.B) {
 		crc32.Checksum(data, castagnoli())
 	}
 }
+
+// DataCRC combines a header's segment CRCs into the CRC of the whole data,
+// for every length shape (empty, inside one segment, exact segments, a
+// short last one), and refuses a header whose CRCs do not cover its length.
+func TestDataCRC(t *testing.T) {
+	for _, n := range []int{0, 1, 100, SegmentSize - 1, SegmentSize, SegmentSize + 1, 3*SegmentSize + 12345, 16 * SegmentSize} {
+		data := payload(n, uint64(n)+1)
+		segs, whole := AppendSegmentCRCs(nil, data)
+		h := BlockHeader{Length: int64(n), SegmentSize: SegmentSize, SegmentCRCs: segs}
+		got, ok := DataCRC(h)
+		if want := crc32.Checksum(data, castagnoli()); !ok || got != want || got != whole {
+			t.Fatalf("%d bytes: DataCRC %#x, %v; want %#x", n, got, ok, want)
+		}
+	}
+	if _, ok := DataCRC(BlockHeader{Length: 2 * SegmentSize, SegmentSize: SegmentSize, SegmentCRCs: []uint32{1}}); ok {
+		t.Fatal("a header with one CRC for two segments: ok")
+	}
+	if _, ok := DataCRC(BlockHeader{Length: 10}); ok {
+		t.Fatal("a header without segment CRCs: ok")
+	}
+}
