@@ -649,7 +649,9 @@ func (s *supervisor) serveControl() (io.Closer, error) {
 		srv.Close()
 		return nil, err
 	}
-	return closers{srv, removeOnClose(path)}, nil
+	// The socket, then its directory (a weft-local-HASH in the temporary
+	// directory would otherwise stay behind each cluster).
+	return closers{srv, removeOnClose(path), removeOnClose(filepath.Dir(path))}, nil
 }
 
 // mount starts the supervised mount at dir and waits until the file

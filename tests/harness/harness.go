@@ -33,11 +33,25 @@ import (
 var (
 	buildOnce sync.Once
 	binary    string
+	binDir    string // the temporary directory Binary built into, if it did
 	buildErr  error
 )
 
+// Main runs a test binary's tests (m.Run) and then removes the weft binary
+// Binary built for them, returning m.Run's exit code: a package of cluster
+// tests calls it from TestMain, so that each run does not leave a 50 MB
+// binary in the temporary directory.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	return code
+}
+
 // Binary returns the path of a weft binary built from this checkout (once
-// per test process), or $WEFT_BINARY if set.
+// per test process, into a temporary directory Main removes), or
+// $WEFT_BINARY if set.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
@@ -52,6 +66,7 @@ func Binary(tb testing.TB) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binary = filepath.Join(dir, "weft")
 		cmd := exec.Command("go", "build", "-o", binary, "./cmd/weft")
 		cmd.Dir = root
