@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/qos"
 )
 
 // benchRoot is $WEFT_BENCH_DIR (to measure a chosen file system) or a temp
@@ -108,5 +109,38 @@ func BenchmarkGet(b *testing.B) {
 				return err
 			})
 		})
+	}
+}
+
+// BenchmarkGetQoS measures gets from the page cache with the service's
+// QoS gate off and on with every class unlimited (QoS enabled, nothing
+// limited: each I/O still passes the gate and is counted in the fine
+// statistics): the CPU the gate costs an I/O, which sequential writes
+// through a mount measure only within the machine's swing
+// (docs/benchmarks.md, QoS's cost). 4 KiB reads show it most.
+func BenchmarkGetQoS(b *testing.B) {
+	for _, size := range []int{4 << 10, benchBlock} {
+		for _, gate := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%dKiB/gate=%v", size>>10, gate), func(b *testing.B) {
+				n := startNode(b, benchRoot(b), drive.SyncNever)
+				if gate {
+					n.svc.SetGate(qos.NewGate(qos.NewStats()))
+				}
+				data := payload(size, 1)
+				ids := make([]drive.BlockID, 64)
+				for i := range ids {
+					ids[i] = drive.NewBlockID()
+					if err := n.client.Put(context.Background(), drive.ID(1+i%2), drive.BlockHeader{ID: ids[i]}, data); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.SetBytes(int64(size))
+				runStreams(b, 4, func(i int) error {
+					j := i % len(ids)
+					_, _, err := n.client.Get(WithTag(context.Background(), qos.Tag{Class: qos.Other, Client: "m1", PID: 100 + i%8}), drive.ID(1+j%2), ids[j], 0, -1)
+					return err
+				})
+			})
+		}
 	}
 }

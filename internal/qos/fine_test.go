@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -200,5 +201,41 @@ func BenchmarkRecordFine(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			st.Record(t0.Add(time.Duration(i)*time.Microsecond), keys[i%len(keys)].StatKey, 8192, 0, time.Millisecond)
 		}
+	})
+}
+
+// BenchmarkAdmit passes I/Os through a gate with nothing limited (QoS
+// enabled, every class unlimited) and records them, Admit and its Done:
+// all the CPU QoS adds to a block I/O then, 64 pids of one mount as in
+// BenchmarkRecordFine; /parallel from every CPU at once, for the
+// gate's and the statistics' locks.
+func BenchmarkAdmit(b *testing.B) {
+	tags := make([]Tag, 64)
+	for i := range tags {
+		tags[i] = Tag{Class: Other, Pool: "default", Client: "mount-1f2e3d", PID: 1000 + i}
+	}
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		g := NewGate(NewStats())
+		for i := 0; b.Loop(); i++ {
+			done, err := g.Admit(ctx, tags[i%len(tags)], Read, 1<<20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			done(true)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		g := NewGate(NewStats())
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				done, err := g.Admit(ctx, tags[i%len(tags)], Read, 1<<20)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				done(true)
+			}
+		})
 	})
 }
