@@ -45,6 +45,10 @@ type Phase interface {
 	Split(ctx context.Context, env Env, job *Job) ([]TaskSpec, error)
 	// Items lists up to limit item keys k with from <= k < to in scope, in
 	// increasing order. Fewer than limit means the range is exhausted. An
+	// item a listing from any lower from includes must be listed from its
+	// own key too: a steal splits a task at an item's key (the holder
+	// drops the items at or past it, the thief lists from it), so an item
+	// listed only from below its key would be processed by nobody. An
 	// error is retried, then fails the job.
 	Items(ctx context.Context, env Env, scope string, from, to uint64, limit int) ([]uint64, error)
 	// Process handles one item. It must be idempotent: after a crash, a

@@ -66,8 +66,14 @@ type blockLister interface {
 // bucketItems is Items of a drive scan over buckets (see bucketShift):
 // the last key within [from, to) of each non-empty bucket of drive d
 // (served by node, named in errors), up to limit.
+//
+// The listing starts at from's bucket, not at from: a range that begins at
+// a bucket's item (a steal splits there: the holder drops the item, the
+// thief lists from it) must list that bucket although its blocks' keys lie
+// below from, or nobody sweeps it (job.Phase's Items contract). Every item
+// of from's bucket is at least from (its last key, or to-1).
 func bucketItems(ctx context.Context, bc blockLister, d drive.ID, node string, from, to uint64, limit int) ([]uint64, error) {
-	return driveKeys(ctx, bc, d, node, from, to, limit, listPage, func(k uint64) uint64 { return min(bucketLast(k), to-1) })
+	return driveKeys(ctx, bc, d, node, from>>bucketShift<<bucketShift, to, limit, listPage, func(k uint64) uint64 { return min(bucketLast(k), to-1) })
 }
 
 // driveKeys lists the distinct item keys item(k) of the blocks of drive d

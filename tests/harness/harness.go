@@ -441,10 +441,12 @@ func adminAddrs(dir string) []string {
 func (c *Cluster) MountAt(dir string) { c.MountWith(dir, MountOptions{}) }
 
 // MountAtEnv is MountAt with extra environment variables for the mount
-// process (WEFT_FAILPOINTS=..., say). Process mode only: a mount in the
-// test process shares its environment, so in-process it fails the test,
-// which should be declared ProcessOnly.
-func (c *Cluster) MountAtEnv(dir string, env ...string) { c.MountWith(dir, MountOptions{Env: env}) }
+// process (WEFT_FAILPOINTS=..., say), and returns what MountWith does.
+// Process mode only: a mount in the test process shares its environment,
+// so in-process it fails the test, which should be declared ProcessOnly.
+func (c *Cluster) MountAtEnv(dir string, env ...string) (stop func()) {
+	return c.MountWith(dir, MountOptions{Env: env})
+}
 
 // MountOptions are the options of one more mount (MountWith).
 type MountOptions struct {
@@ -456,8 +458,12 @@ type MountOptions struct {
 	Env []string
 }
 
-// MountWith is MountAt with options.
-func (c *Cluster) MountWith(dir string, o MountOptions) {
+// MountWith is MountAt with options. It returns stop, which unmounts the
+// mount and waits for its process to end (at most 60 s, then it is
+// killed and detached), as the test's cleanup does if stop was not
+// called: a test stops a mount before counting what it left behind (a
+// mount finishes its open files' write-outs as it ends).
+func (c *Cluster) MountWith(dir string, o MountOptions) (stop func()) {
 	c.tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.tb.Fatal(err)
@@ -479,17 +485,22 @@ func (c *Cluster) MountWith(dir string, o MountOptions) {
 	if err != nil {
 		c.tb.Fatalf("harness: mount at %s (%s): %v", abs, c.Mode, err)
 	}
-	c.tb.Cleanup(func() {
-		_ = p.Stop()
-		select {
-		case <-p.Done():
-		case <-time.After(60 * time.Second):
-			if p.Kill() != nil { // in-process: detach, and say so
-				c.tb.Errorf("harness: the mount at %s did not stop within 60s; detaching it", abs)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = p.Stop()
+			select {
+			case <-p.Done():
+			case <-time.After(60 * time.Second):
+				if p.Kill() != nil { // in-process: detach, and say so
+					c.tb.Errorf("harness: the mount at %s did not stop within 60s; detaching it", abs)
+				}
+				_ = syscall.Unmount(abs, syscall.MNT_DETACH)
 			}
-			_ = syscall.Unmount(abs, syscall.MNT_DETACH)
-		}
-	})
+		})
+	}
+	c.tb.Cleanup(stop)
+	return stop
 }
 
 // WaitJob polls until job id ends and returns it; it fails the test if the
