@@ -94,14 +94,7 @@ func BenchmarkGet(b *testing.B) {
 	for _, streams := range []int{1, 4} {
 		b.Run(fmt.Sprintf("1MiB/streams=%d", streams), func(b *testing.B) {
 			n := startNode(b, benchRoot(b), drive.SyncNever)
-			data := payload(benchBlock, 1)
-			ids := make([]drive.BlockID, 64)
-			for i := range ids {
-				ids[i] = drive.NewBlockID()
-				if err := n.client.Put(context.Background(), drive.ID(1+i%2), drive.BlockHeader{ID: ids[i]}, data); err != nil {
-					b.Fatal(err)
-				}
-			}
+			ids := n.putBlocks(b, 64, benchBlock)
 			b.SetBytes(benchBlock)
 			runStreams(b, streams, func(i int) error {
 				j := i % len(ids)
@@ -126,14 +119,7 @@ func BenchmarkGetQoS(b *testing.B) {
 				if gate {
 					n.svc.SetGate(qos.NewGate(qos.NewStats()))
 				}
-				data := payload(size, 1)
-				ids := make([]drive.BlockID, 64)
-				for i := range ids {
-					ids[i] = drive.NewBlockID()
-					if err := n.client.Put(context.Background(), drive.ID(1+i%2), drive.BlockHeader{ID: ids[i]}, data); err != nil {
-						b.Fatal(err)
-					}
-				}
+				ids := n.putBlocks(b, 64, size)
 				b.SetBytes(int64(size))
 				runStreams(b, 4, func(i int) error {
 					j := i % len(ids)
@@ -143,4 +129,18 @@ func BenchmarkGetQoS(b *testing.B) {
 			})
 		}
 	}
+}
+
+// putBlocks stores count blocks of size bytes, alternately on the node's
+// two drives (block i on drive 1+i%2), and returns their ids.
+func (n *testNode) putBlocks(b *testing.B, count, size int) []drive.BlockID {
+	data := payload(size, 1)
+	ids := make([]drive.BlockID, count)
+	for i := range ids {
+		ids[i] = drive.NewBlockID()
+		if err := n.client.Put(context.Background(), drive.ID(1+i%2), drive.BlockHeader{ID: ids[i]}, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ids
 }
