@@ -395,11 +395,10 @@ func TestTreeDeleteAndCollect(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(crashy, "torn"), randBytes(77, 3*4*unit), 0o644); err == nil {
 			t.Fatal("a write through the failing mount succeeded: the failpoint did not fire")
 		}
-		// The mount goes: its release of the file, which the kernel sends
-		// after close returns, tries the buffered stripes once more, and a
-		// block it stored during the collect would be younger than the
-		// grace and rightly kept (1 run in 2 once jobs started within
-		// milliseconds, 93137ee).
+		// The mount goes first, as a client that died would: its release
+		// of the file, which the kernel sends after close returns, tries
+		// the buffered stripes once more, and a block it stored during the
+		// collect would be younger than the grace and rightly kept.
 		stopCrashy()
 		orphans := map[drive.BlockID]bool{}
 		for id := range allBlocks(t, c) {

@@ -9,7 +9,7 @@
 // queued blocks belongs to the node servers; and re-protecting, moving and
 // verifying stored stripes belongs to package restripe, which works
 // through this package's whole-unit primitives (Snapshot, ReadUnit,
-// ReadBlock, PutUnit, CommitStripe, EnqueueOrphans).
+// ReadBlock, PutUnit, CommitStripes, EnqueueOrphans).
 //
 // Decisions a caller relies on:
 //

@@ -130,7 +130,7 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			r.log.Info("relayout: file moved to another pool meanwhile", "lin", uint64(lin), "stripe", idx, "from", pool)
 			return nil
 		case errors.Is(err, meta.ErrStripeConflict) && attempt < maxRelayoutAttempts:
-			continue // CommitStripe queued the new blocks for deletion
+			continue // CommitStripes queued the new blocks for deletion
 		case errors.Is(err, meta.ErrStripeConflict):
 			return fmt.Errorf("%w: relayout of LIN %d stripe %d: gave up after %d attempts: %w", client.ErrConflict, lin, idx, attempt, err)
 		default:

@@ -34,7 +34,7 @@ import (
 //
 // A lost compare-and-swap (a client or another restriper committed the
 // stripe meanwhile) queues the new blocks for deletion (the client's
-// CommitStripe does) and starts over from the new map, which may no longer
+// CommitStripes does) and starts over from the new map, which may no longer
 // need repair. Units that cannot be placed (too few drives) keep their old
 // entry, so a stripe is never left worse than it was, and the result says
 // it is still under-protected.

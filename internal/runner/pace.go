@@ -36,8 +36,6 @@ type Pacer struct {
 	duty  func() float64 // read at every rest: the allowance may change
 	rate  *Limiter       // nil: no byte rate
 	clock Clock
-
-	mu    sync.Mutex
 	since time.Time // the start of the work not yet rested for
 }
 
@@ -54,9 +52,7 @@ func NewPacer(duty func() float64, rate *Limiter, clock Clock) *Pacer {
 
 // Start marks the start of a step's work.
 func (p *Pacer) Start() {
-	p.mu.Lock()
 	p.since = p.clock.Now()
-	p.mu.Unlock()
 }
 
 // Owed returns the rest owed for the work since Start or the last rest,
@@ -66,10 +62,7 @@ func (p *Pacer) Owed() time.Duration {
 	if d >= 1 || d <= 0 {
 		return 0
 	}
-	p.mu.Lock()
-	worked := p.clock.Now().Sub(p.since)
-	p.mu.Unlock()
-	return time.Duration(float64(worked) * (1 - d) / d)
+	return time.Duration(float64(p.clock.Now().Sub(p.since)) * (1 - d) / d)
 }
 
 // rest sleeps for what is owed, then marks the start of the next work.
