@@ -165,7 +165,7 @@ func TestPartitionHeal(t *testing.T) {
 	t.Logf("per second since the start (ok/failed, and the longest operation if over 1 s); cut at %.0fs, healed at %.0fs:%s%s%s",
 		cut.Sub(t0).Seconds(), healed.Sub(t0).Seconds(), writes.timeline(t0, end), reads.timeline(t0, end), status.timeline(t0, end))
 	for _, name := range []string{"n1", "n2", "n3"} {
-		t.Logf("etcd of %s: %s", name, etcdCounters(c.AdminAddr(name)))
+		t.Logf("etcd of %s: %s", name, etcdCounters(c.NodeAdmin(name)))
 	}
 	if st, err := cutAdmin.Status(context.Background()); err != nil {
 		t.Logf("status through %s after the test: %v", victim, err)
@@ -208,11 +208,13 @@ func TestPartitionHeal(t *testing.T) {
 func etcdFollower(t *testing.T, c *harness.Cluster) string {
 	t.Helper()
 	for _, name := range []string{"n3", "n2", "n1"} {
-		m, err := etcdMetrics(c.AdminAddr(name), []string{"etcd_server_is_leader"})
+		m, err := etcdMetrics(c.NodeAdmin(name), []string{"etcd_server_is_leader"})
 		if err != nil {
 			t.Fatalf("etcd metrics of %s: %v", name, err)
 		}
-		if m["etcd_server_is_leader"] == 0 {
+		if v, ok := m["etcd_server_is_leader"]; !ok {
+			t.Fatalf("%s's metrics have no etcd_server_is_leader", name)
+		} else if v == 0 {
 			return name
 		}
 	}

@@ -2,12 +2,15 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weftfs/weft/internal/admin"
 )
 
 // series records the outcome of every operation of one kind (a write
@@ -132,19 +135,33 @@ var etcdCounterNames = []string{
 	"etcd_network_peer_sent_failures_total", "etcd_server_snapshot_apply_in_progress_total",
 	"etcd_network_snapshot_receive_success", "etcd_network_snapshot_send_success",
 	"etcd_mvcc_db_total_size_in_bytes",
+	"etcd_disk_wal_fsync_duration_seconds_sum", "etcd_disk_wal_fsync_duration_seconds_count",
+	"etcd_disk_backend_commit_duration_seconds_sum", "etcd_disk_backend_commit_duration_seconds_count",
 }
 
 // etcdMetrics returns the named metrics (summed over their labels) from
-// a node's /metrics at its admin address.
-func etcdMetrics(adminAddr string, names []string) (map[string]float64, error) {
-	cl := &http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get("http://" + adminAddr + "/metrics")
+// one node's /metrics, read through its admin API with the cluster's
+// credentials (an answer other than 200 is an error: a refused request
+// must not read as "every counter is zero").
+func etcdMetrics(node *admin.Client, names []string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, node.Base()+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	node.Authorize(req)
+	resp, err := node.HTTP().Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", node.Base(), resp.Status)
+	}
 	sums := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		for _, w := range names {
@@ -160,8 +177,8 @@ func etcdMetrics(adminAddr string, names []string) (map[string]float64, error) {
 }
 
 // etcdCounters formats a node's etcd counters for the test log.
-func etcdCounters(adminAddr string) string {
-	sums, err := etcdMetrics(adminAddr, etcdCounterNames)
+func etcdCounters(node *admin.Client) string {
+	sums, err := etcdMetrics(node, etcdCounterNames)
 	if err != nil {
 		return err.Error()
 	}
