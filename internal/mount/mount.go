@@ -136,6 +136,9 @@ func Run(ctx context.Context, o Options) error {
 			o.Log.Warn("stopping the mount's workers", "err", err)
 		}
 	}()
+	if err := etcdx.Steer(run, cli, o.Log); err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
 	store, err := cluster.Open(ctx, cli)
 	if err != nil {
 		return err

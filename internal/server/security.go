@@ -87,6 +87,9 @@ func (s *Server) connectEtcd(ctx context.Context) error {
 		return fmt.Errorf("server: %w", pki.Explain(err))
 	}
 	s.etcd = cli
+	if err := etcdx.Steer(s.run, cli, s.log); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	if s.tls == nil {
 		return nil
 	}
