@@ -1,9 +1,11 @@
 package etcdkv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -140,9 +142,16 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 			ops[i] = clientv3.OpPut(s.prefix+string(w.Key), string(w.Value))
 		}
 	}
+	seen := max(rev, s.floor.Load()) // nothing newer had been observed when the commit was sent
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return s.wrap(ctx, "commit", err)
+		err = s.wrap(ctx, "commit", err)
+		if !errors.Is(err, kv.ErrUnavailable) {
+			return err
+		}
+		if resp, err = s.resolve(ctx, t, cmps, ops, seen, err); err != nil || resp == nil {
+			return err
+		}
 	}
 	s.observe(resp.Header.Revision)
 	if !resp.Succeeded {
@@ -150,6 +159,80 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 	}
 	t.SetCommitRev(resp.Header.Revision)
 	return nil
+}
+
+// resolve settles a commit whose outcome is unknown: the request failed in
+// transport (the member it was sent to became unreachable with the request
+// in flight, or answered that the proposal timed out), so it may have been
+// applied or not. Answering the caller "unavailable" (EIO at a mount) for
+// a change that took effect, or that another attempt would make at once,
+// is what a partition did to one write in a few thousand.
+//
+// First the written keys are read back: if every key put holds this
+// transaction's value, all at one revision newer than seen, and every key
+// deleted is gone, it was applied there (one transaction is one revision;
+// another writer putting the same values to the same keys in one
+// transaction does not happen). Otherwise it is sent again once, guarded
+// so that it cannot apply twice or over another writer: besides its own
+// compares, every key it writes must be unchanged since seen (the newest
+// revision the Store had observed before the first send). If the first
+// attempt was applied after all, or anybody wrote those keys meanwhile,
+// the guard fails and the transaction is a conflict: kv.Run starts it
+// over from a fresh snapshot, as for any other conflict. A resend that
+// fails in transport again is reported as the first failure was.
+//
+// It returns the resend's response (Succeeded false: a conflict), or nil
+// and nil when the first attempt is proven applied (t's commit revision
+// set), or an error.
+func (s *Store) resolve(ctx context.Context, t *kv.Txn, cmps []clientv3.Cmp, ops []clientv3.Op, seen int64, failed error) (*clientv3.TxnResponse, error) {
+	writes := t.Writes()
+	if at, ok := s.applied(ctx, writes, seen); ok {
+		s.observe(at)
+		t.SetCommitRev(at)
+		return nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, failed
+	}
+	reads, _ := t.ReadSet()
+	guard := slices.Clone(cmps)
+	for _, w := range writes {
+		if _, read := reads[string(w.Key)]; !read {
+			guard = append(guard, clientv3.Compare(clientv3.ModRevision(s.prefix+string(w.Key)), "<", seen+1))
+		}
+	}
+	resp, err := s.cli.Txn(ctx).If(guard...).Then(ops...).Commit()
+	if err != nil {
+		return nil, failed
+	}
+	return resp, nil
+}
+
+// applied reports whether writes are in the store as one transaction
+// newer than seen made them, and at which revision.
+func (s *Store) applied(ctx context.Context, writes []kv.Write, seen int64) (int64, bool) {
+	gets := make([]clientv3.Op, len(writes))
+	for i, w := range writes {
+		gets[i] = clientv3.OpGet(s.prefix + string(w.Key))
+	}
+	resp, err := s.cli.Txn(ctx).Then(gets...).Commit()
+	if err != nil {
+		return 0, false
+	}
+	var at int64
+	for i, w := range writes {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		switch {
+		case w.Delete && len(kvs) == 0:
+		case w.Delete, len(kvs) == 0:
+			return 0, false
+		case !bytes.Equal(kvs[0].Value, w.Value) || kvs[0].ModRevision <= seen || (at != 0 && kvs[0].ModRevision != at):
+			return 0, false
+		default:
+			at = kvs[0].ModRevision
+		}
+	}
+	return at, at != 0 // deletes alone prove nothing
 }
 
 // end maps a range end to etcd: nil (no bound) becomes the prefix's end.
