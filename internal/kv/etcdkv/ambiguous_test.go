@@ -23,9 +23,9 @@ import (
 type fault int
 
 const (
-	lostBefore fault = iota + 1 // fails without reaching etcd
-	lostAfter                   // applied, then the answer is lost
-	lostAfterOther              // applied, another writer writes, then the answer is lost
+	lostBefore     fault = iota + 1 // fails without reaching etcd
+	lostAfter                       // applied, then the answer is lost
+	lostAfterOther                  // applied, another writer writes, then the answer is lost
 )
 
 // faults fails the next write transactions as planned, after the
@@ -82,19 +82,24 @@ func TestCommitLostInTransport(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		plan      []fault
-		blind     bool   // put without reading the key first
+		blind     bool   // put n without reading it first
+		times     bool   // put t too, blind (as a directory's times are)
+		otherKey  string // the key the other writer of lostAfterOther writes
 		wantRuns  int    // how often the transaction's function ran
 		wantValue string // the key's value after
 		wantErr   error
 	}{
-		{"applied, answer lost", []fault{lostAfter}, false, 1, "1", nil},
-		{"not applied", []fault{lostBefore}, false, 1, "1", nil},
-		{"applied blind, answer lost", []fault{lostAfter}, true, 1, "1", nil},
-		// The key changed after the first attempt applied: that attempt
-		// cannot be proven, and the guarded resend must not apply; the
-		// transaction runs again on fresh data.
-		{"applied blind, another writer, answer lost", []fault{lostAfterOther}, true, 2, "1", nil},
-		{"lost twice", []fault{lostBefore, lostBefore}, false, 1, "", kv.ErrUnavailable},
+		{"applied, answer lost", []fault{lostAfter}, false, false, "", 1, "1", nil},
+		{"not applied", []fault{lostBefore}, false, true, "", 1, "1", nil},
+		{"applied blind, answer lost", []fault{lostAfter}, true, false, "", 1, "1", nil},
+		// The blind key changed after the first attempt applied: the key
+		// read and written still proves it.
+		{"applied, blind key written since, answer lost", []fault{lostAfterOther}, false, true, "t", 1, "1", nil},
+		// The only key changed after the first attempt applied: that
+		// attempt cannot be proven, and the guarded resend must not
+		// apply; the transaction runs again on fresh data.
+		{"applied blind, another writer, answer lost", []fault{lostAfterOther}, true, false, "n", 2, "1", nil},
+		{"lost twice", []fault{lostBefore, lostBefore}, false, false, "", 1, "", kv.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := "lost/" + t.Name() + "/"
@@ -103,7 +108,7 @@ func TestCommitLostInTransport(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.other = func() {
-				if _, err := other.Put(ctx, prefix+"n", "other"); err != nil {
+				if _, err := other.Put(ctx, prefix+tc.otherKey, "other"); err != nil {
 					t.Error(err)
 				}
 			}
@@ -124,6 +129,9 @@ func TestCommitLostInTransport(t *testing.T) {
 					}
 				}
 				tx.Put([]byte("n"), []byte(strconv.Itoa(n+1)))
+				if tc.times {
+					tx.Put([]byte("t"), []byte(strconv.Itoa(runs)))
+				}
 				return nil
 			})
 			if !errors.Is(err, tc.wantErr) || (err != nil) != (tc.wantErr != nil) {

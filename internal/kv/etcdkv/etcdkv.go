@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -168,11 +169,9 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 // a change that took effect, or that another attempt would make at once,
 // is what a partition did to one write in a few thousand.
 //
-// First the written keys are read back: if every key put holds this
-// transaction's value, all at one revision newer than seen, and every key
-// deleted is gone, it was applied there (one transaction is one revision;
-// another writer putting the same values to the same keys in one
-// transaction does not happen). Otherwise it is sent again once, guarded
+// First the written keys are read back: if they show it applied (see
+// applied; one transaction is one revision), it was. Otherwise it is sent
+// again once, guarded
 // so that it cannot apply twice or over another writer: besides its own
 // compares, every key it writes must be unchanged since seen (the newest
 // revision the Store had observed before the first send). If the first
@@ -186,7 +185,8 @@ func (b backend) Commit(ctx context.Context, t *kv.Txn) error {
 // set), or an error.
 func (s *Store) resolve(ctx context.Context, t *kv.Txn, cmps []clientv3.Cmp, ops []clientv3.Op, seen int64, failed error) (*clientv3.TxnResponse, error) {
 	writes := t.Writes()
-	if at, ok := s.applied(ctx, writes, seen); ok {
+	reads, _ := t.ReadSet()
+	if at, ok := s.applied(ctx, writes, reads, seen); ok {
 		s.observe(at)
 		t.SetCommitRev(at)
 		return nil, nil
@@ -194,7 +194,6 @@ func (s *Store) resolve(ctx context.Context, t *kv.Txn, cmps []clientv3.Cmp, ops
 	if ctx.Err() != nil {
 		return nil, failed
 	}
-	reads, _ := t.ReadSet()
 	guard := slices.Clone(cmps)
 	for _, w := range writes {
 		if _, read := reads[string(w.Key)]; !read {
@@ -209,8 +208,17 @@ func (s *Store) resolve(ctx context.Context, t *kv.Txn, cmps []clientv3.Cmp, ops
 }
 
 // applied reports whether writes are in the store as one transaction
-// newer than seen made them, and at which revision.
-func (s *Store) applied(ctx context.Context, writes []kv.Write, seen int64) (int64, bool) {
+// newer than seen made them, and at which revision. The proof is a key
+// the transaction read and wrote (a read-modify-write, or a key it found
+// absent and created) that holds the value written, at a revision X newer
+// than seen: another transaction writing that key would have had to read
+// it too and write the same bytes. Every other written key must fit: hold
+// its value at X too, or have changed after X (a directory's times,
+// written blind, may well have been written again by the next create);
+// every key deleted must be absent or have changed after X. A
+// transaction that read none of the keys it wrote is proven only if every
+// key it put holds its value at one revision.
+func (s *Store) applied(ctx context.Context, writes []kv.Write, reads map[string]int64, seen int64) (int64, bool) {
 	gets := make([]clientv3.Op, len(writes))
 	for i, w := range writes {
 		gets[i] = clientv3.OpGet(s.prefix + string(w.Key))
@@ -219,20 +227,52 @@ func (s *Store) applied(ctx context.Context, writes []kv.Write, seen int64) (int
 	if err != nil {
 		return 0, false
 	}
-	var at int64
-	for i, w := range writes {
-		kvs := resp.Responses[i].GetResponseRange().Kvs
-		switch {
-		case w.Delete && len(kvs) == 0:
-		case w.Delete, len(kvs) == 0:
-			return 0, false
-		case !bytes.Equal(kvs[0].Value, w.Value) || kvs[0].ModRevision <= seen || (at != 0 && kvs[0].ModRevision != at):
-			return 0, false
-		default:
-			at = kvs[0].ModRevision
+	now := make([]*mvccpb.KeyValue, len(writes))
+	for i := range writes {
+		if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			now[i] = kvs[0]
 		}
 	}
-	return at, at != 0 // deletes alone prove nothing
+	// X: where the keys read and written hold the values written.
+	var at int64
+	blind := true
+	for i, w := range writes {
+		if _, read := reads[string(w.Key)]; !read || w.Delete {
+			continue
+		}
+		blind = false
+		if got := now[i]; got != nil && got.ModRevision > seen && bytes.Equal(got.Value, w.Value) {
+			if at != 0 && got.ModRevision != at {
+				return 0, false
+			}
+			at = got.ModRevision
+		}
+	}
+	if blind { // no read key to prove it: every put must hold its value at one revision
+		for i, w := range writes {
+			if w.Delete {
+				continue
+			}
+			if got := now[i]; got == nil || got.ModRevision <= seen || !bytes.Equal(got.Value, w.Value) || (at != 0 && got.ModRevision != at) {
+				return 0, false
+			}
+			at = now[i].ModRevision
+		}
+	}
+	if at == 0 {
+		return 0, false
+	}
+	for i, w := range writes {
+		got := now[i]
+		switch {
+		case got == nil: // deleted, by it or since
+		case got.ModRevision > at: // changed since
+		case got.ModRevision == at && !w.Delete && bytes.Equal(got.Value, w.Value):
+		default:
+			return 0, false
+		}
+	}
+	return at, true
 }
 
 // end maps a range end to etcd: nil (no bound) becomes the prefix's end.
