@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/weftfs/weft/internal/etcdx"
 )
 
 // Health values of a Status.
@@ -105,33 +109,35 @@ func (s *Store) etcdHealth(ctx context.Context) []EtcdMember {
 		return []EtcdMember{{Name: "?", Error: err.Error()}}
 	}
 	out := make([]EtcdMember, len(ml.Members))
-	done := make(chan struct{}, len(ml.Members))
+	var urls []string
 	for i, m := range ml.Members {
 		out[i].Name = m.Name
 		if len(m.ClientURLs) == 0 {
 			out[i].Error = "not started"
-			done <- struct{}{}
 			continue
 		}
 		out[i].ClientURL = m.ClientURLs[0]
-		go func() {
-			defer func() { done <- struct{}{} }()
-			cctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-			defer cancel()
-			sr, err := s.cli.Status(cctx, out[i].ClientURL)
-			if err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			out[i].Healthy = len(sr.Errors) == 0
-			out[i].Leader = sr.Leader == sr.Header.MemberId
-			if len(sr.Errors) > 0 {
-				out[i].Error = sr.Errors[0]
-			}
-		}()
+		urls = append(urls, out[i].ClientURL)
 	}
-	for range ml.Members {
-		<-done
+	answers := etcdx.AskStatus(ctx, urls, 1500*time.Millisecond, func(ctx context.Context, url string) (*pb.StatusResponse, error) {
+		sr, err := s.cli.Status(ctx, url)
+		return (*pb.StatusResponse)(sr), err
+	})
+	for i, a := 0, 0; i < len(out); i++ {
+		if out[i].ClientURL == "" {
+			continue
+		}
+		sr := answers[a]
+		a++
+		if sr.Err != nil {
+			out[i].Error = sr.Err.Error()
+			continue
+		}
+		out[i].Healthy = len(sr.Resp.Errors) == 0
+		out[i].Leader = sr.Resp.Leader == sr.Resp.Header.MemberId
+		if len(sr.Resp.Errors) > 0 {
+			out[i].Error = sr.Resp.Errors[0]
+		}
 	}
 	return out
 }

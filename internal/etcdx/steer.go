@@ -66,8 +66,7 @@ type Steerer struct {
 	conns  map[string]*grpc.ClientConn // by endpoint, dialled on first use
 	closed bool                        // the client is closed
 
-	using []string          // the endpoints the client is set to
-	out   map[string]string // why each left-out endpoint is out
+	out map[string]string // why each left-out endpoint is out
 }
 
 // Steer starts a Steerer of cli (over the endpoints it has now) as the
@@ -89,8 +88,7 @@ func NewSteerer(cli *clientv3.Client, log *slog.Logger) *Steerer {
 		log = slog.Default()
 	}
 	all := cli.Endpoints()
-	s := &Steerer{cli: cli, all: all, log: log, conns: map[string]*grpc.ClientConn{},
-		using: slices.Clone(all), out: map[string]string{}}
+	s := &Steerer{cli: cli, all: all, log: log, conns: map[string]*grpc.ClientConn{}, out: map[string]string{}}
 	context.AfterFunc(cli.Ctx(), s.closeConns)
 	return s
 }
@@ -110,7 +108,7 @@ var _ runner.Worker = (*Steerer)(nil)
 
 // Step probes every member once and sets the client's endpoints.
 func (s *Steerer) Step(ctx context.Context) (runner.State, error) {
-	probes := s.probe(ctx)
+	probes := AskStatus(ctx, s.all, SteerProbeTimeout, s.status)
 	if ctx.Err() != nil || s.cli.Ctx().Err() != nil {
 		return runner.Done, nil
 	}
@@ -133,53 +131,19 @@ func (s *Steerer) Step(ctx context.Context) (runner.State, error) {
 		}
 	}
 	s.out = out
-	if !slices.Equal(fit, s.using) {
+	if !slices.Equal(fit, s.cli.Endpoints()) {
 		s.cli.SetEndpoints(fit...)
-		s.using = slices.Clone(fit)
 	}
 	return runner.Idle, nil
 }
 
-// Using returns the endpoints the client is set to now.
-func (s *Steerer) Using() []string { return slices.Clone(s.using) }
-
-// probe is one member's answer to a status request, or why there was
-// none.
-type probe struct {
-	endpoint string
-	err      error
-	leader   uint64
-	commit   uint64 // the member's commit index
-	applied  uint64 // the member's applied index
-}
-
-// probe asks every endpoint for its status at once, each within
-// SteerProbeTimeout.
-func (s *Steerer) probe(ctx context.Context) []probe {
-	out := make([]probe, len(s.all))
-	var wg sync.WaitGroup
-	for i, ep := range s.all {
-		out[i].endpoint = ep
-		conn, err := s.conn(ep)
-		if err != nil {
-			out[i].err = err
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, SteerProbeTimeout)
-			defer cancel()
-			st, err := pb.NewMaintenanceClient(conn).Status(pctx, &pb.StatusRequest{})
-			if err != nil {
-				out[i].err = err
-				return
-			}
-			out[i].leader, out[i].commit, out[i].applied = st.Leader, st.RaftIndex, st.RaftAppliedIndex
-		}()
+// status asks ep's member for its status over the probe connection.
+func (s *Steerer) status(ctx context.Context, ep string) (*pb.StatusResponse, error) {
+	conn, err := s.conn(ep)
+	if err != nil {
+		return nil, err
 	}
-	wg.Wait()
-	return out
+	return pb.NewMaintenanceClient(conn).Status(ctx, &pb.StatusRequest{})
 }
 
 // conn returns the probe connection to ep, dialling it the first time
@@ -203,18 +167,16 @@ func (s *Steerer) conn(ep string) (*grpc.ClientConn, error) {
 
 // choose returns the endpoints (in the order of all) whose member
 // answered, has a leader, and has applied all but maxLag of the highest
-// commit index any member reported; and, for each of the others, why it
-// is out.
-func choose(all []string, probes []probe, maxLag uint64) (fit []string, out map[string]string) {
+// commit index any member with a leader reported; and, for each of the
+// others, why it is out.
+func choose(all []string, probes []MemberStatus, maxLag uint64) (fit []string, out map[string]string) {
 	var top uint64
+	by := map[string]MemberStatus{}
 	for _, p := range probes {
-		if p.err == nil && p.leader != 0 {
-			top = max(top, p.commit)
+		by[p.Endpoint] = p
+		if p.Err == nil && p.Resp.Leader != 0 {
+			top = max(top, p.Resp.RaftIndex)
 		}
-	}
-	by := map[string]probe{}
-	for _, p := range probes {
-		by[p.endpoint] = p
 	}
 	out = map[string]string{}
 	for _, ep := range all {
@@ -222,12 +184,13 @@ func choose(all []string, probes []probe, maxLag uint64) (fit []string, out map[
 		switch {
 		case !ok:
 			out[ep] = "not probed"
-		case p.err != nil:
-			out[ep] = fmt.Sprintf("no answer to a status request: %v", p.err)
-		case p.leader == 0:
+		case p.Err != nil:
+			out[ep] = fmt.Sprintf("no answer to a status request: %v", p.Err)
+		case p.Resp.Leader == 0:
 			out[ep] = "it has no leader"
-		case p.applied+maxLag < top:
-			out[ep] = fmt.Sprintf("catching up: applied index %d, %d behind the commit index %d", p.applied, top-p.applied, top)
+		case p.Resp.RaftAppliedIndex+maxLag < top:
+			applied := p.Resp.RaftAppliedIndex
+			out[ep] = fmt.Sprintf("catching up: applied index %d, %d behind the commit index %d", applied, top-applied, top)
 		default:
 			fit = append(fit, ep)
 		}

@@ -176,8 +176,7 @@ func WeftGoroutines() []Goroutine {
 
 		// Fan-outs within one call, each waited for.
 		{File: "internal/admin/asknodes.go", Func: "askNodes", Why: "one admin request asking every node at once, each within nodeAskTimeout"},
-		{File: "internal/cluster/status.go", Func: "Store.etcdHealth", Why: "one status request asking every etcd member at once, each within 1.5 s"},
-		{File: "internal/etcdx/steer.go", Func: "Steerer.probe", Why: "one step of the `etcd-steer` worker asking every etcd member for its status at once, each within 1 s (SteerProbeTimeout); the step waits for them"},
+		{File: "internal/etcdx/status.go", Func: "AskStatus", Why: "one call asking every etcd member for its status at once, each within the caller's timeout, and waiting for all: `weft status` (1.5 s) and a step of the `etcd-steer` worker (1 s)"},
 		{File: "internal/client/stripe_read.go", Func: "inode.fetch", Why: "the units of one stripe read at once"},
 		{File: "internal/client/stripe_write.go", Func: "inode.placeAndPut", Why: "the units of one stripe written at once"},
 		{File: "internal/client/client.go", Func: "Client.goBackground", Why: "read-ahead, strided prefetch and write-behind of one stripe or record, bounded by the client's semaphores; Close waits for them"},
