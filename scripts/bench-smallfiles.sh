@@ -35,23 +35,37 @@ if [ -z "$tar" ]; then
 fi
 [ -r "$tar" ] || { echo "bench-smallfiles: cannot read TAR=$tar" >&2; exit 2; }
 
+# A run's cluster is moved aside, and all are deleted at the end: on ext4
+# without a journal (this machine's), the inodes of files deleted in the
+# last minutes are passed over one by one when a new one is allocated,
+# so a run right after a deletion of thousands of block files spent up to
+# a third of its mount's CPU creating the staged files (docs/benchmarks.md).
 up_pid=
-cleanup() {
+runs=0
+stop() {
   if [ -n "$up_pid" ]; then
     kill -INT "$up_pid" 2>/dev/null || true
     wait "$up_pid" 2>/dev/null || true
   fi
   umount -l "$work/mnt" 2>/dev/null || true
-  rm -rf "$work/cluster"
+  if [ -d "$work/cluster" ]; then
+    runs=$((runs + 1))
+    mv "$work/cluster" "$work/done.$runs"
+  fi
+}
+cleanup() {
+  stop
+  rm -rf "$work"/done.*
 }
 trap cleanup EXIT
 
 rate() { python3 -c "print(f'{$1/($3-$2):.1f}')"; }
 
 results=()
+stop # a cluster left by an earlier run in BENCH_DIR goes aside too
 for r in $(seq 1 "$repeat"); do
   for b in $BINS; do
-    rm -rf "$work/cluster"; mkdir -p "$work/mnt"
+    mkdir -p "$work/mnt"
     "$b" local up --dir "$work/cluster" --mount "$work/mnt" >"$work/up.log" 2>&1 &
     up_pid=$!
     for _ in $(seq 1 180); do grep -q '^ready:' "$work/up.log" && break; sleep 1; done
@@ -72,7 +86,7 @@ for r in $(seq 1 "$repeat"); do
       row="$row | $(rate "$n" "$s" "$e")"
     done
     results+=("$row |")
-    cleanup
+    stop
     up_pid=
     echo "${results[-1]}" >&2
   done

@@ -85,28 +85,29 @@ func (m *Meta) Create(ctx context.Context, parent LIN, name string, ni NewInode)
 		o.addUsage(n.pool, Usage{Inodes: 1})
 		switch {
 		case mode == synchronous && n.typ != TypeDir:
-			o.acquire(parent) // for the creates that follow (mkdir is never deferred)
-		case mode == synchronous && o.mine(parent):
+			o.acquire(parent) // for the creates that follow
+		case n.typ == TypeDir && (mode != synchronous || o.mine(parent)):
 			// A directory made in one this client holds (an untar, a
 			// build tree) is delegated from birth: the creates in it and
-			// its own attribute changes can be deferred at once.
+			// its own attribute changes can be deferred at once. A
+			// deferred mkdir writes the record with the directory.
 			o.acquireNew(lin)
 		}
 		return n, nil
 	}
 	var res *inode
-	deferred := false
-	if ni.Type != TypeDir {
-		deferred = m.deferIn(ctx, parent, func(o *op, mode opMode) error {
-			n, err := body(o, mode)
-			if mode == deferLocal {
-				res = n
-			}
-			return err
-		})
-	}
+	deferred := m.deferIn(ctx, parent, func(o *op, mode opMode) error {
+		n, err := body(o, mode)
+		if mode == deferLocal {
+			res = n
+		}
+		return err
+	})
 	if deferred {
 		m.wb.bear(lin, parent)
+		if ni.Type == TypeDir {
+			m.wb.holdNew(lin)
+		}
 	} else {
 		var born bool
 		err = m.update(ctx, func(o *op) error {

@@ -378,6 +378,18 @@ func (w *writeBack) bear(lin, dir LIN) {
 	}
 }
 
+// holdNew notes the delegation of directory lin, made by a deferred mkdir
+// (whose transaction writes the record): it is ready at once, as nothing
+// anyone committed before can concern a fresh LIN, and its entries are
+// known absent to the cache (reserveLINs). If the mkdir is dropped at
+// its replay, so are the changes deferred in lin (lin does not exist),
+// and the worker gives the delegation up when it finds no record.
+func (w *writeBack) holdNew(lin LIN) {
+	w.mu.Lock()
+	w.held[lin] = &held{ready: true, used: w.m.now()}
+	w.mu.Unlock()
+}
+
 // bornReady reports whether changes of lin alone may be deferred (see
 // bear), and notes the use of its directory's delegation.
 func (w *writeBack) bornReady(lin LIN) bool {

@@ -494,8 +494,17 @@ func TestDeferredDirectory(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			a, b := p[0], p[1]
 			d, _ := delegatedDir(t, a, "old")
-			sub := must(a.Mkdir(bg, d.LIN, "sub", 0o750))
+			var sub, deep Attr
+			if n := a.deferredBy(t, func() {
+				sub = must(a.Mkdir(bg, d.LIN, "sub", 0o750))
+				deep = must(a.Mkdir(bg, sub.LIN, "deep", 0o750))
+			}); n != 2 {
+				t.Fatalf("%d operations deferred, want 2 (a mkdir in a delegated directory, one in the directory it made)", n)
+			}
 			waitReady(t, a, sub.LIN)
+			if got := must(a.GetAttr(bg, d.LIN)).Nlink; got != 3 {
+				t.Fatalf("the holder sees link count %d for the parent of a deferred mkdir, want 3", got)
+			}
 			mtime := time.Unix(1_600_000_000, 0)
 			if n := a.deferredBy(t, func() {
 				must(a.Create(bg, sub.LIN, "f", NewInode{Mode: 0o644}))
@@ -504,7 +513,7 @@ func TestDeferredDirectory(t *testing.T) {
 				if !got[0].Mtime.Equal(cur.Mtime) || !got[1].Mtime.Equal(cur.Mtime) {
 					t.Fatalf("chown and chmod of the directory returned mtimes %v and %v, it is %v", got[0].Mtime, got[1].Mtime, cur.Mtime)
 				}
-				if got[2].Type != TypeDir || got[2].Nlink != 2 {
+				if got[2].Type != TypeDir || got[2].Nlink != 3 { // "deep" is in it
 					t.Fatalf("attributes returned: %+v", got[2])
 				}
 				wantUntarAttrs(t, "attributes returned", got[2], 0o700, mtime)
@@ -513,6 +522,15 @@ func TestDeferredDirectory(t *testing.T) {
 			}
 			wantUntarAttrs(t, "the other client sees", must(b.Lookup(bg, d.LIN, "sub")), 0o700, mtime)
 			must(b.Lookup(bg, sub.LIN, "f"))
+			if got := must(b.Lookup(bg, sub.LIN, "deep")); got.LIN != deep.LIN || got.Nlink != 2 {
+				t.Fatalf("the other client sees %+v for the nested directory, want LIN %d with 2 links", got, deep.LIN)
+			}
+			if got := must(b.GetAttr(bg, d.LIN)).Nlink; got != 3 {
+				t.Fatalf("the other client sees link count %d for the parent, want 3", got)
+			}
+			if got := must(b.GetAttr(bg, sub.LIN)).Nlink; got != 3 {
+				t.Fatalf("the other client sees link count %d for the new directory, want 3", got)
+			}
 
 			top := must(a.Mkdir(bg, RootLIN, "top", 0o755))
 			if a.deferredBy(t, func() { must(a.SetAttr(bg, top.LIN, SetMode, Attr{Mode: 0o700})) }) != 0 {
