@@ -1,12 +1,16 @@
 package fuse
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
@@ -51,5 +55,33 @@ func TestStatus(t *testing.T) {
 	}
 	if got := status(nil); got != gofuse.OK {
 		t.Errorf("status(nil) = %v", got)
+	}
+}
+
+// TestEIOLogged: an EIO reply is logged with the operation and its cause,
+// at most once a second, the next line counting those not logged; other
+// errnos are not logged.
+func TestEIOLogged(t *testing.T) {
+	var buf bytes.Buffer
+	clock := time.Unix(1_700_000_000, 0)
+	r := newRawFS(nil, slog.New(slog.NewTextHandler(&buf, nil)))
+	r.eio.now = func() time.Time { return clock }
+	cause := errors.New("etcd commit: rpc error: code = Unavailable")
+	if st := r.status(cause); st != gofuse.EIO {
+		t.Fatalf("status %v, want EIO", st)
+	}
+	r.status(cause)
+	r.status(fmt.Errorf("x: %w", vfs.ErrNotFound))
+	clock = clock.Add(eioEvery / 2)
+	r.status(cause)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "op=TestEIOLogged") || !strings.Contains(lines[0], "Unavailable") || !strings.Contains(lines[0], "not_logged_since_last=0") {
+		t.Fatalf("logged within a second of the first EIO:\n%s", buf.String())
+	}
+	clock = clock.Add(eioEvery)
+	r.status(cause)
+	lines = strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "not_logged_since_last=2") {
+		t.Fatalf("logged a second later (two EIOs not logged in between):\n%s", buf.String())
 	}
 }

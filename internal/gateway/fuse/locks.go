@@ -43,7 +43,7 @@ func lockFromFUSE(in *gofuse.LkIn) (vfs.Lock, gofuse.Status) {
 func (r *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	l, st := lockFromFUSE(in)
 	if st != gofuse.OK {
@@ -51,7 +51,7 @@ func (r *rawFS) GetLk(cancel <-chan struct{}, in *gofuse.LkIn, out *gofuse.LkOut
 	}
 	c, found, err := h.TestLock(callerCtx(&in.InHeader), in.Owner, l)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	if !found {
 		out.Lk = gofuse.FileLock{Typ: syscall.F_UNLCK}
@@ -77,7 +77,7 @@ func (r *rawFS) SetLkw(cancel <-chan struct{}, in *gofuse.LkIn) gofuse.Status {
 func (r *rawFS) setLk(cancel <-chan struct{}, in *gofuse.LkIn, wait bool) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	l, st := lockFromFUSE(in)
 	if st != gofuse.OK {
@@ -98,5 +98,5 @@ func (r *rawFS) setLk(cancel <-chan struct{}, in *gofuse.LkIn, wait bool) gofuse
 			}
 		}()
 	}
-	return status(h.SetLock(ctx, in.Owner, l, wait))
+	return r.status(h.SetLock(ctx, in.Owner, l, wait))
 }

@@ -28,6 +28,7 @@ type rawFS struct {
 	gofuse.RawFileSystem // ENOSYS for what is not implemented below
 	fs                   *vfs.FS
 	log                  *slog.Logger
+	eio                  eioLog
 
 	mu      sync.Mutex
 	dirs    map[uint64]*dirHandle
@@ -126,13 +127,13 @@ func (r *rawFS) Lookup(cancel <-chan struct{}, h *gofuse.InHeader, name string, 
 	ctx := callerCtx(h)
 	a, err := r.fs.Lookup(ctx, vfs.LIN(h.NodeId), name)
 	if err != nil {
-		if st := status(err); st == gofuse.ENOENT {
+		if st := r.status(err); st == gofuse.ENOENT {
 			// A negative entry: cache "no such name" briefly.
 			out.NodeId = 0
 			out.SetEntryTimeout(entryTimeout)
 			return gofuse.ENOENT
 		}
-		return status(err)
+		return r.status(err)
 	}
 	fillEntry(a, out)
 	return gofuse.OK
@@ -144,7 +145,7 @@ func (r *rawFS) GetAttr(cancel <-chan struct{}, in *gofuse.GetAttrIn, out *gofus
 	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.GetAttr(ctx, vfs.LIN(in.NodeId))
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	out.SetTimeout(attrTimeout)
 	fillAttr(a, &out.Attr)
@@ -202,7 +203,7 @@ func (r *rawFS) SetAttr(cancel <-chan struct{}, in *gofuse.SetAttrIn, out *gofus
 		}
 	}
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	out.SetTimeout(attrTimeout)
 	fillAttr(res, &out.Attr)
@@ -213,7 +214,7 @@ func (r *rawFS) Mknod(cancel <-chan struct{}, in *gofuse.MknodIn, name string, o
 	ctx := callerCtx(&in.InHeader)
 	a, _, err := r.fs.Create(ctx, vfs.LIN(in.NodeId), name, vfs.CreateArgs{Type: typeOf(in.Mode), Mode: in.Mode & 0o7777, Rdev: in.Rdev}, false, 0)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	fillEntry(a, out)
 	return gofuse.OK
@@ -223,7 +224,7 @@ func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, o
 	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.Mkdir(ctx, vfs.LIN(in.NodeId), name, in.Mode&0o7777)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	fillEntry(a, out)
 	return gofuse.OK
@@ -231,12 +232,12 @@ func (r *rawFS) Mkdir(cancel <-chan struct{}, in *gofuse.MkdirIn, name string, o
 
 func (r *rawFS) Unlink(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	ctx := callerCtx(h)
-	return status(r.fs.Unlink(ctx, vfs.LIN(h.NodeId), name))
+	return r.status(r.fs.Unlink(ctx, vfs.LIN(h.NodeId), name))
 }
 
 func (r *rawFS) Rmdir(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	ctx := callerCtx(h)
-	return status(r.fs.Rmdir(ctx, vfs.LIN(h.NodeId), name))
+	return r.status(r.fs.Rmdir(ctx, vfs.LIN(h.NodeId), name))
 }
 
 // Linux renameat2 flags.
@@ -257,14 +258,14 @@ func (r *rawFS) Rename(cancel <-chan struct{}, in *gofuse.RenameIn, oldName, new
 	if in.Flags&^(renameNoReplace|renameExchange) != 0 {
 		return gofuse.EINVAL
 	}
-	return status(r.fs.Rename(ctx, vfs.LIN(in.NodeId), oldName, vfs.LIN(in.Newdir), newName, flags))
+	return r.status(r.fs.Rename(ctx, vfs.LIN(in.NodeId), oldName, vfs.LIN(in.Newdir), newName, flags))
 }
 
 func (r *rawFS) Link(cancel <-chan struct{}, in *gofuse.LinkIn, name string, out *gofuse.EntryOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.Link(ctx, vfs.LIN(in.Oldnodeid), vfs.LIN(in.NodeId), name)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	fillEntry(a, out)
 	return gofuse.OK
@@ -274,7 +275,7 @@ func (r *rawFS) Symlink(cancel <-chan struct{}, h *gofuse.InHeader, target, name
 	ctx := callerCtx(h)
 	a, err := r.fs.Symlink(ctx, vfs.LIN(h.NodeId), name, target)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	fillEntry(a, out)
 	return gofuse.OK
@@ -284,7 +285,7 @@ func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, go
 	ctx := callerCtx(h)
 	t, err := r.fs.Readlink(ctx, vfs.LIN(h.NodeId))
 	if err != nil {
-		return nil, status(err)
+		return nil, r.status(err)
 	}
 	return []byte(t), gofuse.OK
 }
@@ -292,14 +293,14 @@ func (r *rawFS) Readlink(cancel <-chan struct{}, h *gofuse.InHeader) ([]byte, go
 // Access is only called without default_permissions; answer it all the same.
 func (r *rawFS) Access(cancel <-chan struct{}, in *gofuse.AccessIn) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
-	return status(r.fs.Access(ctx, vfs.LIN(in.NodeId), in.Mask&7))
+	return r.status(r.fs.Access(ctx, vfs.LIN(in.NodeId), in.Mask&7))
 }
 
 func (r *rawFS) Create(cancel <-chan struct{}, in *gofuse.CreateIn, name string, out *gofuse.CreateOut) gofuse.Status {
 	ctx := callerCtx(&in.InHeader)
 	a, h, err := r.fs.Create(ctx, vfs.LIN(in.NodeId), name, vfs.CreateArgs{Type: vfs.TypeFile, Mode: in.Mode & 0o7777}, true, int(in.Flags)|vfs.OExcl)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	fillEntry(a, &out.EntryOut)
 	out.Fh = h.ID
@@ -310,7 +311,7 @@ func (r *rawFS) Open(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.Open
 	ctx := callerCtx(&in.InHeader)
 	h, err := r.fs.Open(ctx, vfs.LIN(in.NodeId), int(in.Flags))
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	// Close-to-open: vfs.Open saw every change committed before it, but
 	// the kernel may hold attributes (the size above all) from a lookup
@@ -337,12 +338,12 @@ func (r *rawFS) invalidateAttr(node uint64) {
 func (r *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gofuse.ReadResult, gofuse.Status) {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return nil, status(err)
+		return nil, r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
 	n, err := h.Read(ctx, buf[:in.Size], int64(in.Offset))
 	if err != nil && n == 0 && !isEOF(err) {
-		return nil, status(err)
+		return nil, r.status(err)
 	}
 	return gofuse.ReadResultData(buf[:n]), gofuse.OK
 }
@@ -350,7 +351,7 @@ func (r *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gof
 func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return 0, status(err)
+		return 0, r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
 	// The kernel leaves killing privileges to us (HANDLE_KILLPRIV_V2,
@@ -358,13 +359,13 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (
 	// without CAP_FSETID); when the mode changes, its cached attributes
 	// are stale: drop them (attributes only, as Open does).
 	if changed, err := h.KillPrivileges(ctx, in.WriteFlags&gofuse.WRITE_KILL_SUIDGID != 0); err != nil {
-		return 0, status(err)
+		return 0, r.status(err)
 	} else if changed {
 		r.invalidateAttr(in.NodeId)
 	}
 	n, err := h.Write(ctx, data, int64(in.Offset))
 	if err != nil {
-		return uint32(n), status(err)
+		return uint32(n), r.status(err)
 	}
 	return uint32(n), gofuse.OK
 }
@@ -372,7 +373,7 @@ func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (
 func (r *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
 	err = h.Flush(ctx)
@@ -380,20 +381,20 @@ func (r *rawFS) Flush(cancel <-chan struct{}, in *gofuse.FlushIn) gofuse.Status 
 	if lerr := h.UnlockOwner(ctx, in.LockOwner); err == nil {
 		err = lerr
 	}
-	return status(err)
+	return r.status(err)
 }
 
 func (r *rawFS) Fsync(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
-	return status(h.Fsync(ctx))
+	return r.status(h.Fsync(ctx))
 }
 
 func (r *rawFS) FsyncDir(cancel <-chan struct{}, in *gofuse.FsyncIn) gofuse.Status {
-	return status(r.fs.FsyncDir(callerCtx(&in.InHeader)))
+	return r.status(r.fs.FsyncDir(callerCtx(&in.InHeader)))
 }
 
 func (r *rawFS) Release(cancel <-chan struct{}, in *gofuse.ReleaseIn) {
@@ -407,7 +408,7 @@ func (r *rawFS) StatFs(cancel <-chan struct{}, h *gofuse.InHeader, out *gofuse.S
 	ctx := callerCtx(h)
 	st, err := r.fs.StatFS(ctx)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	out.Bsize = blockSize
 	out.Frsize = blockSize
@@ -424,7 +425,7 @@ func (r *rawFS) GetXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string
 	ctx := callerCtx(h)
 	v, err := r.fs.GetXattr(ctx, vfs.LIN(h.NodeId), name)
 	if err != nil {
-		return 0, status(err)
+		return 0, r.status(err)
 	}
 	if len(dest) < len(v) {
 		return uint32(len(v)), gofuse.ERANGE
@@ -436,7 +437,7 @@ func (r *rawFS) ListXAttr(cancel <-chan struct{}, h *gofuse.InHeader, dest []byt
 	ctx := callerCtx(h)
 	names, err := r.fs.ListXattr(ctx, vfs.LIN(h.NodeId))
 	if err != nil {
-		return 0, status(err)
+		return 0, r.status(err)
 	}
 	var b []byte
 	for _, n := range names {
@@ -463,12 +464,12 @@ func (r *rawFS) SetXAttr(cancel <-chan struct{}, in *gofuse.SetXAttrIn, name str
 	if in.Flags&xattrReplace != 0 {
 		flags |= vfs.XattrReplace
 	}
-	return status(r.fs.SetXattr(ctx, vfs.LIN(in.NodeId), name, data, flags))
+	return r.status(r.fs.SetXattr(ctx, vfs.LIN(in.NodeId), name, data, flags))
 }
 
 func (r *rawFS) RemoveXAttr(cancel <-chan struct{}, h *gofuse.InHeader, name string) gofuse.Status {
 	ctx := callerCtx(h)
-	return status(r.fs.RemoveXattr(ctx, vfs.LIN(h.NodeId), name))
+	return r.status(r.fs.RemoveXattr(ctx, vfs.LIN(h.NodeId), name))
 }
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }

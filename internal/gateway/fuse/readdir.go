@@ -30,7 +30,7 @@ func (r *rawFS) OpenDir(cancel <-chan struct{}, in *gofuse.OpenIn, out *gofuse.O
 	ctx := callerCtx(&in.InHeader)
 	a, err := r.fs.GetAttr(ctx, vfs.LIN(in.NodeId))
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	if a.Type != vfs.TypeDir {
 		return gofuse.ENOTDIR
@@ -84,14 +84,14 @@ func (r *rawFS) ReadDir(cancel <-chan struct{}, in *gofuse.ReadIn, out *gofuse.D
 		// Unknown position: list from the start, skipping off-2 entries.
 		var err error
 		if after, err = r.skipTo(ctx, d.lin, off-2); err != nil {
-			return status(err)
+			return r.status(err)
 		}
 	}
 	d.prev, d.names = d.names, map[uint64]string{}
 	for {
 		ents, next, err := r.fs.ReadDir(ctx, d.lin, after, pageSize)
 		if err != nil {
-			return status(err)
+			return r.status(err)
 		}
 		for _, e := range ents {
 			off++

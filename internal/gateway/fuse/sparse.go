@@ -23,7 +23,7 @@ const (
 func (r *rawFS) Lseek(cancel <-chan struct{}, in *gofuse.LseekIn, out *gofuse.LseekOut) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
 	var off int64
@@ -36,7 +36,7 @@ func (r *rawFS) Lseek(cancel <-chan struct{}, in *gofuse.LseekIn, out *gofuse.Ls
 		return gofuse.EINVAL
 	}
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	out.Offset = uint64(off)
 	return gofuse.OK
@@ -48,8 +48,8 @@ func (r *rawFS) Lseek(cancel <-chan struct{}, in *gofuse.LseekIn, out *gofuse.Ls
 func (r *rawFS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
 	h, err := r.fs.Handle(in.Fh)
 	if err != nil {
-		return status(err)
+		return r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
-	return status(h.Allocate(ctx, int64(in.Offset), int64(in.Length), vfs.AllocMode(in.Mode)))
+	return r.status(h.Allocate(ctx, int64(in.Offset), int64(in.Length), vfs.AllocMode(in.Mode)))
 }
