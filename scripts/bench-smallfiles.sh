@@ -7,7 +7,10 @@
 # reads), then ROUNDS times a cache drop and `find | xargs cat` (files read
 # per second; the first round after the untar is the side-by-side's). The
 # builds take turns REPEAT times, so that the machine's swings fall on all
-# of them. Prints a markdown table. Needs root (drop_caches, mounts).
+# of them. Prints a markdown table; its "CPU ms/file" is the user and
+# system time of the cluster's processes (nodes with their etcd members,
+# and the mount) during the untar, per file. Needs root (drop_caches,
+# mounts).
 #   TAR        the archive to extract (default: /usr/share/doc, tarred once
 #              into BENCH_DIR)
 #   BINS       weft binaries to compare, space-separated (default: one built
@@ -60,6 +63,19 @@ cleanup() {
 trap cleanup EXIT
 
 rate() { python3 -c "print(f'{$1/($3-$2):.1f}')"; }
+# cpu_ticks: user + system clock ticks of the processes whose command line
+# names this run's cluster directory (its nodes and its mount).
+cpu_ticks() {
+  local p t=0 st rest
+  for p in /proc/[0-9]*; do
+    grep -qsF "$work/cluster" "$p/cmdline" 2>/dev/null || continue
+    st=$(cat "$p/stat" 2>/dev/null) || continue
+    rest=${st##*) }
+    set -- $rest
+    t=$((t + ${12} + ${13}))
+  done
+  echo "$t"
+}
 
 results=()
 stop # a cluster left by an earlier run in BENCH_DIR goes aside too
@@ -72,10 +88,12 @@ for r in $(seq 1 "$repeat"); do
     grep -q '^ready:' "$work/up.log" || { tail -20 "$work/up.log" >&2; exit 1; }
     weft=("$b" --admin "$(cat "$work/cluster/admin.addr")" --pki "$work/cluster/pki")
     mkdir "$work/mnt/x"
+    c0=$(cpu_ticks)
     s=$(date +%s.%N); tar -C "$work/mnt/x" -xf "$tar"; sync -f "$work/mnt/x"; e=$(date +%s.%N)
+    c1=$(cpu_ticks)
     find "$work/mnt/x" -type f >"$work/files"
     n=$(wc -l <"$work/files")
-    row="| $(basename "$b") | $r | $n | $(rate "$n" "$s" "$e")"
+    row="| $(basename "$b") | $r | $n | $(rate "$n" "$s" "$e") | $(python3 -c "print(f'{($c1-$c0)*1000/$(getconf CLK_TCK)/$n:.2f}')")"
     for _ in $(seq 1 120); do
       "${weft[@]}" job list 2>/dev/null | grep -qw 'running\|queued' || break
       sleep 5
@@ -91,9 +109,9 @@ for r in $(seq 1 "$repeat"); do
     echo "${results[-1]}" >&2
   done
 done
-printf '| build | run | files | written/s |'
+printf '| build | run | files | written/s | CPU ms/file |'
 for i in $(seq 1 "$rounds"); do printf ' read/s round %d |' "$i"; done
-printf '\n|---|---|---|---|'
+printf '\n|---|---|---|---|---|'
 for _ in $(seq 1 "$rounds"); do printf -- '---|'; done
 printf '\n'
 printf '%s\n' "${results[@]}"
