@@ -5,9 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 
@@ -62,8 +60,9 @@ func status(err error) gofuse.Status {
 	return gofuse.EIO
 }
 
-// status is status of err, and an EIO also logged (see eioLog): the
-// application sees only the errno, so the cause must reach the mount's log.
+// status is status of err, and an EIO also logged (vfs.FaultLog): the
+// application sees only the errno, so the cause must reach the mount's
+// log. The operation is the rawFS method that answers.
 func (r *rawFS) status(err error) gofuse.Status {
 	st := status(err)
 	if st == gofuse.EIO {
@@ -73,38 +72,7 @@ func (r *rawFS) status(err error) gofuse.Status {
 				op = f.Name()[strings.LastIndexByte(f.Name(), '.')+1:]
 			}
 		}
-		r.eio.note(r.log, op, err)
+		r.faults.Note(op, err)
 	}
 	return st
-}
-
-// eioEvery is how often an EIO reply is logged at most.
-const eioEvery = time.Second
-
-// eioLog rate-limits the warnings of EIO replies: the first at once, then
-// at most one every eioEvery, each with the number of others since the
-// last one logged (a node or etcd that cannot be reached fails every
-// request for a while; one line a second says so with its cause).
-type eioLog struct {
-	mu     sync.Mutex
-	last   time.Time
-	missed int
-	now    func() time.Time // tests set it; nil is time.Now
-}
-
-func (l *eioLog) note(log interface{ Warn(string, ...any) }, op string, err error) {
-	l.mu.Lock()
-	now := time.Now()
-	if l.now != nil {
-		now = l.now()
-	}
-	if !l.last.IsZero() && now.Sub(l.last) < eioEvery {
-		l.missed++
-		l.mu.Unlock()
-		return
-	}
-	missed := l.missed
-	l.last, l.missed = now, 0
-	l.mu.Unlock()
-	log.Warn("I/O error returned to an application", "op", op, "err", err, "not_logged_since_last", missed)
 }

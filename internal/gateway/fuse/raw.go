@@ -28,7 +28,7 @@ type rawFS struct {
 	gofuse.RawFileSystem // ENOSYS for what is not implemented below
 	fs                   *vfs.FS
 	log                  *slog.Logger
-	eio                  eioLog
+	faults               vfs.FaultLog // EIO replies
 
 	mu      sync.Mutex
 	dirs    map[uint64]*dirHandle
@@ -41,7 +41,7 @@ type rawFS struct {
 func (r *rawFS) Init(s *gofuse.Server) { r.srv.Store(s) }
 
 func newRawFS(fs *vfs.FS, log *slog.Logger) *rawFS {
-	return &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), fs: fs, log: log, dirs: map[uint64]*dirHandle{}, nextDir: 1}
+	return &rawFS{RawFileSystem: gofuse.NewDefaultRawFileSystem(), fs: fs, log: log, faults: vfs.FaultLog{Log: log}, dirs: map[uint64]*dirHandle{}, nextDir: 1}
 }
 
 func (r *rawFS) String() string { return "weft" }

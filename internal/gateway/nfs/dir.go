@@ -145,7 +145,7 @@ func (r *request) readdir() (result, error) {
 	}
 	dir, da, err := r.readdirStart(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOp(da, da.LIN != 0)}, nil
+		return result{status: r.statusOf(err), body: postOp(da, da.LIN != 0)}, nil
 	}
 	res := readdirOK{Attr: postOp(da, true)}
 	size := 4 + xdrSize(res) // the status, the header and eof
@@ -164,7 +164,7 @@ func (r *request) readdir() (result, error) {
 		return true
 	})
 	if err != nil {
-		return result{status: statusOf(err), body: postOp(da, true)}, nil
+		return result{status: r.statusOf(err), body: postOp(da, true)}, nil
 	}
 	if n == 0 && !eof {
 		return result{status: nfsc.NFS3ErrTooSmall, body: postOp(da, true)}, nil
@@ -180,7 +180,7 @@ func (r *request) readdirplus() (result, error) {
 	}
 	dir, da, err := r.readdirStart(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOp(da, da.LIN != 0)}, nil
+		return result{status: r.statusOf(err), body: postOp(da, da.LIN != 0)}, nil
 	}
 	res := readdirplusOK{Attr: postOp(da, true)}
 	size := 4 + xdrSize(res)
@@ -206,7 +206,7 @@ func (r *request) readdirplus() (result, error) {
 		return true
 	})
 	if err != nil {
-		return result{status: statusOf(err), body: postOp(da, true)}, nil
+		return result{status: r.statusOf(err), body: postOp(da, true)}, nil
 	}
 	if n == 0 && !eof {
 		return result{status: nfsc.NFS3ErrTooSmall, body: postOp(da, true)}, nil

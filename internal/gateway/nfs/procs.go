@@ -68,7 +68,7 @@ func (r *request) getattr() (result, error) {
 	}
 	_, a, err := r.targetAttr(args.FH)
 	if err != nil {
-		return result{status: statusOf(err)}, nil
+		return result{status: r.statusOf(err)}, nil
 	}
 	return result{body: fattr(a)}, nil
 }
@@ -80,7 +80,7 @@ func (r *request) setattr() (result, error) {
 	}
 	lin, pre, err := r.targetAttr(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	if args.Guard.Check && nfsTime(pre.Ctime) != args.Guard.Ctime {
 		return result{status: nfsc.NFS3ErrNotSync, body: wcc(pre, true, pre, true)}, nil
@@ -92,14 +92,14 @@ func (r *request) setattr() (result, error) {
 		// it: open(O_CREAT|O_TRUNC) of a file created read-only.
 		if _, err := r.s.fs.SetAttr(vfs.WithCaller(r.ctx, vfs.Caller{}), lin, vfs.SetSize, in); err != nil {
 			post, ok := r.attr(lin)
-			return result{status: statusOf(err), body: wcc(pre, true, post, ok)}, nil
+			return result{status: r.statusOf(err), body: wcc(pre, true, post, ok)}, nil
 		}
 		mask &^= vfs.SetSize
 	}
 	if mask != 0 {
 		if _, err := r.s.fs.SetAttr(r.ctx, lin, mask, in); err != nil {
 			post, ok := r.attr(lin)
-			return result{status: statusOf(err), body: wcc(pre, true, post, ok)}, nil
+			return result{status: r.statusOf(err), body: wcc(pre, true, post, ok)}, nil
 		}
 	}
 	post, ok := r.attr(lin)
@@ -113,7 +113,7 @@ func (r *request) lookup() (result, error) {
 	}
 	dir, err := r.target(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
+		return result{status: r.statusOf(err), body: postOpAttr{}}, nil
 	}
 	var a vfs.Attr
 	if args.Filename == ".." && dir == r.root {
@@ -126,7 +126,7 @@ func (r *request) lookup() (result, error) {
 	}
 	da, dok := r.attr(dir)
 	if err != nil {
-		return result{status: statusOf(err), body: postOp(da, dok)}, nil
+		return result{status: r.statusOf(err), body: postOp(da, dok)}, nil
 	}
 	return result{body: lookupOK{FH: r.handle(a.LIN), Attr: postOp(a, true), DirAttr: postOp(da, dok)}}, nil
 }
@@ -138,7 +138,7 @@ func (r *request) access() (result, error) {
 	}
 	_, a, err := r.targetAttr(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
+		return result{status: r.statusOf(err), body: postOpAttr{}}, nil
 	}
 	c := r.caller()
 	var ok uint32
@@ -168,12 +168,12 @@ func (r *request) readlink() (result, error) {
 	}
 	lin, err := r.target(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
+		return result{status: r.statusOf(err), body: postOpAttr{}}, nil
 	}
 	t, err := r.s.fs.Readlink(r.ctx, lin)
 	a, ok := r.attr(lin)
 	if err != nil {
-		return result{status: statusOf(stale(err)), body: postOp(a, ok)}, nil
+		return result{status: r.statusOf(stale(err)), body: postOp(a, ok)}, nil
 	}
 	return result{body: readlinkOK{Attr: postOp(a, ok), Target: t}}, nil
 }
@@ -209,22 +209,22 @@ func (r *request) read() (result, error) {
 	}
 	lin, err := r.target(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
+		return result{status: r.statusOf(err), body: postOpAttr{}}, nil
 	}
 	a, err := r.fileFor(lin, vfs.MayRead)
 	if err != nil {
-		return result{status: statusOf(err), body: postOp(a, a.LIN != 0)}, nil
+		return result{status: r.statusOf(err), body: postOp(a, a.LIN != 0)}, nil
 	}
 	of, err := r.s.files.get(r.ctx, lin, false)
 	if err != nil {
-		return result{status: statusOf(stale(err)), body: postOp(a, true)}, nil
+		return result{status: r.statusOf(stale(err)), body: postOp(a, true)}, nil
 	}
 	buf := make([]byte, min(args.Count, maxIO))
 	n, err := of.h.Read(r.ctx, buf, int64(args.Offset))
 	r.s.files.put(of)
 	eof := errors.Is(err, io.EOF)
 	if err != nil && !eof {
-		return result{status: statusOf(err), body: postOp(a, true)}, nil
+		return result{status: r.statusOf(err), body: postOp(a, true)}, nil
 	}
 	post, ok := r.attr(lin)
 	if ok && args.Offset+uint64(n) >= post.Size {
@@ -240,14 +240,14 @@ func (r *request) write() (result, error) {
 	}
 	lin, err := r.target(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	if args.Stable > fileSync {
 		return result{status: nfsc.NFS3ErrInval, body: wccData{}}, nil
 	}
 	pre, err := r.fileFor(lin, vfs.MayWrite)
 	if err != nil {
-		return result{status: statusOf(err), body: wcc(pre, pre.LIN != 0, pre, pre.LIN != 0)}, nil
+		return result{status: r.statusOf(err), body: wcc(pre, pre.LIN != 0, pre, pre.LIN != 0)}, nil
 	}
 	data := args.Data
 	if uint32(len(data)) > args.Count {
@@ -255,7 +255,7 @@ func (r *request) write() (result, error) {
 	}
 	of, err := r.s.files.get(r.ctx, lin, true)
 	if err != nil {
-		return result{status: statusOf(stale(err)), body: wcc(pre, true, pre, true)}, nil
+		return result{status: r.statusOf(stale(err)), body: wcc(pre, true, pre, true)}, nil
 	}
 	n, err := of.h.Write(r.ctx, data, int64(args.Offset))
 	committed := unstable
@@ -268,7 +268,7 @@ func (r *request) write() (result, error) {
 	r.s.files.put(of)
 	post, ok := r.attr(lin)
 	if err != nil {
-		return result{status: statusOf(err), body: wcc(pre, true, post, ok)}, nil
+		return result{status: r.statusOf(err), body: wcc(pre, true, post, ok)}, nil
 	}
 	return result{body: writeOK{Wcc: wcc(pre, true, post, ok), Count: uint32(n), Committed: committed, Verf: r.verifier(lin)}}, nil
 }
@@ -280,7 +280,7 @@ func (r *request) commit() (result, error) {
 	}
 	lin, pre, err := r.targetAttr(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	if pre.Type != vfs.TypeFile {
 		return result{status: nfsc.NFS3ErrInval, body: wcc(pre, true, pre, true)}, nil
@@ -297,7 +297,7 @@ func (r *request) commit() (result, error) {
 	}
 	post, ok := r.attr(lin)
 	if err != nil {
-		return result{status: statusOf(stale(err)), body: wcc(pre, true, post, ok)}, nil
+		return result{status: r.statusOf(stale(err)), body: wcc(pre, true, post, ok)}, nil
 	}
 	return result{body: commitOK{Wcc: wcc(pre, true, post, ok), Verf: verf}}, nil
 }
@@ -323,7 +323,7 @@ func (r *request) created(dir vfs.LIN, pre vfs.Attr, a vfs.Attr, err error) (res
 	}
 	post, ok := r.attr(dir)
 	if err != nil {
-		return result{status: statusOf(err), body: wcc(pre, true, post, ok)}, nil
+		return result{status: r.statusOf(err), body: wcc(pre, true, post, ok)}, nil
 	}
 	return result{body: createOK{FH: nfsc.PostOpFH3{IsSet: true, FH: r.handle(a.LIN)}, Attr: postOp(a, true),
 		Dir: wcc(pre, true, post, ok)}}, nil
@@ -354,7 +354,7 @@ func (r *request) create() (result, error) {
 	}
 	dir, pre, err := r.targetAttr(where.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	mask, in := setAttrs(sattr)
 	mode := uint32(0o644)
@@ -405,7 +405,7 @@ func (r *request) mkdir() (result, error) {
 	}
 	dir, pre, err := r.targetAttr(args.Where.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	mask, in := setAttrs(args.Attr)
 	mode := uint32(0o755)
@@ -423,7 +423,7 @@ func (r *request) symlink() (result, error) {
 	}
 	dir, pre, err := r.targetAttr(args.Where.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	a, err := r.s.fs.Symlink(r.ctx, dir, args.Where.Filename, args.Target)
 	return r.created(dir, pre, a, err)
@@ -463,7 +463,7 @@ func (r *request) mknod() (result, error) {
 	}
 	dir, pre, err := r.targetAttr(where.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	if ca.Type == 0 {
 		return result{status: nfsc.NFS3ErrBadType, body: wcc(pre, true, pre, true)}, nil
@@ -496,7 +496,7 @@ func (r *request) removed(dir vfs.LIN, pre vfs.Attr, victim vfs.LIN, err error) 
 		}
 	}
 	post, ok := r.attr(dir)
-	return result{status: statusOf(err), body: wcc(pre, true, post, ok)}, nil
+	return result{status: r.statusOf(err), body: wcc(pre, true, post, ok)}, nil
 }
 
 func (r *request) remove() (result, error) {
@@ -506,7 +506,7 @@ func (r *request) remove() (result, error) {
 	}
 	dir, pre, err := r.targetAttr(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	v := r.victim(dir, args.Filename)
 	return r.removed(dir, pre, v, r.s.fs.Unlink(r.ctx, dir, args.Filename))
@@ -519,7 +519,7 @@ func (r *request) rmdir() (result, error) {
 	}
 	dir, pre, err := r.targetAttr(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: wccData{}}, nil
+		return result{status: r.statusOf(err), body: wccData{}}, nil
 	}
 	return r.removed(dir, pre, 0, r.s.fs.Rmdir(r.ctx, dir, args.Filename))
 }
@@ -531,11 +531,11 @@ func (r *request) rename() (result, error) {
 	}
 	from, fpre, err := r.targetAttr(args.From.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: renameRes{}}, nil
+		return result{status: r.statusOf(err), body: renameRes{}}, nil
 	}
 	to, tpre, err := r.targetAttr(args.To.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: renameRes{From: wcc(fpre, true, fpre, true)}}, nil
+		return result{status: r.statusOf(err), body: renameRes{From: wcc(fpre, true, fpre, true)}}, nil
 	}
 	v := r.victim(to, args.To.Filename)
 	err = r.s.fs.Rename(r.ctx, from, args.From.Filename, to, args.To.Filename, 0)
@@ -547,7 +547,7 @@ func (r *request) rename() (result, error) {
 	}
 	fpost, fok := r.attr(from)
 	tpost, tok := r.attr(to)
-	return result{status: statusOf(err), body: renameRes{From: wcc(fpre, true, fpost, fok), To: wcc(tpre, true, tpost, tok)}}, nil
+	return result{status: r.statusOf(err), body: renameRes{From: wcc(fpre, true, fpost, fok), To: wcc(tpre, true, tpost, tok)}}, nil
 }
 
 func (r *request) link() (result, error) {
@@ -557,12 +557,12 @@ func (r *request) link() (result, error) {
 	}
 	lin, err := r.target(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: linkRes{}}, nil
+		return result{status: r.statusOf(err), body: linkRes{}}, nil
 	}
 	dir, pre, err := r.targetAttr(args.Link.FH)
 	if err != nil {
 		a, ok := r.attr(lin)
-		return result{status: statusOf(err), body: linkRes{Attr: postOp(a, ok)}}, nil
+		return result{status: r.statusOf(err), body: linkRes{Attr: postOp(a, ok)}}, nil
 	}
 	_, err = r.s.fs.Link(r.ctx, lin, dir, args.Link.Filename)
 	if err == nil {
@@ -570,7 +570,7 @@ func (r *request) link() (result, error) {
 	}
 	a, ok := r.attr(lin)
 	post, dok := r.attr(dir)
-	return result{status: statusOf(err), body: linkRes{Attr: postOp(a, ok), Dir: wcc(pre, true, post, dok)}}, nil
+	return result{status: r.statusOf(err), body: linkRes{Attr: postOp(a, ok), Dir: wcc(pre, true, post, dok)}}, nil
 }
 
 // fsProc answers FSSTAT, FSINFO or PATHCONF: their arguments are a file
@@ -583,7 +583,7 @@ func (r *request) fsProc(fn func(a vfs.Attr, ok bool) result) (result, error) {
 	}
 	lin, err := r.target(args.FH)
 	if err != nil {
-		return result{status: statusOf(err), body: postOpAttr{}}, nil
+		return result{status: r.statusOf(err), body: postOpAttr{}}, nil
 	}
 	a, ok := r.attr(lin)
 	return fn(a, ok), nil
@@ -593,7 +593,7 @@ func (r *request) fsstat() (result, error) {
 	return r.fsProc(func(a vfs.Attr, ok bool) result {
 		st, err := r.s.fs.StatFS(r.ctx)
 		if err != nil {
-			return result{status: statusOf(err), body: postOp(a, ok)}
+			return result{status: r.statusOf(err), body: postOp(a, ok)}
 		}
 		// The namespace has no inode limit: report as many free as a
 		// 64-bit count comfortably holds.

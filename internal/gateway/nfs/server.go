@@ -44,6 +44,7 @@ const DefaultMaxConns = 1024
 type Server struct {
 	fs       *vfs.FS
 	log      *slog.Logger
+	faults   vfs.FaultLog // NFS3ERR_IO answers
 	maxConns int
 
 	files   *files
@@ -79,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
-	s := &Server{fs: cfg.FS, log: cfg.Log, maxConns: cfg.MaxConns, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), store: cfg.DRC, cookies: newCookies(),
+	s := &Server{fs: cfg.FS, log: cfg.Log, faults: vfs.FaultLog{Log: cfg.Log}, maxConns: cfg.MaxConns, files: newFiles(cfg.FS, cfg.Log, cfg.IdleClose), drc: newDRC(), store: cfg.DRC, cookies: newCookies(),
 		listeners: map[string]int{}, mounts: map[mountEntry]bool{}, clients: map[string]*ClientStat{}, ops: map[string]*OpStat{}}
 	if err := s.SetExports(cfg.Exports); err != nil {
 		return nil, err

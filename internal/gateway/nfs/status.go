@@ -43,19 +43,37 @@ var statusTable = []struct {
 
 // statusOf returns the NFSv3 status of err (NFS3_OK for nil).
 func statusOf(err error) uint32 {
+	st, _ := classified(err)
+	return st
+}
+
+// classified is statusOf, and whether err had a class: an error of none
+// (a fault below vfs) is NFS3ERR_IO.
+func classified(err error) (uint32, bool) {
 	if err == nil {
-		return nfsc.NFS3Ok
+		return nfsc.NFS3Ok, true
 	}
 	var se statusError
 	if errors.As(err, &se) {
-		return uint32(se)
+		return uint32(se), true
 	}
 	for _, e := range statusTable {
 		if errors.Is(err, e.err) {
-			return e.status
+			return e.status, true
 		}
 	}
-	return nfsc.NFS3ErrIO
+	return nfsc.NFS3ErrIO, false
+}
+
+// statusOf is statusOf of err, and a fault (an error of no class) also
+// logged with the procedure (vfs.FaultLog): the client sees only
+// NFS3ERR_IO, so the cause must reach the gateway's log.
+func (r *request) statusOf(err error) uint32 {
+	st, ok := classified(err)
+	if !ok {
+		r.s.faults.Note(r.proc.name, err)
+	}
+	return st
 }
 
 // statusError is a status the gateway decides itself (a stale or bad

@@ -1,10 +1,13 @@
 package nfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +169,25 @@ func TestDevNumbers(t *testing.T) {
 		if major(d) != c.maj || minor(d) != c.min {
 			t.Errorf("mkdev(%d, %d) = %#x -> %d, %d", c.maj, c.min, d, major(d), minor(d))
 		}
+	}
+}
+
+// TestFaultLogged: a fault (an error of no class) answered NFS3ERR_IO is
+// logged with the procedure and its cause; a classified error is not,
+// even one whose status is NFS3ERR_IO too.
+func TestFaultLogged(t *testing.T) {
+	var buf bytes.Buffer
+	r := &request{s: &Server{faults: vfs.FaultLog{Log: slog.New(slog.NewTextHandler(&buf, nil))}}, proc: &procedure{name: "WRITE"}}
+	for _, err := range []error{fmt.Errorf("x: %w", vfs.ErrNotFound), fmt.Errorf("x: %w", vfs.ErrNoXattr)} {
+		r.statusOf(err)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("classified errors logged: %q", buf.String())
+	}
+	if st := r.statusOf(errors.New("block: drive d3 unreachable")); st != nfsc.NFS3ErrIO {
+		t.Fatalf("status %d, want NFS3ERR_IO", st)
+	}
+	if out := buf.String(); !strings.Contains(out, "op=WRITE") || !strings.Contains(out, "d3 unreachable") {
+		t.Fatalf("fault logged as %q, want the procedure and the cause", out)
 	}
 }
