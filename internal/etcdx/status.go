@@ -27,16 +27,14 @@ func AskStatus(ctx context.Context, endpoints []string, timeout time.Duration,
 	var wg sync.WaitGroup
 	for i, ep := range endpoints {
 		out[i].Endpoint = ep
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			actx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			out[i].Resp, out[i].Err = ask(actx, ep)
 			if out[i].Err != nil {
 				out[i].Resp = nil
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return out
