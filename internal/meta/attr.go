@@ -375,6 +375,9 @@ func (o *op) trimStripes(n *inode, size uint64) (bool, error) {
 	}
 	if keep := size - last*n.stripeSize; s.DataLen > keep {
 		s.DataLen = keep
+		if s.IsInline() {
+			s.Inline = s.Inline[:keep]
+		}
 		s.Gen++
 		o.put(k, encodeStripe(&s))
 	}

@@ -1,6 +1,6 @@
 package meta
 
-// Key schema and value encodings of the weft namespace, format version 2.
+// Key schema and value encodings of the weft namespace, format version 3.
 //
 // This file is the only place that knows how metadata is laid out in the KV
 // store. Every key starts with a one-byte record type; LINs, stripe indexes
@@ -17,7 +17,7 @@ package meta
 //	"e" parent name                  directory entry: child type and LIN
 //	"d" lin                          directory delegation: holding session, recalled flag
 //	"x" lin name                     xattr value (raw bytes, no version byte)
-//	"s" lin index                    stripe: generation, protection, data length, units
+//	"s" lin index                    stripe: generation, protection, data length, units; inline bytes (format 3)
 //	"r" lin index                    under-protected: below its pool's target tolerance (format 2; see below)
 //	"l" lin index                    lost: too few units left to read the stripe (format 2)
 //	"R"                              protection index incomplete: since (format 2, set by the migration from 1)
@@ -42,6 +42,14 @@ package meta
 // before them reads or writes them, and an absent key reads as zero
 // corrections) let the fsck job's usage check correct a pool's counters
 // at most once per snapshot it computed from (see fsck_layout.go).
+//
+// Version 3 (inline stripes). A stripe value may end with the stripe's
+// bytes (a uvarint length, then the bytes): an inline stripe, whose
+// protection is zero and which names no units (Stripe.Inline). A small
+// file's data is committed so in the transaction that commits its size,
+// and read with its map, without a block service. A version 2 binary
+// would read such a stripe as one with no units left (unreadable), so the
+// format moved to 3; the migration from 2 writes nothing else.
 //
 // Versions and migrations: FormatVersion is stored in "F" by Format. Open
 // refuses a store with a newer version (ErrNewerFormat) and migrates an
@@ -75,7 +83,7 @@ import (
 )
 
 // FormatVersion is the namespace format this package writes and reads.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // formatMagic starts the format record.
 const formatMagic = "weft-meta"
@@ -540,6 +548,10 @@ func encodeStripe(s *Stripe) []byte {
 		e.u(uint64(u.Length))
 		e.fixed32(u.CRC)
 	}
+	if s.Inline != nil {
+		e.u(uint64(len(s.Inline)))
+		e.raw(s.Inline)
+	}
 	return e.bytesOut()
 }
 
@@ -554,6 +566,10 @@ func decodeStripe(key, b []byte) (Stripe, error) {
 		for i := range s.Units {
 			s.Units[i] = Unit{Drive: d.drive(), Block: d.block(), Length: d.u32(), CRC: d.fixed32()}
 		}
+	}
+	if d.err == nil && len(d.b) > 0 { // format 3: an inline stripe's bytes
+		s.Inline = slices.Clone(d.raw(d.count(MaxInline)))
+		d.check(len(s.Units) == 0 && s.Protection.IsZero() && uint64(len(s.Inline)) == s.DataLen && s.DataLen > 0, "inline stripe")
 	}
 	return s, d.done("stripe", key)
 }
@@ -645,6 +661,8 @@ var migrations = map[uint64]func(tx kv.Tx, now int64) error{
 		tx.Put(keyMarker(), encodeMarker(now))
 		return nil
 	},
+	// 2 → 3: inline stripes; no record of version 2 changes meaning.
+	2: func(tx kv.Tx, now int64) error { return nil },
 }
 
 // Open record (both "o" and "O" keys).

@@ -35,6 +35,37 @@ func EachStripe(ctx context.Context, r StripeReader, lin LIN, page int, fn func(
 	}
 }
 
+// BlockStripes returns r with inline stripes (Stripe.Inline) left out of
+// GetStripes, which still returns up to n stripes when n stripes with
+// units follow from: the view of the jobs that rebuild, move, verify,
+// check or collect blocks. For them an inline stripe is nothing to do —
+// the namespace holds its bytes and protects them — and leaving it out
+// keeps code that works on units from ever meeting a stripe without.
+func BlockStripes(r StripeReader) StripeReader { return blockStripes{r} }
+
+type blockStripes struct{ r StripeReader }
+
+func (b blockStripes) GetStripes(ctx context.Context, lin LIN, from uint64, n int) ([]Stripe, error) {
+	ss, err := b.r.GetStripes(ctx, lin, from, n)
+	if err != nil || len(ss) == 0 || !ss[0].IsInline() {
+		return ss, err
+	}
+	full := n > 0 && len(ss) == n
+	next := ss[0].Index + 1
+	ss = ss[1:]
+	if !full {
+		return ss, nil
+	}
+	if len(ss) > 0 {
+		next = ss[len(ss)-1].Index + 1
+	}
+	more, err := b.r.GetStripes(ctx, lin, next, 1)
+	if err != nil {
+		return nil, err
+	}
+	return append(ss, more...), nil
+}
+
 // GetStripes returns up to n stripes of lin with index >= from, in index
 // order (n <= 0: all of them; page large files). Stripes never written
 // (holes) are absent from the result. Errors: ErrNotFound.
@@ -342,8 +373,14 @@ func checkStripes(ups []StripeUpdate) error {
 		}
 		seen[s.Index] = true
 		if up.Drop {
-			if len(s.Units) != 0 {
-				return fmt.Errorf("%w: stripe %d is dropped but names %d units", ErrInvalid, s.Index, len(s.Units))
+			if len(s.Units) != 0 || s.IsInline() {
+				return fmt.Errorf("%w: stripe %d is dropped but names %d units or holds bytes", ErrInvalid, s.Index, len(s.Units))
+			}
+			continue
+		}
+		if s.IsInline() {
+			if err := checkInline(s); err != nil {
+				return err
 			}
 			continue
 		}
@@ -369,6 +406,22 @@ func checkStripes(ups []StripeUpdate) error {
 			}
 			blocks[u.Block] = true
 		}
+	}
+	return nil
+}
+
+// checkInline checks an inline stripe to commit: stripe 0, bytes that
+// are its DataLen, at most MaxInline of them, and no protection or units.
+func checkInline(s Stripe) error {
+	switch {
+	case s.Index != 0:
+		return fmt.Errorf("%w: stripe %d holds its bytes inline: only a file's first stripe may", ErrInvalid, s.Index)
+	case len(s.Inline) == 0 || len(s.Inline) > MaxInline:
+		return fmt.Errorf("%w: inline stripe of %d bytes: want 1 to %d (a stripe of zeros is a hole)", ErrInvalid, len(s.Inline), MaxInline)
+	case uint64(len(s.Inline)) != s.DataLen:
+		return fmt.Errorf("%w: inline stripe of %d bytes with data length %d", ErrInvalid, len(s.Inline), s.DataLen)
+	case len(s.Units) != 0 || !s.Protection.IsZero():
+		return fmt.Errorf("%w: inline stripe with protection %s and %d units: it has neither", ErrInvalid, s.Protection, len(s.Units))
 	}
 	return nil
 }

@@ -241,7 +241,7 @@ func (u Unit) Placed() bool { return u.Drive != 0 }
 
 // Stripe is one protection group of a file: file bytes
 // [Index*StripeSize, Index*StripeSize+DataLen) cut into Protection.Width()
-// units.
+// units — or, for an inline stripe, held in the stripe map itself.
 type Stripe struct {
 	Index uint64
 	// Gen is the stripe's generation: 1 at the first commit, +1 at each
@@ -250,7 +250,20 @@ type Stripe struct {
 	Protection Protection
 	DataLen    uint64
 	Units      []Unit
+	// Inline, when not nil, is the stripe's bytes (DataLen of them),
+	// stored in the namespace with the map rather than in blocks (format
+	// 3): a small file's only stripe, index 0, at most MaxInline bytes.
+	// An inline stripe has no protection and no units: the namespace's
+	// own replication protects it, and jobs that move, rebuild, scrub or
+	// collect blocks have nothing to do for it.
+	Inline []byte
 }
+
+// MaxInline bounds an inline stripe's bytes (Stripe.Inline).
+const MaxInline = 64 << 10
+
+// IsInline reports whether s holds its bytes in the map (Stripe.Inline).
+func (s Stripe) IsInline() bool { return s.Inline != nil }
 
 // Missing is the number of units not placed.
 func (s Stripe) Missing() int {
