@@ -52,6 +52,10 @@ const (
 	// found" re-reads the map); they only delay seeing another client's
 	// writes, like NFS attribute caching.
 	DefaultMapTTL = 2 * time.Second
+	// DefaultInlineMax is the largest file whose data is committed inline,
+	// in its stripe map (see Config.InlineMax): an inode's worth, like the
+	// data-in-inode of file systems with 4 KiB inodes.
+	DefaultInlineMax = 4 << 10
 )
 
 // Tuning limits.
@@ -110,6 +114,20 @@ type Config struct {
 	IOTimeout time.Duration
 	// MapTTL is the lifetime of cached stripe maps; 0 means DefaultMapTTL.
 	MapTTL time.Duration
+	// InlineMax is the largest file, in bytes, whose data a write-out
+	// commits inline — in the file's stripe map in the namespace
+	// (meta.Stripe.Inline), replicated by it, in the transaction that
+	// commits the file's size — rather than in blocks on the drives. Such
+	// a file costs one metadata transaction to write and is read with its
+	// map, without any block I/O. A file that grows past it moves to
+	// blocks at its next write-out. 0 means DefaultInlineMax; negative
+	// stores every file in blocks; at most meta.MaxInline.
+	InlineMax int
+	// InlineAllowed, if set, is asked before each inline commit: false
+	// sends the file's data to blocks instead (a mount and a node answer
+	// false while the fullest etcd member's database is past half its
+	// quota: etcd.SpaceWatcher).
+	InlineAllowed func() bool
 	// Dial connects to a node's block service; nil means block.Dial (with
 	// BlockTLS). Tests use it to inject faults.
 	Dial func(addr string) (BlockClient, error)
@@ -201,6 +219,8 @@ type Client struct {
 	cached      atomic.Int64 // bytes of stripe data cached (or loading) over all files
 	ioTimeout   time.Duration
 	mapTTL      time.Duration
+	inlineMax   int64       // Config.InlineMax (0: none)
+	inlineOK    func() bool // Config.InlineAllowed
 	dial        func(addr string) (BlockClient, error)
 	codec       *erasure.Codec
 	bufs        bufPool
@@ -266,7 +286,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 		inodes: map[meta.LIN]*inode{}, conns: map[string]BlockClient{}, repair: map[meta.StripeRef]bool{},
 		unreadable: map[meta.LIN]bool{},
 		clusterID:  cfg.ClusterID, local: map[meta.DriveID]*drive.Drive{}, noLocal: map[meta.DriveID]time.Time{},
-		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, ownDrive: cfg.OwnDrive, jobOf: cfg.JobOf,
+		noStage: map[meta.DriveID]time.Time{}, localIO: cfg.LocalIO, ownDrive: cfg.OwnDrive, jobOf: cfg.JobOf, inlineOK: cfg.InlineAllowed,
 		tag: qos.Tag{Class: cfg.Class, Client: cfg.ClientID},
 	}
 	if cfg.Class == qos.LatencyClass {
@@ -306,6 +326,14 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	}
 	if c.mapTTL <= 0 {
 		c.mapTTL = DefaultMapTTL
+	}
+	switch {
+	case cfg.InlineMax == 0:
+		c.inlineMax = DefaultInlineMax
+	case cfg.InlineMax > meta.MaxInline:
+		return nil, fmt.Errorf("%w: Config.InlineMax %d: at most %d bytes (meta.MaxInline)", ErrInvalid, cfg.InlineMax, meta.MaxInline)
+	case cfg.InlineMax > 0:
+		c.inlineMax = int64(cfg.InlineMax)
 	}
 	if c.dial == nil {
 		var opts []block.DialOption

@@ -56,6 +56,11 @@ type StripeInfo struct {
 	Target         placement.Tolerance `json:"target"`
 	BelowTarget    bool                `json:"below_target"`
 	UnderProtected bool                `json:"under_protected"`
+	// Inline says the stripe's bytes are in its map, in the namespace
+	// (Config.InlineMax): Protection is "inline", there are no units, and
+	// the stripe is as safe as the namespace itself (Tolerance is its
+	// Target: no repair can add to it).
+	Inline bool `json:"inline,omitempty"`
 	// Unavailable counts units on drives that are down now.
 	Unavailable int        `json:"unavailable_units"`
 	Units       []UnitInfo `json:"units"`
@@ -106,7 +111,7 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 		fl.Size = size
 	}
 	err = c.eachStripe(ctx, lin, func(s meta.Stripe) error {
-		si, err := stripeInfo(lin, s, int64(a.StripeSize), view, a.Pool)
+		si, err := stripeInfo(lin, s, int64(a.StripeSize), view, a.Pool, fl.Wanted)
 		if err != nil {
 			return err
 		}
@@ -133,7 +138,11 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 }
 
 // stripeInfo describes one stripe map.
-func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot, pool string) (StripeInfo, error) {
+func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot, pool string, want placement.Tolerance) (StripeInfo, error) {
+	if s.IsInline() {
+		return StripeInfo{Index: s.Index, Gen: s.Gen, DataLen: int64(s.DataLen), Protection: "inline", Inline: true,
+			Tolerance: want, Target: want}, nil
+	}
 	l, err := StoredLayout(lin, s)
 	if err != nil {
 		return StripeInfo{}, err

@@ -16,6 +16,9 @@ import (
 type Stats struct {
 	// StripesWritten is the number of stripes committed.
 	StripesWritten int64
+	// InlineWritten is the number of stripes committed inline, their
+	// bytes in the map (Config.InlineMax); StripesWritten counts them too.
+	InlineWritten int64
 	// HolesKept is the number of stripe write-outs whose bytes were all
 	// zeros, committed as holes (nothing stored) instead.
 	HolesKept int64
@@ -81,7 +84,7 @@ type counters struct {
 	stripesWritten, underProtected, bytesWritten, unitBytesWritten atomic.Int64
 	bytesRead, unitBytesRead, degraded, unitErrors, corrupt        atomic.Int64
 	putRetries, conflicts, orphans, hits, misses, readahead        atomic.Int64
-	localReads, localWrites, unreadable, holesKept                 atomic.Int64
+	localReads, localWrites, unreadable, holesKept, inlineWritten  atomic.Int64
 	prefetched, prefetchUnread, stridedRecords                     atomic.Int64
 	seq                                                            atomic.Uint64 // random stream ids
 	lastWarn                                                       atomic.Int64  // unix nanos of the last rate-limited warning
@@ -99,7 +102,7 @@ func (c *Client) Stats() Stats {
 		CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), ReadaheadStripes: s.readahead.Load(),
 		StridedRecords: s.stridedRecords.Load(), PrefetchBytes: s.prefetched.Load(), PrefetchUnreadBytes: s.prefetchUnread.Load(),
 		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(), UnreadableReads: s.unreadable.Load(),
-		HolesKept: s.holesKept.Load(),
+		HolesKept: s.holesKept.Load(), InlineWritten: s.inlineWritten.Load(),
 	}
 }
 

@@ -20,6 +20,9 @@ import (
 // that does not match its protection, and ErrInvalid for an unknown
 // protection scheme.
 func StoredLayout(lin meta.LIN, s meta.Stripe) (erasure.StripeLayout, error) {
+	if s.IsInline() {
+		return erasure.StripeLayout{}, fmt.Errorf("%w: LIN %d stripe %d is inline: it has no units", ErrInvalid, lin, s.Index)
+	}
 	p, err := toErasure(s.Protection)
 	if err != nil {
 		return erasure.StripeLayout{}, err
@@ -59,6 +62,14 @@ func StoredLayout(lin meta.LIN, s meta.Stripe) (erasure.StripeLayout, error) {
 // read retried once with the new one if its generation moved.
 func (ino *inode) readStripe(ctx context.Context, s meta.Stripe, off, n int, dst []byte) error {
 	dst = dst[:n]
+	if s.IsInline() {
+		m := 0
+		if off < len(s.Inline) {
+			m = copy(dst, s.Inline[off:])
+		}
+		clear(dst[m:])
+		return nil
+	}
 	bad := map[int]error{}
 	for refreshed := false; ; refreshed = true {
 		stale, err := ino.readOnce(ctx, s, off, dst, bad, !refreshed)

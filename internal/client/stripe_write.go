@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,28 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			}
 			continue
 		}
+		if ino.inline(d.idx, len(data)) {
+			// A small file's only stripe: its bytes go in the map, with
+			// the file's size, in one metadata transaction.
+			s := meta.Stripe{Index: 0, DataLen: uint64(len(data)), Inline: slices.Clone(data)}
+			ino.freeStripeBuf(merged)
+			committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen}, size)
+			if err == nil {
+				if err := failpoint.Eval("client/after-commit"); err != nil {
+					return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe 0 inline: %w", ino.lin, err)
+				}
+				c.st.stripesWritten.Add(1)
+				c.st.inlineWritten.Add(1)
+				return committed, nil
+			}
+			if !errors.Is(err, meta.ErrStripeConflict) {
+				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe 0 inline: %w", ino.lin, err)
+			}
+			if err := ino.conflicted(d.idx, attempt, err); err != nil {
+				return meta.Stripe{}, err
+			}
+			continue
+		}
 		pool := ino.currentPool()
 		s, tol, err := ino.putStripe(ctx, d.idx, gen+1, data, pool)
 		ino.freeStripeBuf(merged)
@@ -126,6 +149,18 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			return meta.Stripe{}, err
 		}
 	}
+}
+
+// inline reports whether stripe idx, holding n bytes, is committed
+// inline (Config.InlineMax): the file's first and only stripe, the file
+// no longer than InlineMax, buffered writes included, and InlineAllowed.
+func (ino *inode) inline(idx int64, n int) bool {
+	if idx != 0 || int64(n) > ino.c.inlineMax || (ino.c.inlineOK != nil && !ino.c.inlineOK()) {
+		return false
+	}
+	ino.mu.Lock()
+	defer ino.mu.Unlock()
+	return ino.size <= ino.c.inlineMax
 }
 
 // conflicted handles a commit of stripe idx that lost its compare-and-swap

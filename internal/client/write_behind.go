@@ -79,7 +79,7 @@ func (ino *inode) writeOut(d *dstripe) {
 		c.log.Warn("write-out failed; data stays buffered", "lin", uint64(ino.lin), "stripe", d.idx, "err", err)
 		ino.requeueLocked(d, err)
 	} else {
-		ino.maps[d.idx] = mapEntry{s: s, ok: len(s.Units) > 0, at: time.Now()} // no units: a hole
+		ino.maps[d.idx] = mapEntry{s: s, ok: len(s.Units) > 0 || s.IsInline(), at: time.Now()} // neither: a hole
 		ino.mapEpoch++
 		ino.cache.dropLocked(d.idx)
 		ino.dropLocked(d)

@@ -285,7 +285,7 @@ func (p *sweepPhase) sweepBlock(ctx context.Context, e Env, bc blockClient, d dr
 // and block among its units. A missing owner means unreferenced; any other
 // error is returned (the caller keeps the block).
 func referenced(ctx context.Context, m *meta.Meta, d drive.ID, hdr drive.BlockHeader) (bool, error) {
-	ss, err := m.GetStripes(ctx, meta.LIN(hdr.Owner), hdr.Stripe, 1)
+	ss, err := meta.BlockStripes(m).GetStripes(ctx, meta.LIN(hdr.Owner), hdr.Stripe, 1)
 	if errors.Is(err, meta.ErrNotFound) {
 		return false, nil
 	}

@@ -110,7 +110,7 @@ func (p *fsckStripes) Process(ctx context.Context, env job.Env, j *job.Job, _ st
 	it.repair = func(ctx context.Context, f meta.FsckFinding) (bool, error) {
 		return p.repairUnit(ctx, e, j, f, &it.res)
 	}
-	err = meta.EachStripe(ctx, e.Meta(), lin, stripePage, func(s meta.Stripe) error {
+	err = meta.EachStripe(ctx, meta.BlockStripes(e.Meta()), lin, stripePage, func(s meta.Stripe) error {
 		if err := p.t.pace(ctx, j, len(s.Units)); err != nil {
 			return err
 		}
@@ -150,7 +150,7 @@ func (p *fsckStripes) checkStripe(ctx context.Context, e Env, lin meta.LIN, s me
 			return nil, err
 		}
 		if len(fs) > 0 && attempt < maxStripeChecks {
-			got, err := e.Meta().GetStripes(ctx, lin, s.Index, 1)
+			got, err := meta.BlockStripes(e.Meta()).GetStripes(ctx, lin, s.Index, 1)
 			if err != nil {
 				return nil, err
 			}

@@ -136,7 +136,7 @@ func (p *balancePass) Process(ctx context.Context, env job.Env, j *job.Job, scop
 	res := job.ItemResult{Items: 1}
 	var moved, kept int
 	var firstErr error
-	err = meta.EachStripe(ctx, e.Meta(), lin, scanPage, func(s meta.Stripe) error {
+	err = meta.EachStripe(ctx, meta.BlockStripes(e.Meta()), lin, scanPage, func(s meta.Stripe) error {
 		if restripe.StripeNeedsRepair(s, isBad) {
 			return nil // repair's job, not ours
 		}

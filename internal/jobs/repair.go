@@ -224,7 +224,7 @@ func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad
 	for _, u := range entries {
 		indexed[u.Index] = true
 	}
-	err = meta.EachStripe(ctx, m, lin, scanPage, func(s meta.Stripe) error {
+	err = meta.EachStripe(ctx, meta.BlockStripes(m), lin, scanPage, func(s meta.Stripe) error {
 		switch {
 		case restripe.StripeNeedsRepair(s, isBad):
 			left++

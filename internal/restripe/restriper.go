@@ -87,11 +87,24 @@ func New(cfg Config) (*Restriper, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Restriper{meta: cfg.Meta, data: cfg.Client, log: cfg.Log, codec: codec, seed: rand.Uint64()}
+	// Inline stripes have no units: a restriper never sees them.
+	ns := blockNamespace{Namespace: cfg.Meta, blocks: meta.BlockStripes(cfg.Meta)}
+	r := &Restriper{meta: ns, data: cfg.Client, log: cfg.Log, codec: codec, seed: rand.Uint64()}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	return r, nil
+}
+
+// blockNamespace is a Namespace whose GetStripes leaves inline stripes
+// out (meta.BlockStripes).
+type blockNamespace struct {
+	Namespace
+	blocks meta.StripeReader
+}
+
+func (b blockNamespace) GetStripes(ctx context.Context, lin meta.LIN, from uint64, n int) ([]meta.Stripe, error) {
+	return b.blocks.GetStripes(ctx, lin, from, n)
 }
 
 // rng returns a fresh random source for one placement (placement.Request

@@ -143,10 +143,12 @@ func TempDir(tb testing.TB) string {
 
 // Client returns a Client on the fixture with unit size unit (0: the
 // default), after tweak changed its Config; it is closed at the end of
-// the test.
+// the test. Its files' data goes to blocks whatever their size
+// (InlineMax -1): the fixture's tests are of the block path; a tweak
+// setting InlineMax tests inline stripes.
 func (f *Fixture) Client(unit int, tweak ...func(*client.Config)) *client.Client {
 	f.TB.Helper()
-	cfg := client.Config{Meta: f.Meta, Topology: f.Topo, UnitSize: unit}
+	cfg := client.Config{Meta: f.Meta, Topology: f.Topo, UnitSize: unit, InlineMax: -1}
 	for _, fn := range tweak {
 		fn(&cfg)
 	}
