@@ -31,7 +31,14 @@ files with lost data.
 The "jobs" line is the job engine's mode: "normal", or "low-space since
 TIME: REASON" while a pool is below the low_space_threshold setting (jobs
 that do not free space are paused until every pool is back at the
-threshold plus one point; see weft job settings and weft job events list).`,
+threshold plus one point; see weft job settings and weft job events list).
+
+The "etcd" line names the members (the leader marked) and the fullest
+member's database against its quota. Past half the quota, mounts and NFS
+gateways stop committing small files' data inline (weft mount
+--inline-max) and store it in blocks; past 80% it is a problem: at the
+quota etcd refuses every write until its database is compacted and
+defragmented or the quota raised.`,
 		Example: `  weft status
   weft status --json | jq .health
   weft status --json | jq .job_engine`,
@@ -54,7 +61,11 @@ threshold plus one point; see weft job settings and weft job events list).`,
 					fmt.Fprintf(w, "data      %s\n", dataLine(st.Data))
 				}
 				var members []string
+				var fullest cluster.EtcdMember
 				for _, m := range st.Etcd {
+					if m.DBQuota > 0 && (fullest.DBQuota == 0 || m.DBSize*fullest.DBQuota > fullest.DBSize*m.DBQuota) {
+						fullest = m
+					}
 					s := m.Name
 					switch {
 					case !m.Healthy:
@@ -64,7 +75,11 @@ threshold plus one point; see weft job settings and weft job events list).`,
 					}
 					members = append(members, s)
 				}
-				fmt.Fprintf(w, "etcd      %s\n", strings.Join(members, " "))
+				fmt.Fprintf(w, "etcd      %s", strings.Join(members, " "))
+				if fullest.DBQuota > 0 {
+					fmt.Fprintf(w, "; database %s of %s (%s)", humanBytes(fullest.DBSize), humanBytes(fullest.DBQuota), percent(fullest.DBSize, fullest.DBQuota))
+				}
+				fmt.Fprintln(w)
 				if st.JobEngine != nil {
 					fmt.Fprintf(w, "jobs      %s\n", st.JobEngine)
 				}

@@ -23,7 +23,17 @@ type EtcdMember struct {
 	Healthy   bool   `json:"healthy"`
 	Leader    bool   `json:"leader"`
 	Error     string `json:"error,omitempty"`
+	// DBSize is the member's database on disk, DBQuota its quota
+	// (--quota-backend-bytes): past it etcd refuses every write.
+	DBSize  int64 `json:"db_size_bytes,omitempty"`
+	DBQuota int64 `json:"db_quota_bytes,omitempty"`
 }
+
+// EtcdSpaceWarn is the fraction of its quota past which a member's
+// database is a problem of `weft status`: inline small files stopped at
+// half (etcdx.DefaultSpaceLimit); what grows it now is inodes, entries
+// and stripe maps, and at the quota every write stops.
+const EtcdSpaceWarn = 0.8
 
 // Status is the cluster summary shown by `weft status`.
 type Status struct {
@@ -93,6 +103,10 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		if !m.Healthy {
 			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s (%s) is unhealthy: %s", m.Name, m.ClientURL, m.Error))
 		}
+		if m.DBQuota > 0 && float64(m.DBSize) >= EtcdSpaceWarn*float64(m.DBQuota) {
+			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s's database is %d%% of its quota (%d of %d MiB): at the quota every write stops; "+
+				"compact and defragment it (etcdctl defrag), or raise the quota", m.Name, 100*m.DBSize/m.DBQuota, m.DBSize>>20, m.DBQuota>>20))
+		}
 	}
 	st.Health = Healthy
 	if len(st.Problems) > 0 {
@@ -135,6 +149,7 @@ func (s *Store) etcdHealth(ctx context.Context) []EtcdMember {
 		}
 		out[i].Healthy = len(sr.Resp.Errors) == 0
 		out[i].Leader = sr.Resp.Leader == sr.Resp.Header.MemberId
+		out[i].DBSize, out[i].DBQuota = sr.Resp.DbSize, sr.Resp.DbSizeQuota
 		if len(sr.Resp.Errors) > 0 {
 			out[i].Error = sr.Resp.Errors[0]
 		}

@@ -452,7 +452,7 @@ func (s *Server) startNFS(ctx context.Context, lis []net.Listener) (err error) {
 	})
 	topo := topology.New(s.store, time.Second)
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: sid, Log: log, ClusterID: s.store.ClusterID(), BlockTLS: s.clientTLS(),
-		Class: qos.Other, ClientID: "nfs-" + s.cfg.Name})
+		Class: qos.Other, ClientID: "nfs-" + s.cfg.Name, InlineAllowed: s.space.Below})
 	if err != nil {
 		return fmt.Errorf("server: nfs: %w", err)
 	}

@@ -48,9 +48,13 @@ type Server struct {
 
 	// tls is the node's identity and the cluster's CAs; nil with
 	// --insecure.
-	tls     *pki.Source
-	member  *etcdx.Member
-	etcd    *clientv3.Client
+	tls    *pki.Source
+	member *etcdx.Member
+	etcd   *clientv3.Client
+	// space follows how full etcd's databases are: the node's clients
+	// (jobs, NFS) commit small files' data inline only while they are
+	// under half their quota.
+	space   *etcdx.SpaceWatcher
 	store   *cluster.Store
 	session *cluster.Session
 	// drivesMu guards drives (the open drives, which the node owns and
@@ -167,6 +171,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	if s.meta, err = namespace.Open(ctx, s.etcd, s.embedded, false); err != nil {
 		return s, err
 	}
+	if s.space, err = etcdx.WatchSpace(s.run, s.etcd, s.log); err != nil {
+		return s, err
+	}
 	// The namespace is open before the drives register: a new drive
 	// records whether it stores data yet (registerDrive).
 	if err = s.registerDrives(ctx); err != nil {
@@ -199,7 +206,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	// The jobs' data path: QoS class maintenance, client node-NAME.
 	if s.files, err = client.New(client.Config{Meta: s.meta, Topology: topology.New(s.store, time.Second), Log: s.log, ClusterID: s.store.ClusterID(),
 		BlockTLS: s.clientTLS(), Class: qos.Maintenance, ClientID: s.jobsClientID(), JobOf: jobOf,
-		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }, OwnDrive: s.ownDrive}); err != nil {
+		LocalIO: func() bool { return !s.qos.follow.Current().Limits(qos.Maintenance) }, OwnDrive: s.ownDrive, InlineAllowed: s.space.Below}); err != nil {
 		return s, err
 	}
 	if err = s.startJobs(ctx); err != nil {

@@ -1,0 +1,164 @@
+package etcdx
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/weftfs/weft/internal/runner"
+)
+
+// SpaceInterval is how often a SpaceWatcher asks the members for the size
+// of their databases.
+const SpaceInterval = 10 * time.Second
+
+// Space is the fullest etcd member's database: its size on disk and its
+// quota (--quota-backend-bytes). Past the quota etcd raises its NOSPACE
+// alarm and refuses every write, to the whole namespace, until an
+// administrator compacts and defragments it or raises the quota.
+type Space struct {
+	Member string
+	Used   int64
+	Quota  int64
+}
+
+// Fraction is Used over Quota (0 when the quota is unknown).
+func (s Space) Fraction() float64 {
+	if s.Quota <= 0 {
+		return 0
+	}
+	return float64(s.Used) / float64(s.Quota)
+}
+
+// String is e.g. "24.0 MiB of 8.0 GiB (0.3%) on https://10.0.0.1:2379".
+func (s Space) String() string {
+	return fmt.Sprintf("%s of %s (%.1f%%) on %s", mib(s.Used), mib(s.Quota), 100*s.Fraction(), s.Member)
+}
+
+func mib(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// etcdDefaultQuota is etcd's quota when none is configured (a member that
+// reports a quota of 0 has it).
+const etcdDefaultQuota = 2 << 30
+
+// FullestMember returns the Space of the member whose database is the
+// fullest part of its quota among the answers, and false if none answered.
+func FullestMember(answers []MemberStatus) (Space, bool) {
+	var out Space
+	found := false
+	for _, a := range answers {
+		if a.Err != nil || a.Resp == nil {
+			continue
+		}
+		s := Space{Member: a.Endpoint, Used: a.Resp.DbSize, Quota: a.Resp.DbSizeQuota}
+		if s.Quota <= 0 {
+			s.Quota = etcdDefaultQuota
+		}
+		if !found || s.Fraction() > out.Fraction() {
+			out, found = s, true
+		}
+	}
+	return out, found
+}
+
+// SpaceWatcher follows how full the etcd members' databases are, for
+// callers that add to them at will — a client committing small files'
+// data inline (client.Config.InlineAllowed) — so that they stop before
+// the quota stops everyone. It is a runner.Worker (WatchSpace starts one):
+// every SpaceInterval it asks each endpoint the client had when it was
+// made for its status, and logs when the fullest member crosses Limit.
+type SpaceWatcher struct {
+	cli *clientv3.Client
+	all []string
+	log *slog.Logger
+	// Limit is the fraction of the quota past which Below reports false.
+	Limit float64
+
+	mu    sync.Mutex
+	space Space
+	known bool
+	over  bool
+}
+
+// DefaultSpaceLimit is SpaceWatcher.Limit: half the quota, which leaves
+// the other half for inodes, entries and stripe maps.
+const DefaultSpaceLimit = 0.5
+
+// WatchSpace starts a SpaceWatcher of cli as the worker "etcd-space" of
+// run.
+func WatchSpace(run *runner.Runner, cli *clientv3.Client, log *slog.Logger) (*SpaceWatcher, error) {
+	w := NewSpaceWatcher(cli, log)
+	if _, err := run.Go("etcd-space", w, runner.Options{Idle: SpaceInterval}); err != nil {
+		return nil, fmt.Errorf("etcdx: %w", err)
+	}
+	return w, nil
+}
+
+// NewSpaceWatcher returns a SpaceWatcher of cli over the endpoints it has
+// now, with Limit DefaultSpaceLimit.
+func NewSpaceWatcher(cli *clientv3.Client, log *slog.Logger) *SpaceWatcher {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &SpaceWatcher{cli: cli, all: cli.Endpoints(), log: log, Limit: DefaultSpaceLimit}
+}
+
+var _ runner.Worker = (*SpaceWatcher)(nil)
+
+// Step asks every member once.
+func (w *SpaceWatcher) Step(ctx context.Context) (runner.State, error) {
+	answers := AskStatus(ctx, w.all, SteerProbeTimeout, func(ctx context.Context, ep string) (*pb.StatusResponse, error) {
+		sr, err := w.cli.Status(ctx, ep)
+		return (*pb.StatusResponse)(sr), err
+	})
+	if ctx.Err() != nil {
+		return runner.Done, nil
+	}
+	s, ok := FullestMember(answers)
+	if !ok {
+		return runner.Idle, nil // nobody answered: keep what was known
+	}
+	w.mu.Lock()
+	was := w.over
+	w.space, w.known = s, true
+	w.over = s.Fraction() >= w.Limit
+	over := w.over
+	w.mu.Unlock()
+	switch {
+	case over && !was:
+		w.log.Warn("etcd database past its limit for data: small files' data goes to blocks, not inline, until it is back under",
+			"space", s.String(), "limit", fmt.Sprintf("%.0f%% of the quota", 100*w.Limit))
+	case !over && was:
+		w.log.Info("etcd database back under its limit for data: small files' data inline again", "space", s.String())
+	}
+	return runner.Idle, nil
+}
+
+// Space returns the last Space seen, and false before any member answered.
+func (w *SpaceWatcher) Space() (Space, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.space, w.known
+}
+
+// Below reports whether the fullest member's database was under Limit of
+// its quota at the last answer (true before any answer: a store nobody
+// can reach takes no commit either).
+func (w *SpaceWatcher) Below() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.over
+}
