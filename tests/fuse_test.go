@@ -115,9 +115,20 @@ func TestMount(t *testing.T) {
 			if !strings.Contains(s, "ec:4+2") {
 				t.Fatalf("file info lacks ec:4+2: %s", s)
 			}
-			out, code := c.Weft("file", "info", filepath.Join(mnt, "size-1"))
+			out, code := c.Weft("file", "info", filepath.Join(mnt, fmt.Sprintf("size-%d", unit-1)))
 			if code != 0 || !strings.Contains(out, "mirror:3") {
 				t.Fatalf("small file info (%d):\n%s", code, out)
+			}
+			// At most 4 KiB (weft mount --inline-max): the data is in the
+			// stripe map, no block anywhere.
+			for _, n := range []int{1, 4096} {
+				info := layout(t, c, filepath.Join(mnt, fmt.Sprintf("size-%d", n)))
+				if len(info.Stripes) != 1 || !info.Stripes[0].Inline || info.Allocated != 0 || len(info.Stripes[0].Units) != 0 {
+					t.Fatalf("file info of a %d-byte file: %+v", n, info)
+				}
+			}
+			if out, code := c.Weft("file", "info", filepath.Join(mnt, "size-1")); code != 0 || !strings.Contains(out, "inline") {
+				t.Fatalf("inline file info (%d):\n%s", code, out)
 			}
 		})
 

@@ -26,7 +26,11 @@ for and the protection its stripes achieve (how many drive and node failures
 the weakest stripe survives), its size and stripes, and with --units where
 every unit is (node, drive, block). A stripe written while drives were down
 may be under-protected until a repair job completes it; info never reports
-more protection than was placed.`,
+more protection than was placed.
+
+A small file whose data is inline (weft mount --inline-max) has one stripe
+of protection "inline": its bytes are in its stripe map in etcd, placed
+nowhere else, and it is as safe as the metadata (TOLERANCE "metadata").`,
 		Example: `  weft file info /mnt/weft/data/run42.h5
   weft file info --units /mnt/weft/small.txt
   weft file info --json /mnt/weft/big | jq .achieved_tolerance`,
@@ -69,8 +73,12 @@ more protection than was placed.`,
 			}
 			t := newTable(w, head...)
 			for _, s := range l.Stripes {
+				placed, tol := fmt.Sprintf("%d/%d", s.Placed, s.Width), s.Tolerance.String()
+				if s.Inline {
+					placed, tol = "-", "metadata"
+				}
 				row := []string{strconv.FormatUint(s.Index, 10), strconv.FormatUint(s.Gen, 10), humanBytes(s.Offset), humanBytes(s.DataLen),
-					s.Protection, fmt.Sprintf("%d/%d", s.Placed, s.Width), strconv.Itoa(s.Unavailable), s.Tolerance.String()}
+					s.Protection, placed, strconv.Itoa(s.Unavailable), tol}
 				if units {
 					var us []string
 					for _, u := range s.Units {

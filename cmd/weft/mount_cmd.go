@@ -10,6 +10,7 @@ import (
 
 	"github.com/weftfs/weft/internal/admin"
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/meta"
 	"github.com/weftfs/weft/internal/mount"
 )
 
@@ -25,6 +26,7 @@ func newMountCmd(g *globals) *cobra.Command {
 		metrics  string
 		ahead    int
 		capStr   string
+		inline   string
 	)
 	cmd := &cobra.Command{
 		Use:   "mount MOUNTPOINT",
@@ -78,12 +80,21 @@ distance, as N tasks reading one shared file) gets its next records
 prefetched instead of whole stripes; random reads get nothing.
 --max-readahead caps how far one reader's prefetch goes (an administrator's
 guard against prefetching what is not read: the
-weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
+weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).
+
+Small files: a file of at most --inline-max bytes (default 4KiB) has its
+data committed inline, in its stripe map in etcd, in the transaction that
+commits its size; it takes no block on the drives, its copies are etcd's
+(one per member), and reading it reads only metadata. A file that grows
+past the limit moves to blocks when it is next written out, with its
+pool's protection. 0 stores every file in blocks. Every mount reads
+inline files whatever its own setting; weft file info shows them.`,
 		Example: `  weft mount /mnt/weft                 # in the directory of weft local up's weft-data
   weft --admin 10.0.0.1:7080 mount --pki /etc/weft/pki /mnt/weft
   weft mount --pki /etc/weft/pki --as backup /mnt/weft   # client:backup of several
   weft mount --private ~/weft        # only the mounting user may use it
-  weft mount --max-readahead 4MiB /mnt/weft   # at most 4 MiB ahead of a reader`,
+  weft mount --max-readahead 4MiB /mnt/weft   # at most 4 MiB ahead of a reader
+  weft mount --inline-max 0 /mnt/weft         # every file's data in blocks`,
 		Args: exactArgs(1, "one mount point"),
 		RunE: func(c *cobra.Command, args []string) error {
 			addr, err := admin.Discover(g.admin)
@@ -115,11 +126,15 @@ weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 					return usageError{fmt.Errorf("--max-readahead %q: give a size such as 8MiB or 512KiB, or 0 to turn prefetch off", capStr)}
 				}
 			}
+			inlineMax, err := parseInlineMax(inline)
+			if err != nil {
+				return err
+			}
 			if ahead < 0 {
 				return usageError{fmt.Errorf("--readahead %d: give a number of stripes, or 0 for the default (4)", ahead)}
 			}
 			return mount.Run(c.Context(), mount.Options{
-				Readahead: ahead, PrefetchCap: prefetchCap,
+				Readahead: ahead, PrefetchCap: prefetchCap, InlineMax: inlineMax,
 				Admin: addr, Dir: args[0], AllowOther: !private, Debug: debug, Log: log, NoCache: noCache, SyncDirOps: syncOps, NoLocalIO: noLocal, Metrics: metrics, Pprof: pprof,
 				Ready: func(dir string) { fmt.Fprintf(c.OutOrStdout(), "mounted: %s\n", dir) },
 				PKI:   pkiDir, Identity: g.as,
@@ -135,6 +150,7 @@ weft_mount_prefetch_unread_bytes_total counter of --metrics shows it).`,
 	cmd.Flags().StringVar(&metrics, "metrics", "", "serve Prometheus metrics of the mount at http://ADDR/metrics and its workers at http://ADDR/workers (weft mount workers ADDR)")
 	cmd.Flags().IntVar(&ahead, "readahead", 0, "stripes read ahead of each sequential reader (default 4)")
 	cmd.Flags().StringVar(&capStr, "max-readahead", "", "cap on how far one reader's prefetch reads ahead of it (stripes for sequential readers, records for strided ones), e.g. 8MiB; 0 turns prefetch off (default: no cap beyond --readahead)")
+	cmd.Flags().StringVar(&inline, "inline-max", "4KiB", "largest file whose data is committed inline, in its stripe map in etcd, rather than in blocks (at most 64KiB; 0 stores every file in blocks)")
 	cmd.Flags().BoolVar(&pprof, "pprof", false, "also serve Go profiles at http://ADDR/debug/pprof/ of --metrics ADDR")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "workers ADDR",
@@ -163,4 +179,19 @@ A mount point named "workers" is mounted with weft mount ./workers.`,
 		},
 	})
 	return cmd
+}
+
+// parseInlineMax reads --inline-max: a size of at most meta.MaxInline, 0
+// for none; it returns client.Config.InlineMax (negative: none).
+func parseInlineMax(v string) (int, error) {
+	n, err := drive.ParseSize(v)
+	switch {
+	case err != nil || n < 0:
+		return 0, usageError{fmt.Errorf("--inline-max %q: give a size such as 4KiB, or 0 to store every file in blocks", v)}
+	case n > meta.MaxInline:
+		return 0, usageError{fmt.Errorf("--inline-max %s: at most %d bytes (64KiB): larger files belong in blocks", v, meta.MaxInline)}
+	case n == 0:
+		return -1, nil
+	}
+	return int(n), nil
 }

@@ -123,6 +123,7 @@ func newDataCollector(c *client.Client) *dataCollector {
 		"local":          newDesc("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
 		"stripes":        newDesc("weft_mount_stripes_written_total", "Stripes written."),
 		"holes":          newDesc("weft_mount_zero_stripes_total", "Stripe write-outs of zeros only, committed as holes (nothing stored)."),
+		"inline":         newDesc("weft_mount_inline_stripes_total", "Stripes written inline: a small file's bytes committed in its stripe map, no block I/O (weft mount --inline-max)."),
 		"underprotected": newDesc("weft_mount_underprotected_writes_total", "Stripes written below their protection: units not placed, or too few nodes or drives (left for repair)."),
 		"degraded":       newDesc("weft_mount_degraded_reads_total", "Stripe reads that rebuilt a unit from the others."),
 		"unreadable":     newDesc("weft_mount_unreadable_reads_total", "Stripe reads that failed: too few units readable (EIO)."),
@@ -149,6 +150,7 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("local", st.LocalWrites, "write")
 	counter("stripes", st.StripesWritten)
 	counter("holes", st.HolesKept)
+	counter("inline", st.InlineWritten)
 	counter("underprotected", st.UnderProtectedWrites)
 	counter("degraded", st.DegradedReads)
 	counter("unreadable", st.UnreadableReads)

@@ -63,8 +63,10 @@ type Options struct {
 	// Readahead and PrefetchCap are client.Config's (0: defaults).
 	Readahead   int
 	PrefetchCap int64
-	Debug       bool
-	Log         *slog.Logger
+	// InlineMax is client.Config's (0: the default, negative: none).
+	InlineMax int
+	Debug     bool
+	Log       *slog.Logger
 	// PKI is the directory of the cluster's CAs (ca.crt) and of the
 	// mount's client certificate (client-NAME.crt, .key): every
 	// connection — to the admin API, to etcd, to the block services — is
@@ -139,6 +141,10 @@ func Run(ctx context.Context, o Options) error {
 	if err := etcdx.Steer(run, cli, o.Log); err != nil {
 		return fmt.Errorf("mount: %w", err)
 	}
+	space, err := etcdx.WatchSpace(run, cli, o.Log)
+	if err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
 	store, err := cluster.Open(ctx, cli)
 	if err != nil {
 		return err
@@ -171,7 +177,8 @@ func Run(ctx context.Context, o Options) error {
 		localIO = ""
 	}
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: localIO, BlockTLS: tlsCfg,
-		Class: qos.Other, ClientID: fmt.Sprintf("mount-%x", sess.Lease()), Readahead: o.Readahead, PrefetchCap: o.PrefetchCap})
+		Class: qos.Other, ClientID: fmt.Sprintf("mount-%x", sess.Lease()), Readahead: o.Readahead, PrefetchCap: o.PrefetchCap, InlineMax: o.InlineMax,
+		InlineAllowed: space.Below})
 	if err != nil {
 		return err
 	}
