@@ -105,7 +105,7 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		}
 		if m.DBQuota > 0 && float64(m.DBSize) >= EtcdSpaceWarn*float64(m.DBQuota) {
 			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s's database is %d%% of its quota (%d of %d MiB): at the quota every write stops; "+
-				"compact and defragment it (etcdctl defrag), or raise the quota", m.Name, 100*m.DBSize/m.DBQuota, m.DBSize>>20, m.DBQuota>>20))
+				"compact and defragment it (etcdctl defrag), or raise an external etcd's --quota-backend-bytes", m.Name, 100*m.DBSize/m.DBQuota, m.DBSize>>20, m.DBQuota>>20))
 		}
 	}
 	st.Health = Healthy

@@ -40,6 +40,7 @@ func TestNodeWorkers(t *testing.T) {
 		"callbacks":        {runner.StateIdle, runner.StateRunning}, // first step after job.CallbackInterval
 		"qos-follow":       {runner.StateRunning},                   // watching: one blocking step
 		"qos-share":        {runner.StateRunning, runner.StateIdle}, // every QoSShareInterval
+		"etcd-space":       {runner.StateRunning, runner.StateIdle}, // every etcdx.SpaceInterval
 	}
 	check := func(who string, ws admin.Workers, node string) {
 		t.Helper()
@@ -56,7 +57,7 @@ func TestNodeWorkers(t *testing.T) {
 				t.Errorf("%s: publish before its first interval: %+v", who, w)
 			}
 		}
-		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer events lease publish qos-follow qos-share throttle throttle-latency" {
+		if got := strings.Join(names, " "); got != "admin-api block-service callbacks drainer etcd-space events lease publish qos-follow qos-share throttle throttle-latency" {
 			t.Fatalf("%s: workers %s", who, got)
 		}
 	}
