@@ -106,31 +106,28 @@ func TestInlineFileChanges(t *testing.T) {
 	expect("extended", true)
 	write(inlineMax-5, clienttest.RandBytes(20, 1)) // past InlineMax: to blocks
 	expect("grown past InlineMax", false)
+	truncate := func(n int) {
+		t.Helper()
+		fh, err := c.Open(bg, lin, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Truncate(bg, int64(n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := fh.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+		model = model[:n]
+	}
 	// Shrunk below InlineMax, it stays in blocks until written again.
-	fh, err := c.Open(bg, lin, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fh.Truncate(bg, 50); err != nil {
-		t.Fatal(err)
-	}
-	fh.Close(bg)
-	model = model[:50]
+	truncate(50)
 	expect("truncated", false)
 	write(0, []byte("again"))
 	expect("rewritten small", true)
 	f.DrainDeletes()
-
 	// An inline file truncated keeps its head.
-	fh, err = c.Open(bg, lin, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fh.Truncate(bg, 3); err != nil {
-		t.Fatal(err)
-	}
-	fh.Close(bg)
-	model = model[:3]
+	truncate(3)
 	expect("inline truncated", true)
 }
 

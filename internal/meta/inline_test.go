@@ -180,16 +180,22 @@ func TestMigrateFromFormat2(t *testing.T) {
 		return nil
 	}))
 	m2 := must(Open(bg, Config{Store: mem}))
+	if fr := storedFormat(t, mem); fr.version != 3 || fr.created != 5 {
+		t.Fatalf("format after the migration %+v", fr)
+	}
+	must(m2.CommitStripe(bg, f.LIN, inlineStripe("x"), 0, CommitOptions{StripeSize: 1 << 20, Size: 1}))
+}
+
+// storedFormat reads the format record of store.
+func storedFormat(t *testing.T, store kv.Store) formatRecord {
+	t.Helper()
 	var fr formatRecord
-	ok(t, mem.View(bg, func(tx kv.Tx) error {
+	ok(t, store.View(bg, func(tx kv.Tx) error {
 		b, err := tx.Get(keyFormat())
 		if err == nil {
 			fr, err = decodeFormat(b)
 		}
 		return err
 	}))
-	if fr.version != 3 || fr.created != 5 {
-		t.Fatalf("format after the migration %+v", fr)
-	}
-	must(m2.CommitStripe(bg, f.LIN, inlineStripe("x"), 0, CommitOptions{StripeSize: 1 << 20, Size: 1}))
+	return fr
 }

@@ -325,15 +325,7 @@ func TestMigrateFromFormat1(t *testing.T) {
 			}
 			clock = clock.Add(time.Hour)
 			m2 := must(Open(bg, Config{Store: store, Now: func() time.Time { return clock }}))
-			var f2 formatRecord
-			ok(t, store.View(bg, func(tx kv.Tx) error {
-				b, err := tx.Get(keyFormat())
-				if err == nil {
-					f2, err = decodeFormat(b)
-				}
-				return err
-			}))
-			if f2.version != FormatVersion || f2.created != clock.Add(-time.Hour).UnixNano() {
+			if f2 := storedFormat(t, store); f2.version != FormatVersion || f2.created != clock.Add(-time.Hour).UnixNano() {
 				t.Fatalf("format record after the migration: %+v", f2)
 			}
 			us := must(m2.UnderProtectedStripes(bg, f.LIN))
