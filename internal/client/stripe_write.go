@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weftfs/weft/internal/drive"
@@ -67,62 +68,39 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 		}
 		size := uint64(d.idx*ino.ss) + uint64(n)
 		// Trailing zeros are not stored: bytes past a stripe's DataLen
-		// read as zeros. A stripe of zeros only is a hole (see sparse.go).
+		// read as zeros. A stripe of zeros only is a hole (see sparse.go);
+		// a small file's only stripe goes in its map (inline); any other
+		// is stored in new blocks.
 		data = data[:dataEnd(data)]
-		if len(data) == 0 {
-			ino.freeStripeBuf(merged)
-			committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: meta.Stripe{Index: uint64(d.idx)}, ExpectGen: gen, Drop: true}, size)
-			if err == nil {
-				// As below: the hole is committed, nobody told.
-				if err := failpoint.Eval("client/after-commit"); err != nil {
-					return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d as a hole: %w", ino.lin, d.idx, err)
-				}
-				c.st.holesKept.Add(1)
-				return committed, nil
-			}
-			if !errors.Is(err, meta.ErrStripeConflict) {
-				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d as a hole: %w", ino.lin, d.idx, err)
-			}
-			if err := ino.conflicted(d.idx, attempt, err); err != nil {
+		var up meta.StripeUpdate
+		var kind *atomic.Int64 // what a commit counts
+		how := ""
+		switch {
+		case len(data) == 0:
+			up = meta.StripeUpdate{Stripe: meta.Stripe{Index: uint64(d.idx)}, ExpectGen: gen, Drop: true}
+			kind, how = &c.st.holesKept, " as a hole"
+		case ino.inline(d.idx, len(data)):
+			up = meta.StripeUpdate{Stripe: meta.Stripe{DataLen: uint64(len(data)), Inline: slices.Clone(data)}, ExpectGen: gen}
+			kind, how = &c.st.inlineWritten, " inline"
+		default:
+			pool := ino.currentPool()
+			st, tol, err := ino.putStripe(ctx, d.idx, gen+1, data, pool)
+			if err != nil {
+				ino.freeStripeBuf(merged)
 				return meta.Stripe{}, err
 			}
-			continue
+			// Failpoint client/before-commit: the units are stored but
+			// the stripe map is not committed and nothing is queued for
+			// deletion, as if the client died here; the blocks are
+			// orphans for collect.
+			if err := failpoint.Eval("client/before-commit"); err != nil {
+				ino.freeStripeBuf(merged)
+				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
+			}
+			up = meta.StripeUpdate{Stripe: st, ExpectGen: gen, Tolerance: tol, Pool: pool}
 		}
-		if ino.inline(d.idx, len(data)) {
-			// A small file's only stripe: its bytes go in the map, with
-			// the file's size, in one metadata transaction.
-			s := meta.Stripe{Index: 0, DataLen: uint64(len(data)), Inline: slices.Clone(data)}
-			ino.freeStripeBuf(merged)
-			committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen}, size)
-			if err == nil {
-				if err := failpoint.Eval("client/after-commit"); err != nil {
-					return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe 0 inline: %w", ino.lin, err)
-				}
-				c.st.stripesWritten.Add(1)
-				c.st.inlineWritten.Add(1)
-				return committed, nil
-			}
-			if !errors.Is(err, meta.ErrStripeConflict) {
-				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe 0 inline: %w", ino.lin, err)
-			}
-			if err := ino.conflicted(d.idx, attempt, err); err != nil {
-				return meta.Stripe{}, err
-			}
-			continue
-		}
-		pool := ino.currentPool()
-		s, tol, err := ino.putStripe(ctx, d.idx, gen+1, data, pool)
 		ino.freeStripeBuf(merged)
-		if err != nil {
-			return meta.Stripe{}, err
-		}
-		// Failpoint client/before-commit: the units are stored but the
-		// stripe map is not committed and nothing is queued for deletion,
-		// as if the client died here; the blocks are orphans for collect.
-		if err := failpoint.Eval("client/before-commit"); err != nil {
-			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
-		}
-		committed, err := ino.commitStripe(ctx, meta.StripeUpdate{Stripe: s, ExpectGen: gen, Tolerance: tol, Pool: pool}, size)
+		committed, err := ino.commitStripe(ctx, up, size)
 		if err == nil {
 			// Failpoint client/after-commit: the map is committed and the
 			// replaced blocks are queued for deletion (same transaction),
@@ -130,21 +108,27 @@ func (ino *inode) writeStripe(ctx context.Context, d *dstripe) (meta.Stripe, err
 			// no fsync or close acknowledged. Its error is a commit whose
 			// reply was lost: the data stays buffered and is written again.
 			if err := failpoint.Eval("client/after-commit"); err != nil {
-				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
+				return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d%s: %w", ino.lin, d.idx, how, err)
 			}
-			c.st.stripesWritten.Add(1)
+			if !up.Drop {
+				c.st.stripesWritten.Add(1)
+			}
+			if kind != nil {
+				kind.Add(1)
+			}
 			return committed, nil
 		}
+		units := up.Stripe.Units // the new blocks: none for a hole or an inline stripe
 		if !errors.Is(err, meta.ErrStripeConflict) {
 			if definite(err) {
-				c.enqueueOrphans(ctx, ino.lin, s.Index, s.Units)
+				c.enqueueOrphans(ctx, ino.lin, up.Stripe.Index, units)
 			}
 			// Otherwise the commit may have happened (a lost reply): the
 			// blocks are left for the collect job rather than risk
 			// deleting committed data.
-			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d: %w", ino.lin, d.idx, err)
+			return meta.Stripe{}, fmt.Errorf("client: committing LIN %d stripe %d%s: %w", ino.lin, d.idx, how, err)
 		}
-		c.enqueueOrphans(ctx, ino.lin, s.Index, s.Units)
+		c.enqueueOrphans(ctx, ino.lin, up.Stripe.Index, units)
 		if err := ino.conflicted(d.idx, attempt, err); err != nil {
 			return meta.Stripe{}, err
 		}
