@@ -137,7 +137,12 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp) // a no-op error once linked and removed
+	removed := false // by link, once the block is stored under its name
+	defer func() {
+		if !removed {
+			_ = unix.Unlink(tmp)
+		}
+	}()
 	start := d.counters.begin(OpWrite)
 	var moved int64
 	defer func() { d.counters.end(OpWrite, start, moved, err != nil) }()
@@ -200,6 +205,7 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 	if stored {
 		moved = size
 	}
+	removed = stored && err == nil
 	// The pages are clean (Stage synced them) and read back once: keep
 	// the cache for what is read, as a direct write would have.
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
