@@ -10,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weftfs/weft/internal/runner"
 )
 
@@ -87,10 +89,11 @@ type SpaceWatcher struct {
 	// Limit is the fraction of the quota past which Below reports false.
 	Limit float64
 
-	mu    sync.Mutex
-	space Space
-	known bool
-	over  bool
+	mu      sync.Mutex
+	space   Space
+	known   bool
+	over    bool
+	members []Space // every member that answered the last step
 }
 
 // DefaultSpaceLimit is SpaceWatcher.Limit: half the quota, which leaves
@@ -131,9 +134,15 @@ func (w *SpaceWatcher) Step(ctx context.Context) (runner.State, error) {
 	if !ok {
 		return runner.Idle, nil // nobody answered: keep what was known
 	}
+	var members []Space
+	for _, a := range answers {
+		if m, ok := FullestMember([]MemberStatus{a}); ok {
+			members = append(members, m)
+		}
+	}
 	w.mu.Lock()
 	was := w.over
-	w.space, w.known = s, true
+	w.space, w.known, w.members = s, true, members
 	w.over = s.Fraction() >= w.Limit
 	over := w.over
 	w.mu.Unlock()
@@ -161,4 +170,45 @@ func (w *SpaceWatcher) Below() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return !w.over
+}
+
+// spaceCollector exports a SpaceWatcher's last answers:
+//
+//	weft_etcd_db_size_bytes{member}    the member's database on disk
+//	weft_etcd_db_quota_bytes{member}   its quota: at it, etcd refuses writes
+//	weft_etcd_inline_allowed           1 while small files may go inline (Below)
+type spaceCollector struct {
+	w                    *SpaceWatcher
+	size, quota, allowed *prometheus.Desc
+}
+
+// NewSpaceCollector returns a Prometheus collector of w (see the metric
+// names above). Register it once per registry.
+func NewSpaceCollector(w *SpaceWatcher) prometheus.Collector {
+	return &spaceCollector{w: w,
+		size:    prometheus.NewDesc("weft_etcd_db_size_bytes", "An etcd member's database on disk, as last asked (every 10 s).", []string{"member"}, nil),
+		quota:   prometheus.NewDesc("weft_etcd_db_quota_bytes", "An etcd member's database quota: at it, etcd refuses every write.", []string{"member"}, nil),
+		allowed: prometheus.NewDesc("weft_etcd_inline_allowed", "1 while the fullest etcd database is under its limit for data and small files' data goes inline; 0 past it.", nil, nil),
+	}
+}
+
+func (c *spaceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.quota
+	ch <- c.allowed
+}
+
+func (c *spaceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.w.mu.Lock()
+	members, over := c.w.members, c.w.over
+	c.w.mu.Unlock()
+	for _, m := range members {
+		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(m.Used), m.Member)
+		ch <- prometheus.MustNewConstMetric(c.quota, prometheus.GaugeValue, float64(m.Quota), m.Member)
+	}
+	allowed := 1.0
+	if over {
+		allowed = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.allowed, prometheus.GaugeValue, allowed)
 }

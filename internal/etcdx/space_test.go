@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/weftfs/weft/internal/etcdx"
@@ -28,11 +29,30 @@ func TestSpaceWatcher(t *testing.T) {
 		t.Fatalf("after a step: %+v %v, below %v", s, ok, w.Below())
 	}
 	t.Log(s)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(etcdx.NewSpaceCollector(w))
+	metrics := func() map[string][]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]float64{}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				out[mf.GetName()] = append(out[mf.GetName()], m.GetGauge().GetValue())
+			}
+		}
+		return out
+	}
+	if m := metrics(); len(m["weft_etcd_db_size_bytes"]) != 3 || len(m["weft_etcd_db_quota_bytes"]) != 3 || m["weft_etcd_inline_allowed"][0] != 1 {
+		t.Fatalf("metrics %v", m)
+	}
 	w.Limit = 1e-9 // any database is past it
 	if _, err := w.Step(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if w.Below() {
+	if w.Below() || metrics()["weft_etcd_inline_allowed"][0] != 0 {
 		t.Fatal("past the limit: still below")
 	}
 	w.Limit = 1

@@ -193,7 +193,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 	s.blocks.Register(s.grpc)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(block.NewCollector(s.blocks), runner.NewCollector(s.run), qos.NewCollector(s.qos.gate))
+	reg.MustRegister(block.NewCollector(s.blocks), runner.NewCollector(s.run), qos.NewCollector(s.qos.gate), etcdx.NewSpaceCollector(s.space))
 	gatherers := prometheus.Gatherers{prometheus.DefaultGatherer, reg}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{}))
