@@ -61,11 +61,7 @@ defragmented or the quota raised.`,
 					fmt.Fprintf(w, "data      %s\n", dataLine(st.Data))
 				}
 				var members []string
-				var fullest cluster.EtcdMember
 				for _, m := range st.Etcd {
-					if m.DBQuota > 0 && (fullest.DBQuota == 0 || m.DBSize*fullest.DBQuota > fullest.DBSize*m.DBQuota) {
-						fullest = m
-					}
 					s := m.Name
 					switch {
 					case !m.Healthy:
@@ -76,8 +72,8 @@ defragmented or the quota raised.`,
 					members = append(members, s)
 				}
 				fmt.Fprintf(w, "etcd      %s", strings.Join(members, " "))
-				if fullest.DBQuota > 0 {
-					fmt.Fprintf(w, "; database %s of %s (%s)", humanBytes(fullest.DBSize), humanBytes(fullest.DBQuota), percent(fullest.DBSize, fullest.DBQuota))
+				if db := st.EtcdDB; db != nil {
+					fmt.Fprintf(w, "; database %s of %s (%s)", humanBytes(db.Used), humanBytes(db.Quota), percent(db.Used, db.Quota))
 				}
 				fmt.Fprintln(w)
 				if st.JobEngine != nil {

@@ -187,6 +187,10 @@ func TestPools(t *testing.T) {
 	if err != nil || len(st.Etcd) != 1 || !st.Etcd[0].Healthy {
 		t.Fatalf("status = %+v %v", st, err)
 	}
+	// The member's database against its quota, and the fullest's.
+	if db := st.Etcd[0].DB; db == nil || db.Used <= 0 || db.Quota < db.Used || st.EtcdDB == nil || *st.EtcdDB != *db {
+		t.Fatalf("etcd database: member %+v, fullest %+v", st.Etcd[0].DB, st.EtcdDB)
+	}
 }
 
 func TestDecodeRefusesNewerRecord(t *testing.T) {

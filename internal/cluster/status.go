@@ -23,10 +23,8 @@ type EtcdMember struct {
 	Healthy   bool   `json:"healthy"`
 	Leader    bool   `json:"leader"`
 	Error     string `json:"error,omitempty"`
-	// DBSize is the member's database on disk, DBQuota its quota
-	// (--quota-backend-bytes): past it etcd refuses every write.
-	DBSize  int64 `json:"db_size_bytes,omitempty"`
-	DBQuota int64 `json:"db_quota_bytes,omitempty"`
+	// DB is the member's database against its quota (nil: no answer).
+	DB *etcdx.Space `json:"db,omitempty"`
 }
 
 // EtcdSpaceWarn is the fraction of its quota past which a member's
@@ -51,6 +49,9 @@ type Status struct {
 	UsedBytes     int64          `json:"used_bytes"`
 	Pools         []Pool         `json:"pools"`
 	Etcd          []EtcdMember   `json:"etcd"`
+	// EtcdDB is the fullest member's database against its quota (nil: no
+	// member answered).
+	EtcdDB *etcdx.Space `json:"etcd_db,omitempty"`
 }
 
 // Status gathers the cluster summary. Health is "healthy" when every node,
@@ -103,9 +104,15 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		if !m.Healthy {
 			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s (%s) is unhealthy: %s", m.Name, m.ClientURL, m.Error))
 		}
-		if m.DBQuota > 0 && float64(m.DBSize) >= EtcdSpaceWarn*float64(m.DBQuota) {
-			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s's database is %d%% of its quota (%d of %d MiB): at the quota every write stops; "+
-				"compact and defragment it (etcdctl defrag), or raise an external etcd's --quota-backend-bytes", m.Name, 100*m.DBSize/m.DBQuota, m.DBSize>>20, m.DBQuota>>20))
+		if m.DB == nil {
+			continue
+		}
+		if st.EtcdDB == nil || m.DB.Fraction() > st.EtcdDB.Fraction() {
+			st.EtcdDB = m.DB
+		}
+		if m.DB.Fraction() >= EtcdSpaceWarn {
+			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s's database is %.0f%% of its quota (%d of %d MiB): at the quota every write stops; "+
+				"compact and defragment it (etcdctl defrag), or raise an external etcd's --quota-backend-bytes", m.Name, 100*m.DB.Fraction(), m.DB.Used>>20, m.DB.Quota>>20))
 		}
 	}
 	st.Health = Healthy
@@ -149,7 +156,9 @@ func (s *Store) etcdHealth(ctx context.Context) []EtcdMember {
 		}
 		out[i].Healthy = len(sr.Resp.Errors) == 0
 		out[i].Leader = sr.Resp.Leader == sr.Resp.Header.MemberId
-		out[i].DBSize, out[i].DBQuota = sr.Resp.DbSize, sr.Resp.DbSizeQuota
+		if db, ok := etcdx.MemberSpace(sr); ok {
+			out[i].DB = &db
+		}
 		if len(sr.Resp.Errors) > 0 {
 			out[i].Error = sr.Resp.Errors[0]
 		}

@@ -19,17 +19,17 @@ import (
 // of their databases.
 const SpaceInterval = 10 * time.Second
 
-// Space is the fullest etcd member's database: its size on disk and its
-// quota (--quota-backend-bytes). Past the quota etcd raises its NOSPACE
-// alarm and refuses every write, to the whole namespace, until an
+// Space is an etcd member's database: its size on disk and its quota
+// (--quota-backend-bytes). Past the quota etcd raises its NOSPACE alarm
+// and refuses every write, to the whole namespace, until an
 // administrator compacts and defragments it or raises the quota.
 type Space struct {
-	Member string
-	Used   int64
-	Quota  int64
+	Member string `json:"member"`
+	Used   int64  `json:"used_bytes"`
+	Quota  int64  `json:"quota_bytes"`
 }
 
-// Fraction is Used over Quota (0 when the quota is unknown).
+// Fraction is Used over Quota.
 func (s Space) Fraction() float64 {
 	if s.Quota <= 0 {
 		return 0
@@ -37,43 +37,49 @@ func (s Space) Fraction() float64 {
 	return float64(s.Used) / float64(s.Quota)
 }
 
-// String is e.g. "24.0 MiB of 8.0 GiB (0.3%) on https://10.0.0.1:2379".
-func (s Space) String() string {
-	return fmt.Sprintf("%s of %s (%.1f%%) on %s", mib(s.Used), mib(s.Quota), 100*s.Fraction(), s.Member)
-}
-
-func mib(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
-}
-
 // etcdDefaultQuota is etcd's quota when none is configured (a member that
 // reports a quota of 0 has it).
 const etcdDefaultQuota = 2 << 30
 
+// MemberSpace returns the Space of a member's answer, and false if it did
+// not answer.
+func MemberSpace(a MemberStatus) (Space, bool) {
+	if a.Err != nil || a.Resp == nil {
+		return Space{}, false
+	}
+	s := Space{Member: a.Endpoint, Used: a.Resp.DbSize, Quota: a.Resp.DbSizeQuota}
+	if s.Quota <= 0 {
+		s.Quota = etcdDefaultQuota
+	}
+	return s, true
+}
+
 // FullestMember returns the Space of the member whose database is the
 // fullest part of its quota among the answers, and false if none answered.
 func FullestMember(answers []MemberStatus) (Space, bool) {
-	var out Space
-	found := false
+	return fullest(spaces(answers))
+}
+
+// spaces returns the Spaces of the members that answered.
+func spaces(answers []MemberStatus) []Space {
+	var out []Space
 	for _, a := range answers {
-		if a.Err != nil || a.Resp == nil {
-			continue
-		}
-		s := Space{Member: a.Endpoint, Used: a.Resp.DbSize, Quota: a.Resp.DbSizeQuota}
-		if s.Quota <= 0 {
-			s.Quota = etcdDefaultQuota
-		}
-		if !found || s.Fraction() > out.Fraction() {
-			out, found = s, true
+		if s, ok := MemberSpace(a); ok {
+			out = append(out, s)
 		}
 	}
-	return out, found
+	return out
+}
+
+// fullest returns the fullest of ss, and false if ss is empty.
+func fullest(ss []Space) (Space, bool) {
+	var out Space
+	for i, s := range ss {
+		if i == 0 || s.Fraction() > out.Fraction() {
+			out = s
+		}
+	}
+	return out, len(ss) > 0
 }
 
 // SpaceWatcher follows how full the etcd members' databases are, for
@@ -90,10 +96,8 @@ type SpaceWatcher struct {
 	Limit float64
 
 	mu      sync.Mutex
-	space   Space
-	known   bool
-	over    bool
-	members []Space // every member that answered the last step
+	members []Space // every member that answered the last step that had answers
+	over    bool    // the fullest of them is past Limit
 }
 
 // DefaultSpaceLimit is SpaceWatcher.Limit: half the quota, which leaves
@@ -130,37 +134,33 @@ func (w *SpaceWatcher) Step(ctx context.Context) (runner.State, error) {
 	if ctx.Err() != nil {
 		return runner.Done, nil
 	}
-	s, ok := FullestMember(answers)
+	members := spaces(answers)
+	s, ok := fullest(members)
 	if !ok {
 		return runner.Idle, nil // nobody answered: keep what was known
 	}
-	var members []Space
-	for _, a := range answers {
-		if m, ok := FullestMember([]MemberStatus{a}); ok {
-			members = append(members, m)
-		}
-	}
 	w.mu.Lock()
 	was := w.over
-	w.space, w.known, w.members = s, true, members
-	w.over = s.Fraction() >= w.Limit
+	w.members, w.over = members, s.Fraction() >= w.Limit
 	over := w.over
 	w.mu.Unlock()
 	switch {
 	case over && !was:
 		w.log.Warn("etcd database past its limit for data: small files' data goes to blocks, not inline, until it is back under",
-			"space", s.String(), "limit", fmt.Sprintf("%.0f%% of the quota", 100*w.Limit))
+			"member", s.Member, "used_bytes", s.Used, "quota_bytes", s.Quota, "limit", w.Limit)
 	case !over && was:
-		w.log.Info("etcd database back under its limit for data: small files' data inline again", "space", s.String())
+		w.log.Info("etcd database back under its limit for data: small files' data inline again",
+			"member", s.Member, "used_bytes", s.Used, "quota_bytes", s.Quota)
 	}
 	return runner.Idle, nil
 }
 
-// Space returns the last Space seen, and false before any member answered.
+// Space returns the fullest member's Space at the last answers, and false
+// before any member answered.
 func (w *SpaceWatcher) Space() (Space, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.space, w.known
+	return fullest(w.members)
 }
 
 // Below reports whether the fullest member's database was under Limit of
