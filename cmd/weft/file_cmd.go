@@ -30,7 +30,9 @@ more protection than was placed.
 
 A small file whose data is inline (weft mount --inline-max) has one stripe
 of protection "inline": its bytes are in its stripe map in etcd, placed
-nowhere else, and it is as safe as the metadata (TOLERANCE "metadata").`,
+nowhere else, and it is as safe as the metadata (TOLERANCE "metadata"; the
+protection line says it achieves what the metadata survives, which weft
+status's etcd line shows, rather than a tolerance of placed units).`,
 		Example: `  weft file info /mnt/weft/data/run42.h5
   weft file info --units /mnt/weft/small.txt
   weft file info --json /mnt/weft/big | jq .achieved_tolerance`,
@@ -55,8 +57,11 @@ nowhere else, and it is as safe as the metadata (TOLERANCE "metadata").`,
 			w := c.OutOrStdout()
 			abs, _ := filepath.Abs(path)
 			achieved := "-"
-			if l.Achieved != nil {
+			switch {
+			case l.Achieved != nil:
 				achieved = l.Achieved.String()
+			case len(l.Stripes) > 0 && l.Stripes[0].Inline:
+				achieved = "what the metadata survives (inline)"
 			}
 			fmt.Fprintf(w, "path        %s\n", abs)
 			fmt.Fprintf(w, "lin         %d\n", l.LIN)

@@ -8,6 +8,7 @@ import (
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/meta"
+	"github.com/weftfs/weft/internal/placement"
 )
 
 // inlineMax is the InlineMax of the inline tests' clients.
@@ -60,6 +61,10 @@ func TestInlineFiles(t *testing.T) {
 		l, err := r.Layout(bg, lin)
 		if err != nil || len(l.Stripes) != 1 || l.Stripes[0].Inline != wantInline || l.BelowTarget != 0 {
 			t.Fatalf("layout %+v, %v", l, err)
+		}
+		// An inline stripe claims no tolerance of placed units.
+		if (l.Achieved == nil) != wantInline || (wantInline && l.Stripes[0].Tolerance != (placement.Tolerance{})) {
+			t.Fatalf("%d bytes: achieved %v, stripe tolerance %v", size, l.Achieved, l.Stripes[0].Tolerance)
 		}
 	}
 	// With InlineMax negative every file goes to blocks.

@@ -27,8 +27,9 @@ type FileLayout struct {
 	// when placed over all the pool's nodes and drives in service (its
 	// target: placement.TargetTolerance).
 	Wanted placement.Tolerance `json:"wanted_tolerance"`
-	// Achieved is the tolerance of the file's weakest stripe (nil: the
-	// file has no stripes). It is never more than what was placed.
+	// Achieved is the tolerance of the file's weakest stripe in blocks
+	// (nil: the file has none; an inline stripe is the namespace's). It
+	// is never more than what was placed.
 	Achieved *placement.Tolerance `json:"achieved_tolerance,omitempty"`
 	// UnderProtected counts stripes with units not placed; BelowTarget
 	// the stripes (those included) whose placement survives fewer drive
@@ -58,8 +59,9 @@ type StripeInfo struct {
 	UnderProtected bool                `json:"under_protected"`
 	// Inline says the stripe's bytes are in its map, in the namespace
 	// (Config.InlineMax): Protection is "inline", there are no units, and
-	// the stripe is as safe as the namespace itself (Tolerance is its
-	// Target: no repair can add to it).
+	// the stripe is as safe as the namespace itself, which no placement
+	// here measures: its Tolerance and Target are zero, and it counts
+	// neither in the file's Achieved nor as below its target.
 	Inline bool `json:"inline,omitempty"`
 	// Unavailable counts units on drives that are down now.
 	Unavailable int        `json:"unavailable_units"`
@@ -111,9 +113,13 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 		fl.Size = size
 	}
 	err = c.eachStripe(ctx, lin, func(s meta.Stripe) error {
-		si, err := stripeInfo(lin, s, int64(a.StripeSize), view, a.Pool, fl.Wanted)
+		si, err := stripeInfo(lin, s, int64(a.StripeSize), view, a.Pool)
 		if err != nil {
 			return err
+		}
+		fl.Stripes = append(fl.Stripes, si)
+		if si.Inline {
+			return nil
 		}
 		if si.UnderProtected {
 			fl.UnderProtected++
@@ -128,7 +134,6 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 			fl.Achieved.Drives = min(fl.Achieved.Drives, si.Tolerance.Drives)
 			fl.Achieved.Nodes = min(fl.Achieved.Nodes, si.Tolerance.Nodes)
 		}
-		fl.Stripes = append(fl.Stripes, si)
 		return nil
 	})
 	if err != nil {
@@ -138,10 +143,9 @@ func (c *Client) Layout(ctx context.Context, lin meta.LIN) (FileLayout, error) {
 }
 
 // stripeInfo describes one stripe map.
-func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot, pool string, want placement.Tolerance) (StripeInfo, error) {
+func stripeInfo(lin meta.LIN, s meta.Stripe, stripeSize int64, view *Snapshot, pool string) (StripeInfo, error) {
 	if s.IsInline() {
-		return StripeInfo{Index: s.Index, Gen: s.Gen, DataLen: int64(s.DataLen), Protection: "inline", Inline: true,
-			Tolerance: want, Target: want}, nil
+		return StripeInfo{Index: s.Index, Gen: s.Gen, DataLen: int64(s.DataLen), Protection: "inline", Inline: true}, nil
 	}
 	l, err := StoredLayout(lin, s)
 	if err != nil {
