@@ -141,9 +141,13 @@ func Run(ctx context.Context, o Options) error {
 	if err := etcdx.Steer(run, cli, o.Log); err != nil {
 		return fmt.Errorf("mount: %w", err)
 	}
-	space, err := etcdx.WatchSpace(run, cli, o.Log)
-	if err != nil {
-		return fmt.Errorf("mount: %w", err)
+	var inlineOK func() bool // nil: inline commits turned off, nothing to watch
+	if o.InlineMax >= 0 {
+		space, err := etcdx.WatchSpace(run, cli, o.Log)
+		if err != nil {
+			return fmt.Errorf("mount: %w", err)
+		}
+		inlineOK = space.Below
 	}
 	store, err := cluster.Open(ctx, cli)
 	if err != nil {
@@ -178,7 +182,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	c, err := client.New(client.Config{Meta: m, Topology: topo, Session: meta.SessionID(sess.Lease()), Log: o.Log, ClusterID: localIO, BlockTLS: tlsCfg,
 		Class: qos.Other, ClientID: fmt.Sprintf("mount-%x", sess.Lease()), Readahead: o.Readahead, PrefetchCap: o.PrefetchCap, InlineMax: o.InlineMax,
-		InlineAllowed: space.Below})
+		InlineAllowed: inlineOK})
 	if err != nil {
 		return err
 	}
