@@ -169,7 +169,10 @@ func Start(tb testing.TB, o Options) *Cluster {
 	ready := make(chan struct{})
 	lines := &lineWriter{each: func(line string) {
 		c.out.add(line)
-		if strings.HasPrefix(line, "ready:") {
+		// The supervisor prints "ready:", its "nfs:" lines, then "try:"
+		// last, in one go: a test that reads Output once ready must find
+		// them all, not race the pipe for the nfs lines.
+		if strings.HasPrefix(line, "try:") {
 			close(ready)
 		}
 	}}
