@@ -200,3 +200,36 @@ func TestWriterFollowsPoolMove(t *testing.T) {
 		}
 	}
 }
+
+// A file written into a pool whose drives the client's cached topology
+// still has elsewhere (moved there a moment ago) is placed after the
+// topology is read again, not refused for want of drives.
+func TestWriteIntoDrivesJustMoved(t *testing.T) {
+	f := clienttest.New(t)
+	f.Topo.SetPool("p1", erasure.Protection{Mirrors: 2})
+	f.Topo.Cache()
+	p1 := map[meta.DriveID]bool{4: true, 8: true, 12: true}
+	f.Topo.Set(func(d *client.DriveState) bool { return p1[d.ID] }, func(d *client.DriveState) { d.Pool = "p1" })
+	c := f.Client(clienttest.Unit)
+	lin := f.Create("moved", "mirror:2")
+	if _, err := f.Meta.SetAttr(bg, lin, meta.SetPool, meta.Attr{Pool: "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := c.Open(bg, lin, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := clienttest.RandBytes(clienttest.Unit+99, 4)
+	clienttest.WriteAll(t, fh, data, len(data))
+	if err := fh.Close(bg); err != nil {
+		t.Fatalf("close of a file in a pool the cached topology has no drives in: %v", err)
+	}
+	clienttest.MustEqual(t, "file", f.ReadBack(lin), data)
+	for _, s := range f.Stripes(lin) {
+		for _, u := range s.Units {
+			if !p1[u.Drive] {
+				t.Errorf("stripe %d unit on drive %d, not one of p1's", s.Index, u.Drive)
+			}
+		}
+	}
+}

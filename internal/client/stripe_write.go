@@ -254,6 +254,14 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		Label:     fmt.Sprintf("%v in pool %s", l, pool), Rand: c.rng(),
 	}
 	res, err := placement.Place(req)
+	if errors.Is(err, placement.ErrNotEnoughDrives) {
+		// The cached view may predate drives just brought up or moved
+		// into the pool: once more from the control plane.
+		if v, verr := c.FreshSnapshot(ctx); verr == nil {
+			view, req.Candidates = v, v.Candidates(pool)
+			res, err = placement.Place(req)
+		}
+	}
 	if err != nil {
 		return nil, none, ino.placeErr(idx, req, err)
 	}

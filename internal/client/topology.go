@@ -75,6 +75,15 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	return v, nil
 }
 
+// FreshSnapshot is Snapshot read past a caching topology's cache: for a
+// caller whose placement came up short on a snapshot that may predate a
+// change an administrator just made (drives moved into a pool, brought
+// up), before it gives up.
+func (c *Client) FreshSnapshot(ctx context.Context) (*Snapshot, error) {
+	c.invalidate()
+	return c.Snapshot(ctx)
+}
+
 // view returns a snapshot of the cluster's drives.
 func (c *Client) view(ctx context.Context) (*Snapshot, error) {
 	ds, err := c.topo.Drives(ctx)

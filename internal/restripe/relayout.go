@@ -80,6 +80,7 @@ const maxRelayoutAttempts = 5
 // relayoutStripe rewrites stripe idx of lin in pool with geometry g if it
 // is not there already, retrying on a lost compare-and-swap.
 func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool string, idx uint64, g erasure.Geometry, res *RelayoutResult) error {
+	snapshot := r.data.Snapshot
 	for attempt := 1; ; attempt++ {
 		got, err := r.meta.GetStripes(ctx, lin, idx, 1)
 		if err != nil {
@@ -89,7 +90,7 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			return nil // truncated away meanwhile
 		}
 		s := got[0]
-		view, err := r.data.Snapshot(ctx)
+		view, err := snapshot(ctx)
 		if err != nil {
 			return fmt.Errorf("restripe: relayout of LIN %d stripe %d: %w", lin, idx, err)
 		}
@@ -106,6 +107,13 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			return err
 		}
 		ns, written, under, err := r.storeLayout(ctx, view, lin, pool, s, nl, want, data)
+		if errors.Is(err, placement.ErrNotEnoughDrives) && attempt == 1 {
+			// The cached snapshot may predate drives just moved into
+			// the pool (set-pool right after drive move): once more
+			// from the control plane before failing the file.
+			snapshot = r.data.FreshSnapshot
+			continue
+		}
 		if err != nil {
 			return err
 		}

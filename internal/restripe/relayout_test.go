@@ -119,3 +119,60 @@ func TestRelayoutFile(t *testing.T) {
 	}
 	clienttest.MustEqual(t, "file after moving on", f.ReadBack(lin), data)
 }
+
+// A relayout started just after drives moved into the file's new pool,
+// on a node whose cached topology still has them in the old one, reads
+// the topology again instead of failing the file for want of drives
+// (set-pool right after drive move did fail that way).
+func TestRelayoutIntoDrivesJustMoved(t *testing.T) {
+	f := clienttest.New(t)
+	f.Topo.SetPool("fast", erasure.Protection{Data: 1, Parity: 1})
+	c := f.Client(testUnit)
+	r := newRestriper(f, c)
+	data := clienttest.RandBytes(2*testUnit+7, 9)
+	lin := f.WriteClosed(c, "f", "mirror:2", data)
+
+	// Pool fast: the drives the file has no unit on (at least 6 of 12,
+	// on two nodes or more), so that every stripe moves.
+	used := map[meta.DriveID]bool{}
+	for _, s := range f.Stripes(lin) {
+		for _, u := range s.Units {
+			used[u.Drive] = true
+		}
+	}
+	fast := map[meta.DriveID]bool{}
+	for _, d := range f.Topo.States() {
+		if !used[d.ID] {
+			fast[d.ID] = true
+		}
+	}
+	f.Topo.Cache()
+	f.Topo.Set(func(d *client.DriveState) bool { return fast[d.ID] }, func(d *client.DriveState) { d.Pool = "fast" })
+	if _, err := f.Meta.SetAttr(bg, lin, meta.SetPool, meta.Attr{Pool: "fast"}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.Meta.GetAttr(bg, lin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := client.FileGeometry(a, "mirror:2", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.Topo.Invalidations()
+	res, err := r.RelayoutFile(bg, lin, g)
+	if err != nil {
+		t.Fatalf("relayout into drives the cached topology has elsewhere: %v", err)
+	}
+	if res.Rewritten != 3 || f.Topo.Invalidations() == before {
+		t.Fatalf("relayout: %+v, %d invalidations", res, f.Topo.Invalidations()-before)
+	}
+	for _, s := range f.Stripes(lin) {
+		for _, u := range s.Units {
+			if !fast[u.Drive] {
+				t.Fatalf("stripe %d has a unit on drive %d, not one of fast's", s.Index, u.Drive)
+			}
+		}
+	}
+	clienttest.MustEqual(t, "file", f.ReadBack(lin), data)
+}

@@ -44,6 +44,7 @@ var _ Namespace = (*meta.Meta)(nil)
 // methods for the contracts.
 type DataPath interface {
 	Snapshot(ctx context.Context) (*client.Snapshot, error)
+	FreshSnapshot(ctx context.Context) (*client.Snapshot, error)
 	ReadUnit(ctx context.Context, t *client.Snapshot, u client.UnitRef) ([]byte, error)
 	ReadBlock(ctx context.Context, t *client.Snapshot, u client.UnitRef) ([]byte, drive.BlockHeader, error)
 	PutUnit(ctx context.Context, t *client.Snapshot, u client.UnitRef, gen uint64, data []byte, segs []uint32) error

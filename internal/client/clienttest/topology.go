@@ -19,6 +19,8 @@ type Topology struct {
 	addrs       map[string]string
 	pools       map[string]erasure.Protection
 	invalidated atomic.Int64
+	caching     bool
+	cached      []client.DriveState // what Drives serves while caching; nil: read again
 }
 
 var (
@@ -31,9 +33,27 @@ func NewTopology() *Topology {
 	return &Topology{addrs: map[string]string{}, pools: map[string]erasure.Protection{}}
 }
 
-// Drives implements client.Topology: a copy of the drives.
+// Drives implements client.Topology: a copy of the drives, or, while
+// caching, the copy taken at the first call after the last Invalidate.
 func (t *Topology) Drives(context.Context) ([]client.DriveState, error) {
-	return t.States(), nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.caching {
+		return slices.Clone(t.drives), nil
+	}
+	if t.cached == nil {
+		t.cached = slices.Clone(t.drives)
+	}
+	return t.cached, nil
+}
+
+// Cache makes Drives behave as a caching topology's (topology.Cluster's)
+// that no refresh interval expires: changes made with Set show only after
+// the client calls Invalidate. The copy is taken now.
+func (t *Topology) Cache() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.caching, t.cached = true, slices.Clone(t.drives)
 }
 
 // NodeAddr implements client.Topology; an unknown node is an error
@@ -59,8 +79,14 @@ func (t *Topology) PoolProtection(_ context.Context, pool string) (erasure.Prote
 	return p, nil
 }
 
-// Invalidate implements client.Invalidator: it only counts the calls.
-func (t *Topology) Invalidate() { t.invalidated.Add(1) }
+// Invalidate implements client.Invalidator: it counts the calls and, while
+// caching, drops the cached copy.
+func (t *Topology) Invalidate() {
+	t.invalidated.Add(1)
+	t.mu.Lock()
+	t.cached = nil
+	t.mu.Unlock()
+}
 
 // Invalidations returns how many times Invalidate was called.
 func (t *Topology) Invalidations() int64 { return t.invalidated.Load() }
