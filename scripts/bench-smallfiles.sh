@@ -18,6 +18,10 @@
 #   ROUNDS     read rounds per run (default 3)
 #   REPEAT     runs per binary (default 1)
 #   BENCH_DIR  work directory (default: new dir under /var/tmp)
+#   SYSCALLS   1: after each run's rounds, untar once more and read that
+#              copy under `strace -T`, and print each system call's
+#              latency on the mount (scripts/lib/syscall-latency.py):
+#              where a file's time goes, call by call
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${BENCH_DIR:-$(mktemp -d /var/tmp/weft-smallfiles.XXXXXX)}
@@ -37,6 +41,11 @@ if [ -z "$tar" ]; then
   [ -s "$tar" ] || tar -C /usr/share -cf "$tar" doc
 fi
 [ -r "$tar" ] || { echo "bench-smallfiles: cannot read TAR=$tar" >&2; exit 2; }
+syscalls=${SYSCALLS:-0}
+if [ "$syscalls" = 1 ] && ! command -v strace >/dev/null; then
+  echo "bench-smallfiles: SYSCALLS=1 needs strace (apt-get install strace)" >&2
+  exit 2
+fi
 
 # A run's cluster is moved aside, and all are deleted at the end: on ext4
 # without a journal (this machine's), the inodes of files deleted in the
@@ -104,6 +113,24 @@ for r in $(seq 1 "$repeat"); do
       row="$row | $(rate "$n" "$s" "$e")"
     done
     results+=("$row |")
+    if [ "$syscalls" = 1 ]; then
+      mkdir "$work/mnt/y"
+      strace -T -o "$work/tar.strace" tar -C "$work/mnt/y" -xf "$tar"
+      sync -f "$work/mnt/y"
+      find "$work/mnt/y" -type f >"$work/files.y"
+      sync; echo 3 >/proc/sys/vm/drop_caches
+      strace -f -T -o "$work/cat.strace" xargs -d '\n' cat <"$work/files.y" >/dev/null
+      {
+        echo "### $(basename "$b"), run $r: tar -xf under strace -T, calls on the mount"
+        echo
+        scripts/lib/syscall-latency.py "$work/tar.strace" "$work/mnt"
+        echo
+        echo "### $(basename "$b"), run $r: xargs cat after a cache drop, under strace -f -T"
+        echo
+        scripts/lib/syscall-latency.py "$work/cat.strace" "$work/mnt"
+        echo
+      } >>"$work/syscalls.md"
+    fi
     stop
     up_pid=
     echo "${results[-1]}" >&2
@@ -115,3 +142,7 @@ printf '\n|---|---|---|---|---|'
 for _ in $(seq 1 "$rounds"); do printf -- '---|'; done
 printf '\n'
 printf '%s\n' "${results[@]}"
+if [ "$syscalls" = 1 ]; then
+  echo
+  cat "$work/syscalls.md"
+fi
