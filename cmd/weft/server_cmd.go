@@ -18,6 +18,7 @@ func newServerCmd(g *globals) *cobra.Command {
 		configPath string
 		drives     []string
 		endpoints  string
+		etcdQuota  string
 		logLevel   string
 		nfsAddrs   []string
 		svcAddrs   []string
@@ -145,6 +146,11 @@ failover".`,
 			set("etcd-peer-url", func() { cfg.Etcd.PeerURL = flagCfg.Etcd.PeerURL })
 			set("etcd-initial-cluster", func() { cfg.Etcd.InitialCluster = flagCfg.Etcd.InitialCluster })
 			set("etcd-token", func() { cfg.Etcd.Token = flagCfg.Etcd.Token })
+			if f.Changed("etcd-quota") {
+				if err := cfg.Etcd.Quota.UnmarshalText([]byte(etcdQuota)); err != nil {
+					return usageError{fmt.Errorf("--etcd-quota: %w", err)}
+				}
+			}
 			set("pki", func() { cfg.PKIDir = g.pki })
 			set("insecure", func() { cfg.Insecure = g.insecure })
 			set("nfs", func() {
@@ -219,6 +225,7 @@ failover".`,
 	f.StringVar(&flagCfg.Etcd.PeerURL, "etcd-peer-url", "", "embedded member: peer URL (default "+server.DefaultPeerURL+"; http:// with --insecure)")
 	f.StringVar(&flagCfg.Etcd.InitialCluster, "etcd-initial-cluster", "", "embedded member: founding members NAME=PEERURL,… (default: this member alone)")
 	f.StringVar(&flagCfg.Etcd.Token, "etcd-token", "weft", "embedded member: initial cluster token")
+	f.StringVar(&etcdQuota, "etcd-quota", "8GiB", "embedded member: database quota, a size from 64MiB to 64GiB; past it etcd refuses all writes, and small files stop going inline at half of it (give every member the same)")
 	f.DurationVar(&flagCfg.LeaseTTL, "lease-ttl", server.DefaultLeaseTTL, "liveness lease TTL: a crashed node shows down after at most this long")
 	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")

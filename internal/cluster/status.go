@@ -112,7 +112,7 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		}
 		if m.DB.Fraction() >= EtcdSpaceWarn {
 			st.Problems = append(st.Problems, fmt.Sprintf("etcd member %s's database is %.0f%% of its quota (%d of %d MiB): at the quota every write stops; "+
-				"compact and defragment it (etcdctl defrag), or raise an external etcd's --quota-backend-bytes", m.Name, 100*m.DB.Fraction(), m.DB.Used>>20, m.DB.Quota>>20))
+				"compact and defragment it (etcdctl defrag), or raise its quota (weft server --etcd-quota for an embedded member, --quota-backend-bytes for an external etcd)", m.Name, 100*m.DB.Fraction(), m.DB.Used>>20, m.DB.Quota>>20))
 		}
 	}
 	st.Health = Healthy

@@ -41,7 +41,9 @@ type MemberConfig struct {
 	// ReadyTimeout bounds how long Start waits for the member to join a
 	// quorum. Zero means 60 s.
 	ReadyTimeout time.Duration
-	// QuotaBytes is the backend size quota. Zero means 8 GiB.
+	// QuotaBytes is the backend size quota: past it the member refuses
+	// every write (an alarm) until compacted and defragmented. Zero means
+	// DefaultQuota.
 	QuotaBytes int64
 	// LogLevel is etcd's own log level ("error" unless set).
 	LogLevel string
@@ -81,6 +83,18 @@ type Member struct {
 	cfg      MemberConfig
 	stopOnce sync.Once // Close or Crash
 }
+
+// DefaultQuota is an embedded member's database quota unless set
+// (weft server --etcd-quota): etcd's suggested largest, four times its
+// own default. MinQuota and MaxQuota bound what may be set: less than
+// 64 MiB leaves no room for a namespace of any size; past 64 GiB etcd's
+// start, snapshots and defragmentation take minutes, and members that
+// fall behind may never catch up.
+const (
+	DefaultQuota = 8 << 30
+	MinQuota     = 64 << 20
+	MaxQuota     = 64 << 30
+)
 
 // Start starts an embedded member and waits until it is ready to serve
 // (which for a multi-member cluster needs a quorum of founding members).
@@ -122,7 +136,7 @@ func Start(ctx context.Context, mc MemberConfig, log *slog.Logger) (*Member, err
 	cfg.ClusterState = embed.ClusterStateFlagNew
 	cfg.QuotaBackendBytes = mc.QuotaBytes
 	if cfg.QuotaBackendBytes == 0 {
-		cfg.QuotaBackendBytes = 8 << 30
+		cfg.QuotaBackendBytes = DefaultQuota
 	}
 	// Metadata transactions can be large (a directory's worth of entries);
 	// raise etcd's defaults (128 ops, 1.5 MiB) to what the kv layer assumes.

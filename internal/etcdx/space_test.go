@@ -3,6 +3,7 @@ package etcdx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,5 +84,29 @@ func TestFullestMember(t *testing.T) {
 	}
 	if _, ok := etcdx.FullestMember([]etcdx.MemberStatus{{Endpoint: "b", Err: errors.New("down")}}); ok {
 		t.Fatal("no answer: want unknown")
+	}
+}
+
+// A member started with a quota reports it, and the space watcher's
+// limit for inline data follows it.
+func TestMemberQuota(t *testing.T) {
+	client := fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
+	m, err := etcdx.Start(context.Background(), etcdx.MemberConfig{Name: "q", Dir: t.TempDir(), ClientURL: client, PeerURL: peer, QuotaBytes: 256 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cli, err := etcdx.NewClient(context.Background(), []string{client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	w := etcdx.NewSpaceWatcher(cli, nil)
+	if _, err := w.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := w.Space(); !ok || s.Quota != 256<<20 {
+		t.Fatalf("space %+v %v; want a quota of 256 MiB", s, ok)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/weftfs/weft/internal/cluster"
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/erasure"
+	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/events"
 )
 
@@ -219,6 +220,12 @@ type EtcdConfig struct {
 	PeerURL        string   `yaml:"peer_url"`
 	InitialCluster string   `yaml:"initial_cluster"`
 	Token          string   `yaml:"token"`
+	// Quota is an embedded member's database quota (--etcd-quota; 0:
+	// etcdx.DefaultQuota). Past it etcd refuses every write until
+	// compacted and defragmented; inline small files stop at half of it
+	// (docs/admin-guide.md, "Small files inline"). An external etcd's is
+	// its own --quota-backend-bytes.
+	Quota Size `yaml:"quota,omitempty"`
 }
 
 // Defaults for unset fields.
@@ -340,6 +347,15 @@ func (c *Config) Validate() error {
 		}
 	} else if len(c.Etcd.Endpoints) == 0 {
 		return fmt.Errorf("%w: no control plane: pass --etcd-endpoints URL,... for an external etcd, or --etcd-embed to run a member here", ErrConfig)
+	}
+	if q := int64(c.Etcd.Quota); q != 0 {
+		if !c.Etcd.Embed {
+			return fmt.Errorf("%w: --etcd-quota %s sizes the database of an embedded member (--etcd-embed); an external etcd's is its own --quota-backend-bytes", ErrConfig, drive.FormatSize(q))
+		}
+		if q < etcdx.MinQuota || q > etcdx.MaxQuota {
+			return fmt.Errorf("%w: --etcd-quota %s: want %s to %s (default %s); give every member the same",
+				ErrConfig, drive.FormatSize(q), drive.FormatSize(etcdx.MinQuota), drive.FormatSize(etcdx.MaxQuota), drive.FormatSize(etcdx.DefaultQuota))
+		}
 	}
 	return c.validateSecurity()
 }

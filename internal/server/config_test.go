@@ -133,3 +133,35 @@ func TestConfigSecurity(t *testing.T) {
 		t.Fatalf("insecure defaults: %v, %+v", err, c.Etcd)
 	}
 }
+
+// An embedded member's quota is a size in YAML, within etcdx's bounds,
+// and only for an embedded member.
+func TestConfigEtcdQuota(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(path, []byte("name: n1\ndata_dir: /var/lib/weft\ninsecure: true\netcd: {embed: true, quota: 16GiB}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil || c.Etcd.Quota != 16<<30 {
+		t.Fatalf("quota 16GiB: %v, %d", err, c.Etcd.Quota)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"too small", Config{Name: "n1", DataDir: "/d", Insecure: true, Etcd: EtcdConfig{Embed: true, Quota: 1 << 20}}, []string{"--etcd-quota 1MiB", "64MiB to 64GiB", "default 8GiB"}},
+		{"too large", Config{Name: "n1", DataDir: "/d", Insecure: true, Etcd: EtcdConfig{Embed: true, Quota: 1 << 40}}, []string{"--etcd-quota 1TiB", "64MiB to 64GiB"}},
+		{"external", Config{Name: "n1", Insecure: true, Etcd: EtcdConfig{Endpoints: []string{"http://10.0.0.1:2379"}, Quota: 16 << 30}}, []string{"--etcd-quota 16GiB", "--etcd-embed", "--quota-backend-bytes"}},
+	} {
+		err := tc.cfg.Validate()
+		for _, want := range tc.want {
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v; want ErrConfig mentioning %q", tc.name, err, want)
+			}
+		}
+	}
+}

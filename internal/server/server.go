@@ -129,6 +129,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (s *Server, err er
 			PeerURL:        cfg.Etcd.PeerURL,
 			InitialCluster: cfg.Etcd.InitialCluster,
 			ClusterToken:   cfg.Etcd.Token,
+			QuotaBytes:     int64(cfg.Etcd.Quota),
 			TLS:            s.memberTLS(),
 		}, s.log)
 		if err != nil {
