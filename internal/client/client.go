@@ -206,6 +206,7 @@ var _ metaStore = (*meta.Meta)(nil)
 type Client struct {
 	meta      metaStore
 	topo      Topology
+	freshAt   atomic.Int64 // unix nanoseconds of FreshSnapshot's last read past the cache
 	log       *slog.Logger
 	session   meta.SessionID
 	unitSize  int

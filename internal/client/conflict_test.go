@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
@@ -231,5 +232,29 @@ func TestWriteIntoDrivesJustMoved(t *testing.T) {
 				t.Errorf("stripe %d unit on drive %d, not one of p1's", s.Index, u.Drive)
 			}
 		}
+	}
+}
+
+// FreshSnapshot reads past the cache at most every quarter second: a
+// writer failing stripe after stripe on a pool short of drives does not
+// read the control plane for each.
+func TestFreshSnapshotBounded(t *testing.T) {
+	f := clienttest.New(t)
+	c := f.Client(clienttest.Unit)
+	before := f.Topo.Invalidations()
+	for range 10 {
+		if _, err := c.FreshSnapshot(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.Topo.Invalidations() - before; n != 1 {
+		t.Fatalf("10 fresh snapshots at once invalidated the cache %d times, want 1", n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := c.FreshSnapshot(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Topo.Invalidations() - before; n != 2 {
+		t.Fatalf("after a quarter second: %d invalidations, want 2", n)
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weftfs/weft/internal/erasure"
 	"github.com/weftfs/weft/internal/meta"
@@ -78,11 +79,22 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 // FreshSnapshot is Snapshot read past a caching topology's cache: for a
 // caller whose placement came up short on a snapshot that may predate a
 // change an administrator just made (drives moved into a pool, brought
-// up), before it gives up.
+// up), before it gives up. It reads the control plane at most once per
+// freshInterval: a snapshot read since then is fresh enough, and writers
+// failing on a pool that really is short of drives do not turn each of
+// their stripes into a read of every node and drive record.
 func (c *Client) FreshSnapshot(ctx context.Context) (*Snapshot, error) {
-	c.invalidate()
+	// Invalidated before the time is stored: a caller that finds the
+	// time recent finds the cache dropped too.
+	if now := time.Now().UnixNano(); now-c.freshAt.Load() >= int64(freshInterval) {
+		c.invalidate()
+		c.freshAt.Store(now)
+	}
 	return c.Snapshot(ctx)
 }
+
+// freshInterval is how often FreshSnapshot reads past the cache at most.
+const freshInterval = 250 * time.Millisecond
 
 // view returns a snapshot of the cluster's drives.
 func (c *Client) view(ctx context.Context) (*Snapshot, error) {
