@@ -80,7 +80,7 @@ const maxRelayoutAttempts = 5
 // relayoutStripe rewrites stripe idx of lin in pool with geometry g if it
 // is not there already, retrying on a lost compare-and-swap.
 func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool string, idx uint64, g erasure.Geometry, res *RelayoutResult) error {
-	snapshot := r.data.Snapshot
+	snapshot, refreshed := r.data.Snapshot, false
 	for attempt := 1; ; attempt++ {
 		got, err := r.meta.GetStripes(ctx, lin, idx, 1)
 		if err != nil {
@@ -107,11 +107,11 @@ func (r *Restriper) relayoutStripe(ctx context.Context, lin meta.LIN, pool strin
 			return err
 		}
 		ns, written, under, err := r.storeLayout(ctx, view, lin, pool, s, nl, want, data)
-		if errors.Is(err, placement.ErrNotEnoughDrives) && attempt == 1 {
+		if errors.Is(err, placement.ErrNotEnoughDrives) && !refreshed {
 			// The cached snapshot may predate drives just moved into
 			// the pool (set-pool right after drive move): once more
 			// from the control plane before failing the file.
-			snapshot = r.data.FreshSnapshot
+			snapshot, refreshed = r.data.FreshSnapshot, true
 			continue
 		}
 		if err != nil {
