@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/etcdx"
 	"github.com/weftfs/weft/internal/events"
 	"github.com/weftfs/weft/internal/server"
 )
@@ -225,7 +227,8 @@ failover".`,
 	f.StringVar(&flagCfg.Etcd.PeerURL, "etcd-peer-url", "", "embedded member: peer URL (default "+server.DefaultPeerURL+"; http:// with --insecure)")
 	f.StringVar(&flagCfg.Etcd.InitialCluster, "etcd-initial-cluster", "", "embedded member: founding members NAME=PEERURL,… (default: this member alone)")
 	f.StringVar(&flagCfg.Etcd.Token, "etcd-token", "weft", "embedded member: initial cluster token")
-	f.StringVar(&etcdQuota, "etcd-quota", "8GiB", "embedded member: database quota, a size from 64MiB to 64GiB; past it etcd refuses all writes, and small files stop going inline at half of it (give every member the same)")
+	f.StringVar(&etcdQuota, "etcd-quota", drive.FormatSize(etcdx.DefaultQuota), "embedded member: database quota, a size from "+drive.FormatSize(etcdx.MinQuota)+" to "+drive.FormatSize(etcdx.MaxQuota)+
+		"; past it etcd refuses all writes, and small files stop going inline at half of it (give every member the same)")
 	f.DurationVar(&flagCfg.LeaseTTL, "lease-ttl", server.DefaultLeaseTTL, "liveness lease TTL: a crashed node shows down after at most this long")
 	f.StringVar(&flagCfg.DefaultProtection, "default-protection", server.DefaultProtection, "protection of pools created implicitly by --drive")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
