@@ -237,7 +237,9 @@ func stripesNeedingRepair(ctx context.Context, m *meta.Meta, lin meta.LIN, isBad
 }
 
 // removeDrained marks the job's drained drives removed once no file uses
-// them. It is one item: a scan of every inode's WDL.
+// them. It is one item: a scan of every inode's WDL; files found with
+// units there are re-protected off them (sweep) and the drives counted
+// again, so that a drain finishes what writers added behind it.
 type removeDrained struct {
 	singleTask
 	r *restripeJob
@@ -279,24 +281,24 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 	if len(cand) == 0 {
 		return job.ItemResult{Items: 1, Note: marker}, nil
 	}
-	used := map[meta.DriveID]int{}
-	var next meta.LIN = meta.FirstLIN
-	for next != 0 {
-		inodes, after, err := e.Meta().ScanInodes(ctx, next, 0, scanPage)
-		if err != nil {
-			return job.ItemResult{}, err
-		}
-		for _, in := range inodes {
-			for _, d := range in.WDL {
-				if cand[d] {
-					used[d]++
-				}
-			}
-		}
-		next = after
+	used, users, err := drivesInUse(ctx, e.Meta(), cand)
+	if err != nil {
+		return job.ItemResult{}, err
 	}
 	var notes []string
 	res := job.ItemResult{Items: 1}
+	if len(users) > 0 {
+		// Units written there after the drain passed their files: a
+		// client places with a topology up to a second old, which may
+		// still show a drive ready that was just set draining. Move them
+		// now, then count again.
+		if err := p.sweep(ctx, e, j, users, &res); err != nil {
+			return res, err
+		}
+		if used, _, err = drivesInUse(ctx, e.Meta(), cand); err != nil {
+			return res, err
+		}
+	}
 	for d := range cand {
 		if used[d] > 0 {
 			res.Errors++
@@ -325,4 +327,62 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 	}
 	res.Note = strings.Join(notes, "; ")
 	return res, nil
+}
+
+// maxSweep bounds the files the remove phase moves off drained drives by
+// itself; past it the drives stay draining, reported, for another drain.
+const maxSweep = 10000
+
+// drivesInUse scans every inode's WDL and counts the files with units on
+// each drive in cand; users are those files, at most maxSweep.
+func drivesInUse(ctx context.Context, m *meta.Meta, cand map[meta.DriveID]bool) (map[meta.DriveID]int, []meta.LIN, error) {
+	used := map[meta.DriveID]int{}
+	var users []meta.LIN
+	for next := meta.FirstLIN; next != 0; {
+		inodes, after, err := m.ScanInodes(ctx, next, 0, scanPage)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, in := range inodes {
+			found := false
+			for _, d := range in.WDL {
+				if cand[d] {
+					used[d]++
+					found = true
+				}
+			}
+			if found && len(users) < maxSweep {
+				users = append(users, in.LIN)
+			}
+		}
+		next = after
+	}
+	return used, users, nil
+}
+
+// sweep re-protects users off the drives the job empties, as its first
+// phase does, and adds what it did to res.
+func (p *removeDrained) sweep(ctx context.Context, e Env, j *job.Job, users []meta.LIN, res *job.ItemResult) error {
+	isBad, err := p.r.isBad(ctx, e, j.Params["drives"])
+	if err != nil {
+		return err
+	}
+	moved := 0
+	for _, lin := range users {
+		fr, err := e.Restriper().RepairFile(ctx, lin, isBad)
+		switch {
+		case errors.Is(err, meta.ErrNotFound):
+			continue // deleted meanwhile
+		case err != nil && finding(err) && ctx.Err() == nil:
+			res.Errors++
+			e.Log().Warn(p.r.name+": a file written behind the drain could not be moved", "path", pathOf(ctx, e.Meta(), lin), "err", err)
+			continue
+		case err != nil:
+			return err
+		}
+		res.Bytes += fr.BytesWritten
+		moved += fr.Moved + fr.Rebuilt
+	}
+	e.Log().Info(p.r.name+": moved units written behind it", "files", len(users), "units", moved)
+	return nil
 }
