@@ -12,6 +12,7 @@ import (
 
 	"github.com/weftfs/weft/internal/drive"
 	"github.com/weftfs/weft/internal/local"
+	"github.com/weftfs/weft/internal/server"
 )
 
 func newLocalCmd(g *globals) *cobra.Command {
@@ -33,7 +34,7 @@ directory brings the same cluster back with all its state.`,
 	var grace time.Duration
 	var ttl time.Duration
 	var verbose bool
-	var driveSize string
+	var driveSize, etcdQuota string
 	var ownAddrs, cgroups bool
 	var nfsOn bool
 	var nfsAddrs []string
@@ -125,8 +126,18 @@ failures on one machine. See docs/admin-guide.md,
 					return usageError{fmt.Errorf("--drive-size: %w", err)}
 				}
 			}
+			var quota int64
+			if etcdQuota != "" {
+				var err error
+				if quota, err = drive.ParseSize(etcdQuota); err != nil {
+					return usageError{fmt.Errorf("--etcd-quota: %w", err)}
+				}
+				if err := server.CheckEtcdQuota(quota); err != nil {
+					return usageError{err}
+				}
+			}
 			return local.Up(c.Context(), local.Options{
-				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size,
+				Dir: dir, Nodes: nodes, DrivesPerNode: drives, LeaseTTL: ttl, Mount: mountDir, Pprof: pprof, RepairGrace: grace, DriveSize: size, EtcdQuota: quota,
 				OwnAddresses: ownAddrs, Cgroups: cgroups, Insecure: g.insecure, NFS: nfsOn,
 				NFSAddresses: nfsAddrs, NFSPort: nfsPort, NFSIface: nfsIface,
 				Out: c.OutOrStdout(), Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})),
@@ -136,6 +147,7 @@ failures on one machine. See docs/admin-guide.md,
 	up.Flags().IntVar(&nodes, "nodes", 0, "number of nodes for a new cluster (default 3)")
 	up.Flags().IntVar(&drives, "drives-per-node", 0, "drives per node for a new cluster (default 4)")
 	up.Flags().StringVar(&driveSize, "drive-size", "", "capacity of every drive, e.g. 64MiB, 10G (default: the whole file system)")
+	up.Flags().StringVar(&etcdQuota, "etcd-quota", "", "the embedded etcd members' database quota, e.g. 256MiB (default 8GiB; see weft server --etcd-quota)")
 	up.Flags().DurationVar(&ttl, "lease-ttl", 0, "node liveness lease TTL (default 5s)")
 	up.Flags().StringVar(&mountDir, "mount", "weft-mnt", `mount the cluster here ("" for no mount)`)
 	up.Flags().DurationVar(&grace, "repair-grace", 0, "how long a drive may be down before repair starts (default 10m)")

@@ -48,6 +48,10 @@ type Options struct {
 	Pprof bool
 	// RepairGrace is the nodes' repair grace period (0: the default).
 	RepairGrace time.Duration
+	// EtcdQuota is the embedded members' database quota in bytes
+	// (weft server --etcd-quota; 0: the default). Like DriveSize, applied
+	// on every start.
+	EtcdQuota int64
 	// DriveSize is the capacity of every drive in bytes (0: each has the
 	// whole file system). The drives of a local cluster share one file
 	// system, so without it each reports that file system's free space.
@@ -366,6 +370,7 @@ func (s *supervisor) writeConfig(n NodeLayout) error {
 		cfg.Etcd.PeerURL = n.EtcdPeer
 		cfg.Etcd.InitialCluster = s.layout.initialCluster()
 		cfg.Etcd.Token = s.layout.Token
+		cfg.Etcd.Quota = server.Size(s.opts.EtcdQuota)
 	}
 	for _, d := range n.Drives {
 		cfg.Drives = append(cfg.Drives, server.DriveSpec{

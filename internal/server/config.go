@@ -352,12 +352,21 @@ func (c *Config) Validate() error {
 		if !c.Etcd.Embed {
 			return fmt.Errorf("%w: --etcd-quota %s sizes the database of an embedded member (--etcd-embed); an external etcd's is its own --quota-backend-bytes", ErrConfig, drive.FormatSize(q))
 		}
-		if q < etcdx.MinQuota || q > etcdx.MaxQuota {
-			return fmt.Errorf("%w: --etcd-quota %s: want %s to %s (default %s); give every member the same",
-				ErrConfig, drive.FormatSize(q), drive.FormatSize(etcdx.MinQuota), drive.FormatSize(etcdx.MaxQuota), drive.FormatSize(etcdx.DefaultQuota))
+		if err := CheckEtcdQuota(q); err != nil {
+			return err
 		}
 	}
 	return c.validateSecurity()
+}
+
+// CheckEtcdQuota refuses (ErrConfig) an embedded member's quota outside
+// etcdx.MinQuota to etcdx.MaxQuota, naming the range and the default.
+func CheckEtcdQuota(q int64) error {
+	if q < etcdx.MinQuota || q > etcdx.MaxQuota {
+		return fmt.Errorf("%w: --etcd-quota %s: want %s to %s (default %s); give every member the same",
+			ErrConfig, drive.FormatSize(q), drive.FormatSize(etcdx.MinQuota), drive.FormatSize(etcdx.MaxQuota), drive.FormatSize(etcdx.DefaultQuota))
+	}
+	return nil
 }
 
 // scheme is the scheme of the etcd URLs: https with TLS, http without.
