@@ -12,8 +12,7 @@ import (
 	"github.com/weftfs/weft/internal/job"
 )
 
-// clusterDataEnv is a dataEnv with a control plane on a test etcd that
-// knows the fixture's drives.
+// clusterDataEnv is a dataEnv with a control plane on a test etcd.
 type clusterDataEnv struct {
 	*dataEnv
 	cs *cluster.Store
@@ -21,24 +20,33 @@ type clusterDataEnv struct {
 
 func (e *clusterDataEnv) Cluster() *cluster.Store { return e.cs }
 
-// A unit written on a drive after the drain passed its file (a client
-// whose topology still showed the drive ready) is moved by the remove
-// phase, which then removes the drive, rather than leaving it draining.
-func TestDrainRemoveSweepsUnitsWrittenBehind(t *testing.T) {
+// newClusterDataEnv returns a clusterDataEnv whose control plane has the
+// pools named, each of protection prot.
+func newClusterDataEnv(t *testing.T, prot string, pools ...string) (*clusterDataEnv, *clienttest.Fixture) {
 	de, f := newDataEnv(t)
 	cs, err := cluster.Open(bg, etcdtest.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CreatePool(bg, "p0", "ec:4+2", true); err != nil {
-		t.Fatal(err)
+	for _, p := range pools {
+		if _, err := cs.CreatePool(bg, p, prot, true); err != nil {
+			t.Fatal(err)
+		}
 	}
+	return &clusterDataEnv{dataEnv: de, cs: cs}, f
+}
+
+// A unit written on a drive after the drain passed its file (a client
+// whose topology still showed the drive ready) is moved by the remove
+// phase, which then removes the drive, rather than leaving it draining.
+func TestDrainRemoveSweepsUnitsWrittenBehind(t *testing.T) {
+	e, f := newClusterDataEnv(t, "ec:4+2", "p0")
+	cs := e.cs
 	for _, d := range f.Topo.States() {
 		if _, err := cs.RegisterDrive(bg, cluster.DriveRecord{ID: cluster.DriveID(d.ID), Node: d.Node, Path: "/d" + cluster.DriveID(d.ID).String(), Class: "ssd", Pool: "p0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e := &clusterDataEnv{dataEnv: de, cs: cs}
 	c := f.Client(clienttest.Unit)
 	data := clienttest.RandBytes(2*4*clienttest.Unit+99, 3)
 	lin := f.WriteClosed(c, "behind", "ec:4+2", data)

@@ -11,8 +11,6 @@ import (
 
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
-	"github.com/weftfs/weft/internal/cluster"
-	"github.com/weftfs/weft/internal/etcdx/etcdtest"
 	"github.com/weftfs/weft/internal/job"
 	"github.com/weftfs/weft/internal/meta"
 )
@@ -67,17 +65,15 @@ func (d *memData) ListData(_ context.Context, id job.JobID, prefix, after string
 // tierEnv is a TierEnv over a clienttest fixture (namespace, data path,
 // files) and a control plane on a test etcd (pools, the policy).
 type tierEnv struct {
-	*dataEnv
-	cs    *cluster.Store
+	*clusterDataEnv
 	data  *memData
 	files *client.Client
 }
 
 var _ TierEnv = (*tierEnv)(nil)
 
-func (e *tierEnv) Cluster() *cluster.Store { return e.cs }
-func (e *tierEnv) JobData() TierData       { return e.data }
-func (e *tierEnv) Files() *client.Client   { return e.files }
+func (e *tierEnv) JobData() TierData     { return e.data }
+func (e *tierEnv) Files() *client.Client { return e.files }
 
 // The tier job's phases on one node: the scan keeps the candidates and
 // list entries per page, the plan takes nothing toward a pool without
@@ -86,18 +82,10 @@ func (e *tierEnv) Files() *client.Client   { return e.files }
 // writes the list file and the per-rule table; a plan made twice is the
 // same plan.
 func TestTierPhases(t *testing.T) {
-	de, f := newDataEnv(t)
-	cs, err := cluster.Open(bg, etcdtest.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"p0", "cold"} {
-		if _, err := cs.CreatePool(bg, p, "mirror:2", true); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ce, f := newClusterDataEnv(t, "mirror:2", "p0", "cold")
+	cs := ce.cs
 	c := f.Client(clienttest.Unit)
-	e := &tierEnv{dataEnv: de, cs: cs, data: &memData{m: map[string][]byte{}}, files: c}
+	e := &tierEnv{clusterDataEnv: ce, data: &memData{m: map[string][]byte{}}, files: c}
 	if _, err := cs.InstallPolicy(bg, `RULE 'tmp' DELETE WHERE NAME LIKE '%.tmp'
 RULE 'cold' MIGRATE FROM POOL 'p0' WEIGHT(FILE_SIZE) TO POOL 'cold'
 RULE 'all' LIST 'all'
