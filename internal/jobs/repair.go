@@ -292,10 +292,15 @@ func (p *removeDrained) Process(ctx context.Context, env job.Env, j *job.Job, _ 
 		// client places with a topology up to a second old, which may
 		// still show a drive ready that was just set draining. Move them
 		// now, then count again.
-		if err := p.sweep(ctx, e, j, users, &res); err != nil {
+		if err := p.sweep(ctx, env, j, users, &res); err != nil {
 			return res, err
 		}
-		if used, _, err = drivesInUse(ctx, e.Meta(), cand); err != nil {
+		if len(users) < maxSweep { // every user was swept: count only them
+			used, err = stillInUse(ctx, e.Meta(), cand, users)
+		} else {
+			used, _, err = drivesInUse(ctx, e.Meta(), cand)
+		}
+		if err != nil {
 			return res, err
 		}
 	}
@@ -360,29 +365,39 @@ func drivesInUse(ctx context.Context, m *meta.Meta, cand map[meta.DriveID]bool) 
 	return used, users, nil
 }
 
-// sweep re-protects users off the drives the job empties, as its first
-// phase does, and adds what it did to res.
-func (p *removeDrained) sweep(ctx context.Context, e Env, j *job.Job, users []meta.LIN, res *job.ItemResult) error {
-	isBad, err := p.r.isBad(ctx, e, j.Params["drives"])
-	if err != nil {
-		return err
-	}
-	moved := 0
+// sweep re-protects users off the drives the job empties, each as the
+// job's first phase does (restripeScan.Process), and adds the results to
+// res.
+func (p *removeDrained) sweep(ctx context.Context, env job.Env, j *job.Job, users []meta.LIN, res *job.ItemResult) error {
+	first := &restripeScan{r: p.r, phase: p.r.name, fix: true}
 	for _, lin := range users {
-		fr, err := e.Restriper().RepairFile(ctx, lin, isBad)
-		switch {
-		case errors.Is(err, meta.ErrNotFound):
-			continue // deleted meanwhile
-		case err != nil && finding(err) && ctx.Err() == nil:
-			res.Errors++
-			e.Log().Warn(p.r.name+": a file written behind the drain could not be moved", "path", pathOf(ctx, e.Meta(), lin), "err", err)
-			continue
-		case err != nil:
+		r, err := first.Process(ctx, env, j, j.Params["drives"], uint64(lin))
+		if err != nil {
 			return err
 		}
-		res.Bytes += fr.BytesWritten
-		moved += fr.Moved + fr.Rebuilt
+		res.Bytes += r.Bytes
+		res.Errors += r.Errors
 	}
-	e.Log().Info(p.r.name+": moved units written behind it", "files", len(users), "units", moved)
 	return nil
+}
+
+// stillInUse counts, of users, the files that still have units on each
+// drive in cand: point reads, where drivesInUse scans every inode.
+func stillInUse(ctx context.Context, m *meta.Meta, cand map[meta.DriveID]bool, users []meta.LIN) (map[meta.DriveID]int, error) {
+	used := map[meta.DriveID]int{}
+	for _, lin := range users {
+		a, err := m.GetAttr(ctx, lin)
+		if errors.Is(err, meta.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range a.WDL {
+			if cand[d] {
+				used[d]++
+			}
+		}
+	}
+	return used, nil
 }
