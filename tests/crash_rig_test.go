@@ -476,8 +476,10 @@ func seedOf(point string, i int) uint64 {
 func writeDurably(path string, data []byte) error { return writeAcked(path, data, true) }
 
 // writeAcked creates path with data and closes it, after an fsync if
-// sync: nil is an acknowledged write either way (data is durable at close
-// as at fsync).
+// sync: nil is an acknowledged write. Without sync it is durable when the
+// close returns only for a mount that does not write back (--sync-dirops)
+// or that stays up: a mount's crash may lose a file it created in a
+// directory it held, whole (writeBackCrash checks that).
 func writeAcked(path string, data []byte, sync bool) error {
 	f, err := os.Create(path)
 	if err != nil {

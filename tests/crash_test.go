@@ -384,18 +384,19 @@ type crashOp struct {
 // the previous round's names, then an fsync of the directory. What the
 // crash leaves must be the changes in the order they were made up to
 // some point (whole ones, none skipped), at least up to the last fsync
-// that returned (a change is durable at fsync, not at its reply: the
-// documented departure) and the last file whose close returned (data is
-// durable at close: its commit carries the changes deferred before it);
-// after kvcache/after-commit, at least one change past them (the batch
-// committed before the crash).
+// that returned (a change is durable at fsync, not at its reply or at a
+// close: the documented departure); after kvcache/after-commit, at least
+// one change past it (the batch committed before the crash). A data file
+// the crash kept has all its data, or — its data's commit deferred
+// behind its create and lost with what followed — none, and then nothing
+// after it was kept.
 func (r *crashRig) writeBackCrash(t *testing.T, point string) {
 	dir := r.mkdir(t, point)
 	m := r.c.StartMount(filepath.Join(r.tmp, strings.ReplaceAll(point, "/", "-")), nil, "WEFT_FAILPOINTS="+point+"=8*crash")
 	d := filepath.Join(m.Dir, dir)
 	var ops []crashOp
-	synced, closed, rounds := 0, 0, 0
-	ackedData := map[string]bool{}
+	synced, rounds := 0, 0
+	dataAt := map[string]int{} // a data file's index in ops
 	do := func(o crashOp) error {
 		ops = append(ops, o)
 		p := filepath.Join(d, o.name)
@@ -403,12 +404,8 @@ func (r *crashRig) writeBackCrash(t *testing.T, point string) {
 		case o.unlink:
 			return os.Remove(p)
 		case o.data != nil:
-			if err := writeAcked(p, o.data, false); err != nil {
-				return err
-			}
-			closed = len(ops)
-			ackedData[o.name] = true
-			return nil
+			dataAt[o.name] = len(ops) - 1
+			return writeAcked(p, o.data, false)
 		}
 		f, err := os.Create(p)
 		if err != nil {
@@ -459,7 +456,7 @@ work:
 	start := time.Now()
 	got := listNames(t, filepath.Join(r.c.Mount, dir))
 	recall := time.Since(start)
-	floor := max(synced, closed)
+	floor := synced
 	k := -1
 	for n := len(ops); n >= floor; n-- {
 		if slices.Equal(got, applyOps(ops[:n])) {
@@ -468,12 +465,12 @@ work:
 		}
 	}
 	if k < 0 {
-		t.Fatalf("%s holds %v: not the result of the first n changes for any n from %d (the last fsync or acknowledged close) to %d", dir, got, floor, len(ops))
+		t.Fatalf("%s holds %v: not the result of the first n changes for any n from %d (the last fsync) to %d", dir, got, floor, len(ops))
 	}
-	t.Logf("%s: %d rounds fsynced (%d changes), %d changes made (the last acknowledged data file the %dth); the crash kept %d, lost %d acknowledged but not fsynced; listing it waited %s for the recall",
-		point, rounds, synced, len(ops), closed, k, len(ops)-k, recall.Round(100*time.Millisecond))
+	t.Logf("%s: %d rounds fsynced (%d changes), %d changes made; the crash kept %d, lost %d acknowledged but not fsynced; listing it waited %s for the recall",
+		point, rounds, synced, len(ops), k, len(ops)-k, recall.Round(100*time.Millisecond))
 	if point == "kvcache/after-commit" && k == floor {
-		t.Fatalf("no change past the last fsync or acknowledged close survived: the batch committed before the crash is lost")
+		t.Fatalf("no change past the last fsync survived: the batch committed before the crash is lost")
 	}
 	data := map[string][]byte{}
 	for _, o := range ops[:k] {
@@ -484,20 +481,22 @@ work:
 	for _, name := range got {
 		p := filepath.Join(r.c.Mount, dir, name)
 		rel := path.Join(dir, name)
-		want, ok := data[name]
-		switch {
-		case ok && ackedData[name]:
-			r.acked[rel] = want
-			r.verify(t, []string{rel})
-			continue
-		case ok:
-			// Its close did not return: created, and its one stripe
-			// committed or not.
+		if want, ok := data[name]; ok {
 			b, err := os.ReadFile(p)
-			if err != nil || len(b) != 0 && !bytes.Equal(b, want) {
-				t.Fatalf("%s, whose write was not acknowledged: %d bytes, neither none nor its data (%v)", rel, len(b), err)
+			switch {
+			case err != nil:
+				t.Fatalf("%s: %v", rel, err)
+			case bytes.Equal(b, want):
+				r.acked[rel] = want
+			case len(b) != 0:
+				t.Fatalf("%s: %d bytes, neither none nor its data", rel, len(b))
+			case dataAt[name] < synced:
+				t.Fatalf("%s: empty, and an fsync after its close returned", rel)
+			case k != dataAt[name]+1:
+				t.Fatalf("%s: empty, yet %d changes made after it were kept: its data's commit was not in order", rel, k-dataAt[name]-1)
+			default:
+				r.acked[rel] = b
 			}
-			r.acked[rel] = b
 			continue
 		}
 		st, err := os.Lstat(p)

@@ -56,6 +56,11 @@ const (
 	// it gave back, or asked another client for: directories shared by
 	// several clients stay synchronous.
 	DelegationCooldown = 2 * time.Second
+	// MaxUncommittedData bounds the deferred changes a file's deferred
+	// data commit may sit behind (see deferStripes): about two commits'
+	// worth, a fraction of a second of an untar, is what a client that
+	// dies loses of files it closed and did not fsync.
+	MaxUncommittedData = 256
 )
 
 // delegatedError means a directory is delegated to another session; the
@@ -75,6 +80,7 @@ type deferrer interface {
 	Defer(ctx context.Context, fn func(kv.Tx) error) (bool, error)
 	Flush(ctx context.Context) error
 	Changed() <-chan struct{}
+	Settle(ctx context.Context, n int) error
 	CatchUp(ctx context.Context) error
 	Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 	WatchPrefix(prefix []byte)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weftfs/weft/internal/etcdx/etcdtest"
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/kv"
 	"github.com/weftfs/weft/internal/kv/etcdkv"
 	"github.com/weftfs/weft/internal/kv/kvcache"
@@ -655,5 +656,43 @@ func TestCheckReadsTouchedDelegations(t *testing.T) {
 	a.wb.check(bg, false)
 	if got := heldBy(a); got != 0 {
 		t.Fatalf("%d delegations held after a full look past DelegationIdle, want none", got)
+	}
+}
+
+// TestDeferredStripesNotWaitedFor: the first commit of a new file's
+// stripes returns before the write-back commits it (close does not wait
+// for etcd), the holder reads them at once, nobody else sees the file
+// until the commit, and an fsync (Flush) commits it. With commits failing
+// (kvcache/before-commit), a commit that waited would never return.
+func TestDeferredStripesNotWaitedFor(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b := p[0], p[1]
+			d, _ := delegatedDir(t, a, "old")
+			ok(t, a.Flush(bg))
+			if err := failpoint.Enable("kvcache/before-commit", "error"); err != nil {
+				t.Fatal(err)
+			}
+			defer failpoint.Disable("kvcache/before-commit")
+			f := must(a.Create(bg, d.LIN, "f", NewInode{Mode: 0o644}))
+			ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+			defer cancel()
+			ss, err := a.CommitStripes(ctx, f.LIN, []StripeUpdate{{Stripe: stripe(0, 1, 1)}}, CommitOptions{StripeSize: 100, Size: 60})
+			if err != nil || len(ss) != 1 || ss[0].Gen != 1 {
+				t.Fatalf("the deferred commit returned %+v, %v: it waited for the write-back", ss, err)
+			}
+			if got := must(a.GetStripes(bg, f.LIN, 0, 10)); len(got) != 1 || must(a.GetAttr(bg, f.LIN)).Size != 60 {
+				t.Fatalf("the holder reads %+v", got)
+			}
+			if _, err := b.GetAttr(bg, f.LIN); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("another client found the uncommitted file: %v", err)
+			}
+			failpoint.Disable("kvcache/before-commit")
+			ok(t, a.Flush(bg))
+			if got := must(b.GetStripes(bg, f.LIN, 0, 10)); len(got) != 1 || got[0].Gen != 1 || must(b.GetAttr(bg, f.LIN)).Size != 60 {
+				t.Fatalf("after the flush the other client reads %+v", got)
+			}
+			wantCommitted(t, a, b)
+		})
 	}
 }

@@ -216,16 +216,17 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 // deferStripes commits the first commit of each stripe (ExpectGen 0,
 // not a hole, not a Restripe) of a file only this client can reach (a
 // deferred create's, see bear) through the write-back: it defers it
-// behind the file's create and attribute changes and then waits for the
-// write-back to commit them, so that one transaction carries the file's
-// create, attributes and stripe maps where a synchronous commit would
-// first commit the deferred changes and then itself. Data stays durable
-// when CommitStripes returns (a close's write-out). It returns the stripes
-// committed and true; false if the commit could not be deferred (the
-// caller commits it synchronously). An error of the write-back's commit
-// may be this commit's or another deferred change's: it is noted for the
-// next Flush and returned as unavailable, the outcome unknown (the
-// caller's retry finds the stripe committed or not).
+// behind the file's create and attribute changes, to be committed with
+// them and the changes deferred after it, and does not wait for that
+// commit. The file is then like its create: shown to this client at once,
+// to others once committed (any path to it goes through a delegated
+// directory, whose recall commits it first), durable at fsync, and lost
+// whole — with everything deferred after it — if this client dies first.
+// So that that loss stays small, it waits while more than
+// MaxUncommittedData deferred changes wait for their commit. It returns
+// the stripes committed and true; false if the commit could not be
+// deferred (the caller commits it synchronously). Errors of the
+// write-back's commit are reported by the next Flush (fsync).
 func (m *Meta) deferStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co CommitOptions) ([]Stripe, bool, error) {
 	if m.wb == nil || co.Restripe {
 		return nil, false, nil
@@ -246,10 +247,8 @@ func (m *Meta) deferStripes(ctx context.Context, lin LIN, ups []StripeUpdate, co
 	if !ok {
 		return nil, false, nil
 	}
-	if err := m.wb.d.Flush(ctx); err != nil {
-		m.noteLost(err)
-		return nil, true, fmt.Errorf("%w: committing the stripes of LIN %d with the changes deferred before them: %w", ErrUnavailable, lin, err)
-	}
+	// Deferred is done: a cancelled wait leaves the bound to the next.
+	_ = m.wb.d.Settle(ctx, MaxUncommittedData)
 	return out, true, nil
 }
 

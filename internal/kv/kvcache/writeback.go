@@ -138,6 +138,28 @@ func (s *Store) Flush(ctx context.Context) error {
 	}
 }
 
+// Settle waits until at most n deferred transactions wait for their
+// commit (queued or in flight), hurrying the flusher while more do. It
+// bounds how much a caller that does not wait for its own commit (Flush)
+// may have acknowledged and not committed; it reports no dropped
+// transaction (Flush does).
+func (s *Store) Settle(ctx context.Context, n int) error {
+	for {
+		s.mu.Lock()
+		waiting, ch := len(s.queue)+s.inFlight, s.settledCh
+		s.mu.Unlock()
+		if waiting <= n {
+			return nil
+		}
+		s.hurry()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
 // Deferred returns how many deferred transactions wait for their commit.
 func (s *Store) Deferred() int {
 	s.mu.Lock()

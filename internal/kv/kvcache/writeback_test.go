@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/kv"
@@ -405,5 +406,44 @@ func TestKnownEmptyOutlastsCompletions(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestSettle: Settle returns at once while no more than n transactions
+// wait for their commit, and otherwise waits until the flusher has brought
+// them down to n: here, while commits fail (kvcache/before-commit), it
+// waits out its context; once they succeed, it returns.
+func TestSettle(t *testing.T) {
+	a := memCache(t)
+	a.KnownEmpty(a.Epoch(), kv.Range{Start: []byte("f/"), End: []byte("f0")})
+	if err := failpoint.Enable("kvcache/before-commit", "error"); err != nil {
+		t.Fatal(err)
+	}
+	defer failpoint.Disable("kvcache/before-commit")
+	for _, k := range []string{"f/a", "f/b"} {
+		if !deferPut(t, a, k, "1") {
+			t.Fatalf("Defer of %s refused", k)
+		}
+	}
+	if err := a.Settle(ctx, 2); err != nil {
+		t.Fatalf("Settle(2) with 2 waiting: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := a.Settle(short, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Settle(1) with 2 waiting and commits failing returned %v", err)
+	}
+	if n := a.Deferred(); n != 2 {
+		t.Fatalf("%d waiting while commits fail, want 2", n)
+	}
+	failpoint.Disable("kvcache/before-commit")
+	if err := a.Settle(ctx, 0); err != nil {
+		t.Fatalf("Settle(0): %v", err)
+	}
+	if n := a.Deferred(); n != 0 {
+		t.Fatalf("%d still waiting after Settle(0)", n)
+	}
+	if got := strings.Join(scanAll(t, a, "f/", "f0", 0), " "); got != "f/a=1 f/b=1" {
+		t.Fatalf("after Settle: %s", got)
 	}
 }
