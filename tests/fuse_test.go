@@ -398,6 +398,60 @@ func TestMount(t *testing.T) {
 			})
 		})
 
+		// A mount opens the files of a directory it holds the delegation
+		// of without asking etcd (weft_mount_opens_total{how="covered"}),
+		// and still sees, at its next open, data another mount wrote
+		// through a file descriptor it opened before: that mount's commit
+		// recalls the delegation first.
+		t.Run("covered opens", func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			must(t, err)
+			addr := ln.Addr().String()
+			ln.Close()
+			other := filepath.Join(filepath.Dir(mnt), "mnt-cov")
+			c.MountWith(other, harness.MountOptions{Metrics: addr})
+			opens := func() (covered, synced float64) {
+				resp, err := http.Get("http://" + addr + "/metrics")
+				must(t, err)
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				must(t, err)
+				for _, line := range strings.Split(string(body), "\n") {
+					fmt.Sscanf(line, `weft_mount_opens_total{how="covered"} %g`, &covered)
+					fmt.Sscanf(line, `weft_mount_opens_total{how="sync"} %g`, &synced)
+				}
+				return covered, synced
+			}
+			must(t, os.Mkdir(filepath.Join(mnt, "cov"), 0o755))
+			old, fresh := randBytes(68, 3000), randBytes(69, 3000)
+			w, err := os.OpenFile(filepath.Join(mnt, "cov", "f"), os.O_CREATE|os.O_RDWR, 0o644)
+			must(t, err)
+			defer w.Close()
+			_, err = w.Write(old)
+			must(t, err)
+			must(t, w.Sync())
+			// The other mount takes the directory: its first create there
+			// recalls it, and once its cooldown is over a second takes it.
+			writeFile(t, filepath.Join(other, "cov", "g0"), nil)
+			waitFor(t, "the other mount holding cov", time.Minute, func() bool {
+				writeFile(t, filepath.Join(other, "cov", fmt.Sprintf("g%d", time.Now().UnixNano())), nil)
+				c0, _ := opens()
+				checkFile(t, filepath.Join(other, "cov", "f"), old)
+				c1, _ := opens()
+				return c1 > c0
+			})
+			// Written through the descriptor opened before, by LIN: the
+			// commit at close recalls the delegation.
+			_, err = w.WriteAt(fresh, 0)
+			must(t, err)
+			must(t, w.Close())
+			_, s0 := opens()
+			checkFile(t, filepath.Join(other, "cov", "f"), fresh)
+			if _, s1 := opens(); s1 != s0+1 {
+				t.Fatalf("the open after another mount's write was not synchronous: %g synced opens, want %g", s1, s0+1)
+			}
+		})
+
 		// Creates and unlinks are written back (acknowledged before their
 		// commit) in a directory the mount holds: another mount listing the
 		// directory gets the delegation back first and sees every one of them.

@@ -21,10 +21,11 @@ type cache interface {
 // should preload (small, read whole at every start: the format record, the
 // LIN counter and the usage shards) and presume absent in optimistic
 // transactions (directory entries: a create reads a name that is nearly
-// always free, and the commit checks it).
+// always free, and the commit checks it; delegation records, which every
+// change of a file reads for each of its directories, see checkCovered).
 func CacheRanges() (preload, presume []kv.Range) {
 	one := func(p byte) kv.Range { return kv.Range{Start: []byte{p}, End: []byte{p + 1}} }
-	return []kv.Range{one(pfxFormat), one(pfxNextLIN), one(pfxUsage)}, []kv.Range{one(pfxEntry)}
+	return []kv.Range{one(pfxFormat), one(pfxNextLIN), one(pfxUsage)}, []kv.Range{one(pfxEntry), one(pfxDeleg)}
 }
 
 // freshRanges are the key ranges of the LINs [first, limit): no key of

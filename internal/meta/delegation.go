@@ -51,7 +51,7 @@ const (
 	RecallTimeout = 10 * time.Second
 	// DelegationIdle is how long a holder keeps a delegation it does not
 	// use.
-	DelegationIdle = 5 * time.Second
+	DelegationIdle = 30 * time.Second
 	// DelegationCooldown is how long a client does not take a delegation
 	// it gave back, or asked another client for: directories shared by
 	// several clients stay synchronous.
@@ -85,6 +85,7 @@ type deferrer interface {
 	Complete(ctx context.Context, r kv.Range, max int) (bool, error)
 	WatchPrefix(prefix []byte)
 	TouchedKeys() ([][]byte, bool)
+	Epoch() uint64
 }
 
 // maxCompleteEntries bounds the entries of a delegated directory the cache
@@ -682,4 +683,105 @@ func (m *Meta) Delegations() int {
 	m.wb.mu.Lock()
 	defer m.wb.mu.Unlock()
 	return len(m.wb.held)
+}
+
+// Covered opens. A client holding directory D's delegation knows that
+// nobody else changes the files linked in D alone (one link): every change
+// of a file's data or attributes (any that sets its ctime) by another
+// session reads the delegation records of the file's directories and
+// recalls a held one first (checkCovered), as a change of D's entries
+// does. So the holder's cache has every committed change of such a file,
+// and an open there needs no round trip to see changes committed before it
+// (close-to-open): OpenAttr skips the Sync.
+//
+// Why the cache may be trusted without asking etcd: the delegation is
+// ready (the cache caught up with its taking), the record the cache holds
+// is this session's and not recalled, and the cache is serving (its watch,
+// which requires a leader, was heard from within kvcache.MaxStale, a
+// second). A recall committed before then is in the cache, and the holder
+// does not trust a recalled record; one committed later leaves the other
+// client waiting for the holder to give the directory back — nothing of
+// it is committed yet — for up to RecallTimeout (10 s) unless the holder's
+// session ends, long past the second the cache is trusted for.
+
+// checkCovered fails with a *delegatedError if this operation changes a
+// file (not a directory) linked in a directory another session (or a
+// client without one) holds the delegation of: the change waits for the
+// holder to give it back.
+func (o *op) checkCovered() error {
+	for lin := range o.changed {
+		n := o.inodes[lin]
+		if n == nil || n.typ == TypeDir || o.dropped[lin] {
+			continue
+		}
+		for _, l := range n.links {
+			d, read := o.delegs[l.Parent]
+			if !read {
+				b, err := o.tx.Get(keyDeleg(l.Parent))
+				if err != nil {
+					return err
+				}
+				if err := o.checkDeleg(l.Parent, b); err != nil {
+					return err
+				}
+				continue
+			}
+			if d != nil && (d.session != o.m.session || o.m.session == 0) {
+				return &delegatedError{dir: l.Parent, holder: d.session}
+			}
+		}
+	}
+	return nil
+}
+
+// OpenAttr returns lin's attributes as an open must see them: with every
+// change committed before the call by any client (close-to-open). It
+// waits for the cache to catch up first (Sync: one round trip to etcd),
+// unless lin is a file linked once, in a directory whose delegation this
+// client holds (see "Covered opens"): then the cache answers alone.
+func (m *Meta) OpenAttr(ctx context.Context, lin LIN) (Attr, error) {
+	if a, ok := m.coveredAttr(ctx, lin); ok {
+		m.coveredOpens.Add(1)
+		return a, nil
+	}
+	m.syncedOpens.Add(1)
+	if err := m.sync(ctx); err != nil {
+		return Attr{}, err
+	}
+	return m.GetAttr(ctx, lin)
+}
+
+// OpenCounts returns how many OpenAttr calls the cache answered alone
+// (covered) and how many waited for it to catch up first (synced).
+func (m *Meta) OpenCounts() (covered, synced int64) {
+	return m.coveredOpens.Load(), m.syncedOpens.Load()
+}
+
+// coveredAttr returns lin's attributes and true if an open may take them
+// from the cache without a Sync (see "Covered opens").
+func (m *Meta) coveredAttr(ctx context.Context, lin LIN) (Attr, bool) {
+	w := m.wb
+	if w == nil || m.session == 0 || w.d.Epoch() == 0 {
+		return Attr{}, false
+	}
+	var a Attr
+	var dir LIN
+	err := m.store.View(ctx, func(tx kv.Tx) error {
+		dir = 0
+		o := m.newOp(tx, false)
+		n, t, err := o.loadAttr(lin)
+		if err != nil || n.typ == TypeDir || len(n.links) != 1 {
+			return err
+		}
+		d, err := getDeleg(tx, n.links[0].Parent)
+		if err != nil || d == nil || d.session != m.session || d.recalled {
+			return err
+		}
+		a, dir = n.attr(t), n.links[0].Parent
+		return nil
+	})
+	if err != nil || dir == 0 || !w.ready(dir) || w.d.Epoch() == 0 {
+		return Attr{}, false
+	}
+	return a, true
 }

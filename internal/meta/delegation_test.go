@@ -696,3 +696,66 @@ func TestDeferredStripesNotWaitedFor(t *testing.T) {
 		})
 	}
 }
+
+// TestCoveredOpen: a client holding a directory's delegation opens the
+// files linked there alone without a round trip (OpenAttr answers from
+// its cache), and still sees every change committed before the open: a
+// change of such a file by another mount, or by a client without a
+// session, recalls the delegation first, however the changer reached the
+// file (here by its LIN, as with a kernel's cached dentry). A file linked
+// twice is not covered; a restripe, which leaves the data as it is, does
+// not recall.
+func TestCoveredOpen(t *testing.T) {
+	for name, p := range writeBackPair(t, nil) {
+		t.Run(name, func(t *testing.T) {
+			a, b, c := p[0], p[1], p[2]
+			d, f := delegatedDir(t, a, "f")
+			must(a.CommitStripe(bg, f.LIN, stripe(0, 1, 1), 0, CommitOptions{StripeSize: 100, Size: 100}))
+			ok(t, a.Flush(bg))
+			opens := func(m *Meta, lin LIN) (Attr, int64) {
+				t.Helper()
+				c0, _ := m.OpenCounts()
+				at := must(m.OpenAttr(bg, lin))
+				c1, _ := m.OpenCounts()
+				return at, c1 - c0
+			}
+			if at, cov := opens(a, f.LIN); cov != 1 || at.Size != 100 {
+				t.Fatalf("the holder's open: size %d, covered %d, want 100 and 1", at.Size, cov)
+			}
+			// A restripe by a client without a session leaves it held.
+			must(b.CommitStripe(bg, f.LIN, stripe(0, 5, 2), 1, CommitOptions{Restripe: true}))
+			if _, cov := opens(a, f.LIN); cov != 1 {
+				t.Fatal("a restripe took the delegation back")
+			}
+			// Another mount changes the file by its LIN: it recalls the
+			// directory first, so the holder's next open sees the change.
+			must(c.SetAttr(bg, f.LIN, SetSize, Attr{Size: 30}))
+			if at, cov := opens(a, f.LIN); at.Size != 30 || cov != 0 {
+				t.Fatalf("after another mount's truncate the holder opens size %d (covered %d), want 30 after a sync", at.Size, cov)
+			}
+			// Taken again by a create there (after the cooldown), then a
+			// client without a session changes the file: recalled too.
+			a.wb.mu.Lock()
+			a.wb.coolFor = 0
+			a.wb.mu.Unlock()
+			must(a.Create(bg, d.LIN, "g", NewInode{Mode: 0o644}))
+			waitReady(t, a, d.LIN)
+			if _, cov := opens(a, f.LIN); cov != 1 {
+				t.Fatal("not covered after the delegation was taken again")
+			}
+			must(b.SetAttr(bg, f.LIN, SetMode, Attr{Mode: 0o600}))
+			if at, cov := opens(a, f.LIN); at.Mode != 0o600 || cov != 0 {
+				t.Fatalf("after a chmod by a client without a session the holder opens mode %o (covered %d)", at.Mode, cov)
+			}
+			// A file linked twice is not covered.
+			must(a.Create(bg, d.LIN, "h", NewInode{Mode: 0o644}))
+			waitReady(t, a, d.LIN)
+			h := must(a.Lookup(bg, d.LIN, "h"))
+			must(a.Link(bg, h.LIN, RootLIN, "h2"))
+			if _, cov := opens(a, h.LIN); cov != 0 {
+				t.Fatal("a file linked twice was opened covered")
+			}
+			wantCommitted(t, a, b)
+		})
+	}
+}

@@ -70,7 +70,9 @@ type Meta struct {
 	session      SessionID
 	alive        func(ctx context.Context, s SessionID) (bool, error)
 	log          *slog.Logger
-	wb           *writeBack // nil without write-back
+	wb           *writeBack   // nil without write-back
+	coveredOpens atomic.Int64 // OpenAttr answered by the cache alone
+	syncedOpens  atomic.Int64 // OpenAttr after a Sync
 	locks        LockStore
 	lockViews    lockViews
 	lockCounters lockCounters

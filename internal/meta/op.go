@@ -22,6 +22,7 @@ type op struct {
 	inodes  map[LIN]*inode // loaded; nil: known absent
 	opens   map[LIN]bool   // whether a session has the inode open, as read
 	dirty   map[LIN]bool   // to write at flush
+	changed map[LIN]bool   // changed (ctime set): see checkCovered
 	dropped map[LIN]bool   // deleted in this op
 	touched map[LIN]bool   // directories whose times to set at flush
 	writes  int            // kv writes issued so far, for chunked work
@@ -192,6 +193,10 @@ func entryOf(key, b []byte) (typ FileType, lin LIN, ok bool, err error) {
 // change marks n to be written at flush, with ctime now.
 func (o *op) change(n *inode) {
 	n.ctime = o.now
+	if o.changed == nil {
+		o.changed = map[LIN]bool{}
+	}
+	o.changed[n.lin] = true
 	o.mark(n)
 }
 
@@ -254,6 +259,9 @@ func (o *op) dropInode(n *inode) {
 // flush writes dirty inodes (bumping their generation), directory times and
 // the usage shard.
 func (o *op) flush() error {
+	if err := o.checkCovered(); err != nil {
+		return err
+	}
 	for lin := range o.dirty {
 		n := o.inodes[lin]
 		n.gen++

@@ -30,6 +30,7 @@ import (
 //	weft_mount_writeback_total{outcome}          creates and unlinks deferred, committed, dropped
 //	weft_mount_writeback_waiting                 deferred and not committed yet
 //	weft_mount_delegations                       directory delegations held
+//	weft_mount_opens_total{how}                  file opens: covered (no round trip, in a delegated directory) or sync
 //	weft_mount_locks_total{result}               lock requests (flock, fcntl) granted, refused (EAGAIN), interrupted while waiting
 //	weft_mount_unlocks_total                     unlocks that released something (closes included)
 //	weft_mount_lock_waits_total                  lock requests that waited for another owner's lock
@@ -62,6 +63,7 @@ func newMetaCollector(m *meta.Meta, c *kvcache.Store) *metaCollector {
 		"writeback":    newDesc("weft_mount_writeback_total", "Creates and unlinks acknowledged before their commit, by outcome.", "outcome"),
 		"waiting":      newDesc("weft_mount_writeback_waiting", "Creates and unlinks acknowledged and not committed yet."),
 		"delegations":  newDesc("weft_mount_delegations", "Directory delegations the mount holds."),
+		"opens":        newDesc("weft_mount_opens_total", "File opens by how they saw changes committed before them (close-to-open): sync (a round trip to etcd first) or covered (in a directory the mount holds the delegation of: none needed).", "how"),
 		"locks":        newDesc("weft_mount_locks_total", "File lock requests (flock, fcntl) by result: granted, refused (another owner holds a conflicting lock), interrupted (a wait cut short).", "result"),
 		"unlocks":      newDesc("weft_mount_unlocks_total", "File unlocks that released something, closes included."),
 		"lock_waits":   newDesc("weft_mount_lock_waits_total", "File lock requests that waited for another owner's lock."),
@@ -89,6 +91,9 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 	metric("writeback", prometheus.CounterValue, float64(st.Dropped), "dropped")
 	metric("waiting", prometheus.GaugeValue, float64(st.Waiting))
 	metric("delegations", prometheus.GaugeValue, float64(c.m.Delegations()))
+	covered, synced := c.m.OpenCounts()
+	metric("opens", prometheus.CounterValue, float64(covered), "covered")
+	metric("opens", prometheus.CounterValue, float64(synced), "sync")
 	ls := c.m.LockStats()
 	metric("locks", prometheus.CounterValue, float64(ls.Granted), "granted")
 	metric("locks", prometheus.CounterValue, float64(ls.Refused), "refused")

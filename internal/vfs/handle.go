@@ -50,16 +50,15 @@ type Handle struct {
 // change committed before it began, from any client. A mount's metadata
 // cache follows the cluster through a watch that may lag by a few
 // milliseconds (more under load), so Open first waits for it to catch up
-// (meta.Sync: one round trip), then reads the attributes it opens with.
-// The gateway tells the kernel to drop what it cached before (fuse: Open).
+// (one round trip), then reads the attributes it opens with — unless the
+// file is in a directory whose delegation this mount holds, where nobody
+// else can have changed it (meta.Meta.OpenAttr). The gateway tells the
+// kernel to drop what it cached before (fuse: Open).
 //
 // Errors: ErrNotFound, ErrIsDir (a directory for writing), ErrInvalid (not
 // a regular file), ErrAccess, ErrNoSpace (O_TRUNC).
 func (fs *FS) Open(ctx context.Context, lin LIN, flags int) (*Handle, error) {
-	if err := fs.m.Sync(ctx); err != nil {
-		return nil, classify(err)
-	}
-	a, err := fs.m.GetAttr(ctx, meta.LIN(lin))
+	a, err := fs.m.OpenAttr(ctx, meta.LIN(lin))
 	if err != nil {
 		return nil, classify(err)
 	}
