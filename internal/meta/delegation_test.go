@@ -70,6 +70,23 @@ func waitReady(t *testing.T, m *Meta, dir LIN) {
 	t.Fatalf("no delegation of directory LIN %d", dir)
 }
 
+// waitGiven waits until m has finished giving dir's delegation back (its
+// worker forgets it after deleting the record, which is what a recaller
+// waits for): until then m does not take it again.
+func waitGiven(t *testing.T, m *Meta, dir LIN) {
+	t.Helper()
+	for i := 0; i < 5000; i++ {
+		m.wb.mu.Lock()
+		_, held := m.wb.held[dir]
+		m.wb.mu.Unlock()
+		if !held {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("directory LIN %d still held", dir)
+}
+
 // delegatedDir makes directory "d" with a file named name through a,
 // whose create takes the directory's delegation, and waits until a may
 // defer changes there.
@@ -738,6 +755,7 @@ func TestCoveredOpen(t *testing.T) {
 			a.wb.mu.Lock()
 			a.wb.coolFor = 0
 			a.wb.mu.Unlock()
+			waitGiven(t, a, d.LIN)
 			must(a.Create(bg, d.LIN, "g", NewInode{Mode: 0o644}))
 			waitReady(t, a, d.LIN)
 			if _, cov := opens(a, f.LIN); cov != 1 {
@@ -748,6 +766,7 @@ func TestCoveredOpen(t *testing.T) {
 				t.Fatalf("after a chmod by a client without a session the holder opens mode %o (covered %d)", at.Mode, cov)
 			}
 			// A file linked twice is not covered.
+			waitGiven(t, a, d.LIN)
 			must(a.Create(bg, d.LIN, "h", NewInode{Mode: 0o644}))
 			waitReady(t, a, d.LIN)
 			h := must(a.Lookup(bg, d.LIN, "h"))
