@@ -23,10 +23,7 @@ import (
 func TestBenchIO(t *testing.T) {
 	t.Parallel()
 	c := harness.Start(t, harness.Options{Nodes: 3, DrivesPerNode: 4})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	mnt := filepath.Join(t.TempDir(), "mnt")
 	c.StartMount(mnt, []string{"--metrics", addr, "--max-readahead", "8MiB"})
 
@@ -92,6 +89,16 @@ func TestBenchIO(t *testing.T) {
 	if out, code := c.Weft("bench", "io", filepath.Join(mnt, "no-such-dir")); code != 2 {
 		t.Errorf("weft bench io on a missing directory: exit %d, want 2\n%s", code, out)
 	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago (for
+// a mount's --metrics).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // mountMetrics reads a mount's /metrics into name{labels} → value.

@@ -11,8 +11,6 @@ import (
 	"io/fs"
 	"maps"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,28 +365,17 @@ func TestMount(t *testing.T) {
 		// mount's metrics count them, the data reads back through another
 		// mount, and no staged file stays behind.
 		t.Run("staged writes", func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			must(t, err)
-			addr := ln.Addr().String()
-			ln.Close()
+			addr := freeAddr(t)
 			other := filepath.Join(filepath.Dir(mnt), "mnt-staged")
 			c.MountWith(other, harness.MountOptions{Metrics: addr})
 			data := randBytes(67, 9*unit+5)
 			writeFile(t, filepath.Join(other, "staged"), data)
 			checkFile(t, filepath.Join(mnt, "staged"), data)
-			resp, err := http.Get("http://" + addr + "/metrics")
-			must(t, err)
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			must(t, err)
-			var local, written float64
-			for _, line := range strings.Split(string(body), "\n") {
-				fmt.Sscanf(line, `weft_mount_local_units_total{op="write"} %g`, &local)
-				fmt.Sscanf(line, `weft_mount_bytes_total{op="write"} %g`, &written)
-			}
+			m := mountMetrics(t, addr)
+			local, written := m[`weft_mount_local_units_total{op="write"}`], m[`weft_mount_bytes_total{op="write"}`]
 			// 9 MiB + 5 B: 3 stripes, 2 whole and a short one, all local.
 			if local < 12 || written != float64(len(data)) {
-				t.Fatalf("metrics after a staged write: %g local unit writes, %g bytes written\n%s", local, written, body)
+				t.Fatalf("metrics after a staged write: %g local unit writes, %g bytes written\n%v", local, written, m)
 			}
 			filepath.WalkDir(c.Dir, func(path string, e fs.DirEntry, err error) error {
 				if err == nil && strings.HasPrefix(e.Name(), ".tmp-") {
@@ -404,23 +391,12 @@ func TestMount(t *testing.T) {
 		// through a file descriptor it opened before: that mount's commit
 		// recalls the delegation first.
 		t.Run("covered opens", func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			must(t, err)
-			addr := ln.Addr().String()
-			ln.Close()
+			addr := freeAddr(t)
 			other := filepath.Join(filepath.Dir(mnt), "mnt-cov")
 			c.MountWith(other, harness.MountOptions{Metrics: addr})
 			opens := func() (covered, synced float64) {
-				resp, err := http.Get("http://" + addr + "/metrics")
-				must(t, err)
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				must(t, err)
-				for _, line := range strings.Split(string(body), "\n") {
-					fmt.Sscanf(line, `weft_mount_opens_total{how="covered"} %g`, &covered)
-					fmt.Sscanf(line, `weft_mount_opens_total{how="sync"} %g`, &synced)
-				}
-				return covered, synced
+				m := mountMetrics(t, addr)
+				return m[`weft_mount_opens_total{how="covered"}`], m[`weft_mount_opens_total{how="sync"}`]
 			}
 			must(t, os.Mkdir(filepath.Join(mnt, "cov"), 0o755))
 			old, fresh := randBytes(68, 3000), randBytes(69, 3000)
