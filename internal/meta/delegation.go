@@ -761,8 +761,8 @@ func (m *Meta) OpenCounts() (covered, synced int64) {
 // from the cache without a Sync (see "Covered opens").
 func (m *Meta) coveredAttr(ctx context.Context, lin LIN) (Attr, bool) {
 	w := m.wb
-	if w == nil || m.session == 0 || w.d.Epoch() == 0 {
-		return Attr{}, false
+	if w == nil || m.session == 0 || w.d.Epoch() == 0 || m.Delegations() == 0 {
+		return Attr{}, false // the open's reads would be done twice for nothing
 	}
 	var a Attr
 	var dir LIN
