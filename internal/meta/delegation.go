@@ -50,7 +50,7 @@ const (
 	// a delegation back before it takes the directory anyway.
 	RecallTimeout = 10 * time.Second
 	// DelegationIdle is how long a holder keeps a delegation it does not
-	// use.
+	// use (no change deferred there, no file opened there covered).
 	DelegationIdle = 30 * time.Second
 	// DelegationCooldown is how long a client does not take a delegation
 	// it gave back, or asked another client for: directories shared by
@@ -141,7 +141,14 @@ func (o *op) checkDeleg(dir LIN, b []byte) error {
 		return err
 	}
 	o.delegs[dir] = &d
-	if d.session != o.m.session || o.m.session == 0 {
+	return o.heldElsewhere(dir, &d)
+}
+
+// heldElsewhere fails with a *delegatedError if d, directory dir's
+// delegation record (nil: none), is another session's, or this client
+// has no session.
+func (o *op) heldElsewhere(dir LIN, d *delegation) error {
+	if d != nil && (d.session != o.m.session || o.m.session == 0) {
 		return &delegatedError{dir: dir, holder: d.session}
 	}
 	return nil
@@ -313,7 +320,7 @@ type takenDirs struct {
 // held is one delegation this client holds.
 type held struct {
 	ready bool      // the cache has caught up with its taking
-	used  time.Time // last deferred change
+	used  time.Time // last use: a change deferred, or a file opened covered
 }
 
 // delegationsIdle is how often the worker looks at every delegation held
@@ -508,7 +515,7 @@ func (w *writeBack) catchUp(ctx context.Context, taken []takenDirs) {
 //
 // The worker wakes at every delivery of the cache's stream, and an untar
 // holds hundreds of directories (each is delegated from birth, for
-// DelegationIdle after its last change), so check looks at every one
+// DelegationIdle after its last use), so check looks at every one
 // only once per delegationsIdle (idleness is counted in seconds); in
 // between, only at those whose records the stream changed (a recall, a
 // record taken away), unless the cache cannot say which (TouchedKeys).
@@ -715,19 +722,18 @@ func (o *op) checkCovered() error {
 			continue
 		}
 		for _, l := range n.links {
-			d, read := o.delegs[l.Parent]
-			if !read {
-				b, err := o.tx.Get(keyDeleg(l.Parent))
-				if err != nil {
-					return err
-				}
-				if err := o.checkDeleg(l.Parent, b); err != nil {
+			if d, read := o.delegs[l.Parent]; read {
+				if err := o.heldElsewhere(l.Parent, d); err != nil {
 					return err
 				}
 				continue
 			}
-			if d != nil && (d.session != o.m.session || o.m.session == 0) {
-				return &delegatedError{dir: l.Parent, holder: d.session}
+			b, err := o.tx.Get(keyDeleg(l.Parent))
+			if err != nil {
+				return err
+			}
+			if err := o.checkDeleg(l.Parent, b); err != nil {
+				return err
 			}
 		}
 	}
