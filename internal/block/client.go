@@ -140,7 +140,19 @@ func (c *Client) Put(ctx context.Context, d drive.ID, hdr drive.BlockHeader, dat
 // file whatever the outcome; on a transport error it may remain, and the
 // caller removes it (drive.Drive.Unstage).
 func (c *Client) Adopt(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, staged string) error {
-	_, err := c.rpc.Adopt(ctx, &pb.AdoptRequest{DriveId: uint32(d), Header: headerToPB(hdr), Length: length, StagedName: staged})
+	return c.adopt(ctx, &pb.AdoptRequest{DriveId: uint32(d), Header: headerToPB(hdr), Length: length, StagedName: staged})
+}
+
+// AdoptUnsynced is Adopt of a file staged unsynced
+// (drive.Drive.StageUnsynced): the node links it without syncing its
+// directory, and this machine syncs the drive's file system itself
+// before anything names the block.
+func (c *Client) AdoptUnsynced(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, staged string) error {
+	return c.adopt(ctx, &pb.AdoptRequest{DriveId: uint32(d), Header: headerToPB(hdr), Length: length, StagedName: staged, Unsynced: true})
+}
+
+func (c *Client) adopt(ctx context.Context, req *pb.AdoptRequest) error {
+	_, err := c.rpc.Adopt(ctx, req)
 	return fromStatus(err)
 }
 

@@ -149,7 +149,11 @@ func (g *server) Adopt(ctx context.Context, req *pb.AdoptRequest) (*pb.AdoptResp
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	err = d.Adopt(ctx, hdr, req.GetStagedName(), req.GetLength())
+	if req.GetUnsynced() {
+		err = d.AdoptUnsynced(ctx, hdr, req.GetStagedName(), req.GetLength())
+	} else {
+		err = d.Adopt(ctx, hdr, req.GetStagedName(), req.GetLength())
+	}
 	done(true) // an adoption writes a whole block
 	if err != nil {
 		return nil, toStatus(err)

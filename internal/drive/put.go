@@ -91,7 +91,7 @@ func (d *Drive) Put(ctx context.Context, hdr BlockHeader, data io.Reader, length
 	}
 	defer os.Remove(tmp) // a no-op error once linked and removed
 	// A linked block is counted in used by the deferred releaseCapacity.
-	stored, err = d.link(tmp, nil, final, hdr, "drive/put-before-link", "drive/put-before-dirsync")
+	stored, err = d.link(tmp, nil, final, hdr, true, "drive/put-before-link", "drive/put-before-dirsync")
 	return err
 }
 
@@ -219,7 +219,8 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 // meanwhile with the same content is success without linking (a retried
 // write); with other content it is ErrExists. If open is not nil, it is
 // tmp opened, and the file linked is the one it has open, whatever tmp
-// names by then (Adopt links exactly the file it checked).
+// names by then (Adopt links exactly the file it checked). With sync
+// (and SyncAlways) the directory is synced once the block is linked.
 //
 // Failpoints: beforeLink (drive/put-before-link, drive/adopt-before-link)
 // is evaluated before the link, the temp file synced; its error fails the
@@ -228,7 +229,7 @@ func (d *Drive) writeTemp(ctx context.Context, dir string, hdr *BlockHeader, dat
 // before the temp name is removed and the directory synced; its error
 // fails the write as a failed directory sync would (linked, maybe not
 // durably: the caller's retry of the same content succeeds).
-func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader, beforeLink, beforeDirSync string) (linked bool, err error) {
+func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader, sync bool, beforeLink, beforeDirSync string) (linked bool, err error) {
 	need := int64(headerLength(len(hdr.SegmentCRCs))) + hdr.Length
 	// A crash here leaves a complete temp file that the next Open removes.
 	if err := failpoint.Eval(beforeLink); err != nil {
@@ -255,7 +256,7 @@ func (d *Drive) link(tmp string, open *os.File, final string, hdr BlockHeader, b
 		return true, d.writeErr(hdr.ID, need, err)
 	}
 	os.Remove(tmp)
-	if d.sync == SyncAlways {
+	if sync && d.sync == SyncAlways {
 		// On failure the block may or may not survive a crash; the caller
 		// retries, and a retried write of the same content succeeds.
 		if err := syncDir(filepath.Dir(final)); err != nil {

@@ -39,6 +39,36 @@ import (
 // nor counts the block: the owner does both at Adopt. It needs write access
 // to the drive directory; the error otherwise wraps fs.ErrPermission.
 func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string, error) {
+	return d.stage(ctx, hdr, data, true)
+}
+
+// StageUnsynced is Stage without the fdatasync: the file's bytes may
+// still be only in the page cache when it returns. It is for a client
+// that adopts the block with AdoptUnsynced and makes the drive's file
+// system durable itself (FS, syncfs(2)) before anything names the block
+// — one sync for many small blocks instead of two for each. A crash of
+// the machine before that sync may leave the block missing, short or
+// with garbage where its data was: nothing names it, and the collect job
+// removes it like any unnamed block.
+func (d *Drive) StageUnsynced(ctx context.Context, hdr BlockHeader, data []byte) (string, error) {
+	return d.stage(ctx, hdr, data, false)
+}
+
+// FS opens the drive's directory for syncfs(2) of the file system it is
+// on (see StageUnsynced): the caller keeps it open from before its first
+// unsynced write, so that the syncfs reports any write-back error on the
+// file system since then (Linux samples the error at open), and closes it
+// when done.
+func (d *Drive) FS() (*os.File, error) {
+	f, err := os.Open(d.path)
+	if err != nil {
+		return nil, fmt.Errorf("drive %v: opening the drive directory to sync its file system: %w", d.ID(), err)
+	}
+	return f, nil
+}
+
+// stage is Stage, and StageUnsynced when not sync.
+func (d *Drive) stage(ctx context.Context, hdr BlockHeader, data []byte, sync bool) (string, error) {
 	length := int64(len(data))
 	if err := d.checkWrite("stage", hdr.ID, length, false); err != nil {
 		return "", err
@@ -56,7 +86,7 @@ func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string
 	// unverified adoption that way). Adopt drops the pages once it has
 	// linked the file, so the cache is not filled with written blocks
 	// either.
-	tmp, err := d.writeTemp(ctx, dir, &hdr, bytes.NewReader(data), data, length, false, true, &moved, "drive/stage-before-sync")
+	tmp, err := d.writeTemp(ctx, dir, &hdr, bytes.NewReader(data), data, length, false, sync, &moved, "drive/stage-before-sync")
 	if err != nil {
 		return "", err
 	}
@@ -129,7 +159,19 @@ func (d *Drive) stagedPath(id BlockID, name string) (string, error) {
 // (a retried write); with other content it is ErrExists. A file that is
 // missing or not a valid block, or not the owner's, is ErrInvalid; one
 // whose header or data do not match their checksums is ErrCorrupt.
-func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length int64) (err error) {
+func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length int64) error {
+	return d.adopt(ctx, hdr, name, length, true)
+}
+
+// AdoptUnsynced is Adopt of a file staged with StageUnsynced: it links
+// the block without syncing its directory, leaving both the data and the
+// name to the client's syncfs of the drive's file system.
+func (d *Drive) AdoptUnsynced(ctx context.Context, hdr BlockHeader, name string, length int64) error {
+	return d.adopt(ctx, hdr, name, length, false)
+}
+
+// adopt is Adopt, and AdoptUnsynced when not sync.
+func (d *Drive) adopt(ctx context.Context, hdr BlockHeader, name string, length int64, sync bool) (err error) {
 	if err := d.checkWrite("adopt", hdr.ID, length, true); err != nil {
 		return err
 	}
@@ -200,14 +242,17 @@ func (d *Drive) Adopt(ctx context.Context, hdr BlockHeader, name string, length 
 	if err := d.checkSpace(1); err != nil {
 		return err
 	}
-	// Stage synced the data; link makes the block's name durable.
-	stored, err = d.link(tmp, f, final, staged, "drive/adopt-before-link", "drive/adopt-before-dirsync")
+	// Stage synced the data; link makes the block's name durable (or,
+	// unsynced, leaves both to the client's syncfs).
+	stored, err = d.link(tmp, f, final, staged, sync, "drive/adopt-before-link", "drive/adopt-before-dirsync")
 	if stored {
 		moved = size
 	}
 	removed = stored && err == nil
 	// The pages are clean (Stage synced them) and read back once: keep
-	// the cache for what is read, as a direct write would have.
+	// the cache for what is read, as a direct write would have. (Dirty
+	// pages of an unsynced stage are written back from here, which the
+	// client's syncfs then waits for.)
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // stageTest stages data as a new block through a read-only handle of d's
@@ -209,4 +211,44 @@ func TestStagedLeftoverRemovedByOpen(t *testing.T) {
 	if err := d.Unstage(h.ID, "../x"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Unstage(../x) = %v", err)
 	}
+}
+
+// TestStageAdoptUnsynced: a block staged and adopted without its syncs
+// is stored as Stage and Adopt store it, and FS opens the directory whose
+// file system the client then syncs.
+func TestStageAdoptUnsynced(t *testing.T) {
+	ctx := context.Background()
+	d := openTest(t)
+	r, err := OpenReadOnly(d.Path(), testCluster, d.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fs, err := r.FS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	for _, n := range []int{1, 3*SegmentSize + 5} {
+		data := payload(n, uint64(n))
+		h := BlockHeader{ID: NewBlockID(), Owner: 100, Stripe: 2, Unit: 1, Generation: 5}
+		name, err := r.StageUnsynced(ctx, h, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.AdoptUnsynced(ctx, h, name, int64(n)); err != nil {
+			t.Fatalf("%d bytes: AdoptUnsynced: %v", n, err)
+		}
+		if err := unix.Syncfs(int(fs.Fd())); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := d.Get(ctx, h.ID, 0, -1)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: Get after AdoptUnsynced: %v (equal %v)", n, err, bytes.Equal(got, data))
+		}
+		if err := d.Verify(ctx, h.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertNoTemps(t, d)
 }

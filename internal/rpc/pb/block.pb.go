@@ -405,7 +405,11 @@ type AdoptRequest struct {
 	Length int64 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
 	// staged_name is the base name of the staged file in the block's
 	// directory, as returned by the client's stage.
-	StagedName    string `protobuf:"bytes,4,opt,name=staged_name,json=stagedName,proto3" json:"staged_name,omitempty"`
+	StagedName string `protobuf:"bytes,4,opt,name=staged_name,json=stagedName,proto3" json:"staged_name,omitempty"`
+	// unsynced: the client staged the file without syncing it and makes
+	// the drive's file system durable itself (syncfs) before anything names
+	// the block; the node links the file without syncing its directory.
+	Unsynced      bool `protobuf:"varint,5,opt,name=unsynced,proto3" json:"unsynced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -466,6 +470,13 @@ func (x *AdoptRequest) GetStagedName() string {
 		return x.StagedName
 	}
 	return ""
+}
+
+func (x *AdoptRequest) GetUnsynced() bool {
+	if x != nil {
+		return x.Unsynced
+	}
+	return false
 }
 
 type AdoptResponse struct {
@@ -1636,13 +1647,14 @@ const file_block_proto_rawDesc = "" +
 	"\bdrive_id\x18\x01 \x01(\rR\adriveId\x122\n" +
 	"\x06header\x18\x02 \x01(\v2\x1a.weft.block.v1.BlockHeaderR\x06header\x12\x16\n" +
 	"\x06length\x18\x03 \x01(\x03R\x06length\"\r\n" +
-	"\vPutResponse\"\x96\x01\n" +
+	"\vPutResponse\"\xb2\x01\n" +
 	"\fAdoptRequest\x12\x19\n" +
 	"\bdrive_id\x18\x01 \x01(\rR\adriveId\x122\n" +
 	"\x06header\x18\x02 \x01(\v2\x1a.weft.block.v1.BlockHeaderR\x06header\x12\x16\n" +
 	"\x06length\x18\x03 \x01(\x03R\x06length\x12\x1f\n" +
 	"\vstaged_name\x18\x04 \x01(\tR\n" +
-	"stagedName\"\x0f\n" +
+	"stagedName\x12\x1a\n" +
+	"\bunsynced\x18\x05 \x01(\bR\bunsynced\"\x0f\n" +
 	"\rAdoptResponse\"r\n" +
 	"\n" +
 	"GetRequest\x12\x19\n" +
