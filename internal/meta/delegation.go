@@ -86,6 +86,7 @@ type deferrer interface {
 	WatchPrefix(prefix []byte)
 	TouchedKeys() ([][]byte, bool)
 	Epoch() uint64
+	SetBeforeCommit(fn func(context.Context) error)
 }
 
 // maxCompleteEntries bounds the entries of a delegated directory the cache

@@ -71,6 +71,7 @@ type Meta struct {
 	alive        func(ctx context.Context, s SessionID) (bool, error)
 	log          *slog.Logger
 	wb           *writeBack   // nil without write-back
+	barriers     dataBarriers // see data_barrier.go
 	coveredOpens atomic.Int64 // OpenAttr answered by the cache alone
 	syncedOpens  atomic.Int64 // OpenAttr after a Sync
 	locks        LockStore
@@ -192,6 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Meta, error) {
 		if m.wb, err = newWriteBack(m, d, cfg.Runner); err != nil {
 			return nil, err
 		}
+		d.SetBeforeCommit(m.dataBarrier)
 	}
 	if m.batch == 0 {
 		m.batch = 1024

@@ -201,6 +201,13 @@ func (m *Meta) CommitStripes(ctx context.Context, lin LIN, ups []StripeUpdate, c
 	if out, deferred, err := m.deferStripes(ctx, lin, ups, co); deferred {
 		return out, err
 	}
+	if !co.Restripe {
+		// The blocks may have been written unsynced, for a commit that
+		// was to be deferred (see data_barrier.go).
+		if err := m.dataBarrier(ctx); err != nil {
+			return nil, fmt.Errorf("meta: committing stripes of LIN %d: the data they name is not durable: %w", lin, err)
+		}
+	}
 	var out []Stripe
 	err := m.update(ctx, func(o *op) error {
 		var err error

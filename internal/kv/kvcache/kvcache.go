@@ -111,6 +111,8 @@ type Store struct {
 	dropped     []error
 	lastCommit  int64 // revision of this Store's newest commit
 	wbClosed    bool
+	// beforeCommit runs before each batch's commit (SetBeforeCommit).
+	beforeCommit func(context.Context) error
 
 	deferMu                         sync.Mutex    // one local run at a time
 	wbUrgent                        chan struct{} // ends the flusher's GroupDelay

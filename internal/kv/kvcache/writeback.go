@@ -308,9 +308,32 @@ func (s *Store) commitNext(ctx context.Context) bool {
 	return true
 }
 
+// SetBeforeCommit sets fn to run before each commit of deferred
+// transactions, once the batch is chosen: what the transactions rest on
+// outside the store (data their writes name) must be durable when fn
+// returns, for everything done before the batch's transactions were
+// deferred. If fn fails, the batch is not committed: its transactions are
+// dropped with fn's error, which the next Flush returns. nil removes it.
+func (s *Store) SetBeforeCommit(fn func(context.Context) error) {
+	s.mu.Lock()
+	s.beforeCommit = fn
+	s.mu.Unlock()
+}
+
 // commitBatch commits batch in one transaction, dropping the transactions
 // that fail on replay and splitting it when the store's limits demand.
 func (s *Store) commitBatch(ctx context.Context, batch []*deferred) {
+	s.mu.Lock()
+	before := s.beforeCommit
+	s.mu.Unlock()
+	if before != nil {
+		if err := before(ctx); err != nil {
+			for range batch {
+				s.drop(fmt.Errorf("kvcache: a deferred transaction was not committed: what it names could not be made durable: %w", err))
+			}
+			return
+		}
+	}
 	backoff := 50 * time.Millisecond
 	for len(batch) > 0 {
 		failed := -1
