@@ -57,6 +57,7 @@ func TestCrashConsistency(t *testing.T) {
 		{"client/after-punch", func(t *testing.T) { r.punchCrash(t, "client/after-punch") }},
 		{"kvcache/before-commit", func(t *testing.T) { r.writeBackCrash(t, "kvcache/before-commit") }},
 		{"kvcache/after-commit", func(t *testing.T) { r.writeBackCrash(t, "kvcache/after-commit") }},
+		{"client/before-data-sync", func(t *testing.T) { r.writeBackCrash(t, "client/before-data-sync") }},
 		// Node points of the background work.
 		{"server/drain-before-ack", func(t *testing.T) { r.drainCrash(t, "n3") }},
 		{"job/before-checkpoint", func(t *testing.T) { r.checkpointCrash(t, "job/before-checkpoint", "n4") }},
@@ -376,7 +377,9 @@ type crashOp struct {
 	data   []byte
 }
 
-// writeBackCrash crashes a mount at a write-back point (its 8th hit)
+// writeBackCrash crashes a mount at a write-back point (its 8th hit) —
+// before a batch's commit, after it, or in the data barrier that syncs
+// the blocks written unsynced for the batch (client/before-data-sync) —
 // under rounds of namespace changes in a directory it holds the
 // delegation of: empty creates (10 in the first round, which makes a
 // batch or two; 40 in each later one, which the flusher commits in

@@ -377,6 +377,29 @@ func TestMount(t *testing.T) {
 			if local < 12 || written != float64(len(data)) {
 				t.Fatalf("metrics after a staged write: %g local unit writes, %g bytes written\n%v", local, written, m)
 			}
+			// Files created in a directory the mount holds: their units
+			// are staged unsynced and synced by the write-back's data
+			// barrier, before the commit that names them.
+			dir := filepath.Join(other, "unsynced")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			small := map[string][]byte{}
+			for i := range 20 {
+				name := fmt.Sprintf("f%02d", i)
+				small[name] = randBytes(uint64(200+i), 70<<10+i)
+				writeFile(t, filepath.Join(dir, name), small[name])
+			}
+			if err := syncDir(dir); err != nil {
+				t.Fatal(err)
+			}
+			m = mountMetrics(t, addr)
+			if unsynced, syncs := m["weft_mount_unsynced_units_total"], m["weft_mount_data_syncs_total"]; unsynced < 20 || syncs < 1 {
+				t.Fatalf("metrics after writing 20 files in a directory the mount holds: %g units unsynced, %g data syncs", unsynced, syncs)
+			}
+			for name, want := range small {
+				checkFile(t, filepath.Join(mnt, "unsynced", name), want)
+			}
 			filepath.WalkDir(c.Dir, func(path string, e fs.DirEntry, err error) error {
 				if err == nil && strings.HasPrefix(e.Name(), ".tmp-") {
 					t.Errorf("staged file left behind: %s", path)

@@ -64,7 +64,10 @@ its data at close carries them in one transaction; those of a directory
 made there are written back too. fsync(2) of the file
 or of the directory waits for the commit, as on a local file system; a
 change not yet committed when the mount's machine crashes is lost whole
-(never half applied). Data is durable when close(2) returns.
+(never half applied). The data of a file created there is durable at
+fsync too, like its create, and its blocks on drives of the mount's own
+machine are synced once for a batch of such files (syncfs(2)) rather
+than one by one; other data is durable when close(2) returns.
 --sync-dirops commits every create and unlink before replying, as NFS
 does.
 

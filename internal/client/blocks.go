@@ -67,6 +67,9 @@ type unitRef struct {
 	local string
 	// pool is the drive's pool, for QoS ("" if unknown).
 	pool string
+	// unsynced: the unit may be written without syncing it, if it is
+	// staged on this machine (see unsynced.go).
+	unsynced bool
 }
 
 // tagged returns ctx whose block calls carry the client's QoS tag for
@@ -212,6 +215,7 @@ func (c *Client) putUnit(ctx context.Context, u unitRef, gen uint64, data []byte
 // adopt a staged block (*block.Client does).
 type blockAdopter interface {
 	Adopt(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, staged string) error
+	AdoptUnsynced(ctx context.Context, d drive.ID, hdr drive.BlockHeader, length int64, staged string) error
 }
 
 // stageUnit writes a unit of a drive on this machine without sending its
@@ -221,7 +225,9 @@ type blockAdopter interface {
 // as for a Put. staged reports whether it took the unit; if not (no local
 // drive, local writes refused), the caller puts it through the node. A
 // drive whose directory refuses the staging (permissions, a read-only
-// mount) is written through its node for localRetry.
+// mount) is written through its node for localRetry. A unit that may be
+// written unsynced (u.unsynced) is staged and adopted so, and recorded for
+// the next data barrier.
 func (c *Client) stageUnit(ctx context.Context, u unitRef, bc BlockClient, hdr drive.BlockHeader, data []byte) (staged bool, err error) {
 	ad, ok := bc.(blockAdopter)
 	if !ok {
@@ -237,7 +243,12 @@ func (c *Client) stageUnit(ctx context.Context, u unitRef, bc BlockClient, hdr d
 	if off && time.Now().Before(until) {
 		return false, nil
 	}
-	name, err := ld.Stage(ctx, hdr, data)
+	unsynced := u.unsynced && c.beginUnsynced(u.unit.Drive, ld)
+	stage, adopt := ld.Stage, ad.Adopt
+	if unsynced {
+		stage, adopt = ld.StageUnsynced, ad.AdoptUnsynced
+	}
+	name, err := stage(ctx, hdr, data)
 	if err != nil {
 		if errors.Is(err, drive.ErrNoSpace) || ctx.Err() != nil {
 			return true, err // an answer about this put, not about staging
@@ -248,11 +259,14 @@ func (c *Client) stageUnit(ctx context.Context, u unitRef, bc BlockClient, hdr d
 		c.log.Debug("local writes off for a drive", "drive", u.unit.Drive, "path", ld.Path(), "err", err)
 		return false, nil
 	}
-	if err := ad.Adopt(ctx, drive.ID(u.unit.Drive), hdr, int64(len(data)), name); err != nil {
+	if err := adopt(ctx, drive.ID(u.unit.Drive), hdr, int64(len(data)), name); err != nil {
 		// The node removes what it refuses; after a transport error the
 		// file may be left, and goes now (or at the node's next start).
 		ld.Unstage(hdr.ID, name)
 		return true, err
+	}
+	if unsynced {
+		c.doneUnsynced(u.unit.Drive)
 	}
 	c.st.localWrites.Add(1)
 	return true, nil

@@ -253,6 +253,9 @@ type Client struct {
 	localIO  func() bool
 	ownDrive func(meta.DriveID) *drive.Drive
 	jobOf    func(context.Context) string
+	// unsynced: units of files born under a delegation, written unsynced
+	// (unsynced.go).
+	unsynced unsyncedWrites
 	// tag is the QoS tag of every block call (Config.Class, ClientID).
 	tag qos.Tag
 	// meter measures the client's own unit reads and writes per pool,
@@ -293,6 +296,7 @@ func newClient(m metaStore, cfg Config) (*Client, error) {
 	if cfg.Class == qos.LatencyClass {
 		c.meter = qos.NewMeter()
 	}
+	c.initUnsynced(m, cfg)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -364,6 +368,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.closeUnsynced()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error

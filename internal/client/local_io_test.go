@@ -11,6 +11,7 @@ import (
 	"github.com/weftfs/weft/internal/client"
 	"github.com/weftfs/weft/internal/client/clienttest"
 	"github.com/weftfs/weft/internal/drive"
+	"github.com/weftfs/weft/internal/failpoint"
 	"github.com/weftfs/weft/internal/meta"
 )
 
@@ -224,4 +225,73 @@ func assertNoStaged(t *testing.T, dir string) {
 		}
 		return nil
 	})
+}
+
+// deferringMeta is a namespace that says every file's data commit is
+// deferred (as a mount's write-back says of a file born under a
+// delegation), so that the client writes the first data unsynced; its
+// commits are still made at once, after the data barrier.
+type deferringMeta struct{ *meta.Meta }
+
+func (deferringMeta) DefersData(meta.LIN) bool { return true }
+
+// TestUnsyncedWrites: units staged for a file whose data commit is
+// deferred skip their syncs, and the client's data barrier syncs the
+// drives' file systems before the commit naming them; an overwrite is
+// synced as before. A barrier that fails (failpoint
+// client/before-data-sync) fails the commit, with nothing committed, and
+// every later one: the client no longer knows which data was lost.
+func TestUnsyncedWrites(t *testing.T) {
+	f := clienttest.New(t)
+	f.Topo.Set(func(*client.DriveState) bool { return true }, func(d *client.DriveState) {
+		d.LocalPath = f.Drive(d.ID).Path()
+	})
+	c, err := client.NewOver(deferringMeta{f.Meta}, client.Config{Meta: f.Meta, Topology: f.Topo, UnitSize: testUnit, InlineMax: -1, ClusterID: "c-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	data := clienttest.RandBytes(2*testUnit+5, 21)
+	lin := f.WriteClosed(c, "u", "mirror:3", data)
+	st := c.Stats()
+	if st.UnsyncedWrites != 9 || st.DataSyncs == 0 {
+		t.Fatalf("first write of a deferred file: %d units unsynced (want 9), %d data syncs", st.UnsyncedWrites, st.DataSyncs)
+	}
+	if got := f.ReadBack(lin); !bytes.Equal(got, data) {
+		t.Fatal("data written unsynced reads back different")
+	}
+	// An overwrite replaces committed stripes: synced at put.
+	fh, err := c.Open(bg, lin, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteAt(bg, []byte("patch"), 3)
+	if err := fh.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().UnsyncedWrites; n != st.UnsyncedWrites {
+		t.Fatalf("an overwrite wrote %d units unsynced", n-st.UnsyncedWrites)
+	}
+
+	if err := failpoint.Enable("client/before-data-sync", "error"); err != nil {
+		t.Fatal(err)
+	}
+	defer failpoint.Disable("client/before-data-sync")
+	bad, fh, err := f.WriteFile(c, "v", "mirror:3", data)
+	if err == nil {
+		t.Fatal("a commit after a failed data barrier succeeded")
+	}
+	fh.Close(bg)
+	if ss := f.Stripes(bad); len(ss) != 0 {
+		t.Fatalf("a commit after a failed data barrier left %d stripes", len(ss))
+	}
+	failpoint.Disable("client/before-data-sync")
+	before := c.Stats().UnsyncedWrites
+	if _, fh, err = f.WriteFile(c, "w", "mirror:3", data); err == nil || !strings.Contains(err.Error(), "remount") {
+		t.Fatalf("a commit after the barrier failed once: %v, want the failure again", err)
+	}
+	fh.Close(bg)
+	if n := c.Stats().UnsyncedWrites; n != before {
+		t.Fatalf("after a failed barrier %d more units were written unsynced", n-before)
+	}
 }

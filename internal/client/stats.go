@@ -77,6 +77,10 @@ type Stats struct {
 	// this machine and adopted by its node (a staged write), not sent
 	// through a block service.
 	LocalWrites int64
+	// UnsyncedWrites is the number of staged units written unsynced (of
+	// files born under a delegation), and DataSyncs the number of data
+	// barriers that synced drives' file systems for them (unsynced.go).
+	UnsyncedWrites, DataSyncs int64
 }
 
 // counters are the live Stats.
@@ -103,6 +107,7 @@ func (c *Client) Stats() Stats {
 		StridedRecords: s.stridedRecords.Load(), PrefetchBytes: s.prefetched.Load(), PrefetchUnreadBytes: s.prefetchUnread.Load(),
 		LocalReads: s.localReads.Load(), LocalWrites: s.localWrites.Load(), UnreadableReads: s.unreadable.Load(),
 		HolesKept: s.holesKept.Load(), InlineWritten: s.inlineWritten.Load(),
+		UnsyncedWrites: c.unsynced.writes.Load(), DataSyncs: c.unsynced.syncs.Load(),
 	}
 }
 

@@ -271,6 +271,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		units[i] = meta.Unit{Drive: meta.DriveID(d), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(l.UnitLen), CRC: crcs[i]}
 		nodes[i] = node
 	}
+	unsynced := c.mayDeferSync(ino.lin, gen)
 	var pending []int
 	for i, d := range res.Drives {
 		assign(i, d, res.Nodes[i])
@@ -286,7 +287,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		errs := make([]error, len(pending))
 		var wg sync.WaitGroup
 		for k, i := range pending {
-			u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i], local: view.local(units[i].Drive), pool: view.pool(units[i].Drive)}
+			u := unitRef{lin: ino.lin, stripe: uint64(idx), index: i, unit: units[i], node: nodes[i], local: view.local(units[i].Drive), pool: view.pool(units[i].Drive), unsynced: unsynced}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()

@@ -126,6 +126,8 @@ func newDataCollector(c *client.Client) *dataCollector {
 		"bytes":          newDesc("weft_mount_bytes_total", "File bytes read and written through the mount.", "op"),
 		"unit_bytes":     newDesc("weft_mount_unit_bytes_total", "Unit bytes read from and written to drives, parity included.", "op"),
 		"local":          newDesc("weft_mount_local_units_total", "Units read from or written to a drive on this machine directly (short-circuit reads, staged writes).", "op"),
+		"unsynced":       newDesc("weft_mount_unsynced_units_total", "Units of files born under a delegation staged on this machine without a sync of their own; the data barriers sync them before their commit."),
+		"data_syncs":     newDesc("weft_mount_data_syncs_total", "Data barriers that synced drives' file systems (syncfs) for unsynced units before a commit naming them."),
 		"stripes":        newDesc("weft_mount_stripes_written_total", "Stripes written."),
 		"holes":          newDesc("weft_mount_zero_stripes_total", "Stripe write-outs of zeros only, committed as holes (nothing stored)."),
 		"inline":         newDesc("weft_mount_inline_stripes_total", "Stripes written inline: a small file's bytes committed in its stripe map, no block I/O (weft mount --inline-max)."),
@@ -153,6 +155,8 @@ func (c *dataCollector) Collect(ch chan<- prometheus.Metric) {
 	counter("unit_bytes", st.UnitBytesWritten, "write")
 	counter("local", st.LocalReads, "read")
 	counter("local", st.LocalWrites, "write")
+	counter("unsynced", st.UnsyncedWrites)
+	counter("data_syncs", st.DataSyncs)
 	counter("stripes", st.StripesWritten)
 	counter("holes", st.HolesKept)
 	counter("inline", st.InlineWritten)
