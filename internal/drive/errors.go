@@ -3,6 +3,7 @@ package drive
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Every error returned by this package wraps one of them
@@ -62,3 +63,17 @@ func (e *CorruptError) Error() string {
 
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// tornReason begins the Reason of a block that was never written to the
+// disk: its file is empty or its header all zeros.
+const tornReason = "never written to the disk (empty, or zeros where the header goes)"
+
+// Torn reports whether the block was never written to the disk — empty,
+// or zeros where its header goes — rather than damaged: what a machine
+// crash leaves of a block whose bytes were still in the page cache (a
+// client's unsynced write, drive.Drive.StageUnsynced, before its sync).
+// Nothing committed names such a block, and its bytes are gone either
+// way; the collect job removes it.
+func (e *CorruptError) Torn() bool {
+	return e.Segment == HeaderSegment && strings.HasPrefix(e.Reason, tornReason)
+}

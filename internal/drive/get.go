@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -269,6 +270,9 @@ func (d *Drive) readHeaderOnly(f *os.File, id BlockID) (BlockHeader, error) {
 		return BlockHeader{}, fmt.Errorf("drive %v: reading block %v: %w", d.ID(), id, err)
 	}
 	buf = buf[:n]
+	if !slices.ContainsFunc(buf, func(b byte) bool { return b != 0 }) {
+		return BlockHeader{}, d.corrupt(id, HeaderSegment, "%s: %d bytes read", tornReason, n)
+	}
 	hlen, err := headerLengthOf(buf)
 	if err != nil {
 		return BlockHeader{}, d.corrupt(id, HeaderSegment, "%v", err)

@@ -32,7 +32,9 @@ import (
 // it keeps running in low-space mode.
 //
 // Safety: a block is deleted only if its stripe map, read after the block
-// was found old enough, does not reference it. In-flight writes commit
+// was found old enough, does not reference it — or, older than the grace
+// period, it was never written to the disk (empty, or zeros where its
+// header goes: a write cut short by a machine crash, see sweepTorn). In-flight writes commit
 // their stripes after their puts, within the grace period, so a block being
 // written is never a candidate; a stripe commit can only reuse a block the
 // committed map references, which the sweep keeps. When the map cannot be
@@ -252,9 +254,12 @@ func (p *sweepPhase) sweepBlock(ctx context.Context, e Env, bc blockClient, d dr
 		return 0, keptBlock
 	}
 	hdr, size, mtime, err := bc.Stat(ctx, d, b.ID)
+	var torn *drive.CorruptError
 	switch {
 	case errors.Is(err, drive.ErrNotFound):
 		return 0, keptBlock // deleted meanwhile
+	case errors.As(err, &torn) && torn.Torn():
+		return p.sweepTorn(ctx, e, bc, d, b, dry)
 	case err != nil:
 		e.Log().Warn("collect: cannot read block header; kept", "drive", d.String(), "block", b.ID.String(), "err", err)
 		return 0, keptOnError
@@ -279,6 +284,25 @@ func (p *sweepPhase) sweepBlock(ctx context.Context, e Env, bc blockClient, d dr
 	}
 	e.Log().Debug("collect: swept orphan block", "drive", d.String(), "block", b.ID.String(), "owner", hdr.Owner, "stripe", hdr.Stripe, "bytes", size)
 	return size, sweptBlock
+}
+
+// sweepTorn deletes block b of drive d, older than the grace period,
+// which was never written to the disk (drive.CorruptError.Torn): a write
+// a machine crash cut short, whose bytes were still in the page cache
+// (units staged unsynced are synced before any commit names them). Its
+// header is gone, so its stripe map cannot be asked; nothing can be read
+// from it either way. It is logged, as a warning, with the bytes freed.
+func (p *sweepPhase) sweepTorn(ctx context.Context, e Env, bc blockClient, d drive.ID, b drive.BlockInfo, dry bool) (int64, verdict) {
+	if dry {
+		return b.Size, sweptBlock
+	}
+	if err := bc.Delete(ctx, d, b.ID); err != nil && !errors.Is(err, drive.ErrNotFound) {
+		e.Log().Warn("collect: cannot delete a block never written to the disk", "drive", d.String(), "block", b.ID.String(), "err", err)
+		return 0, keptOnError
+	}
+	e.Log().Warn("collect: deleted a block never written to the disk (empty, or zeros where its header goes: a write cut short by a machine crash)",
+		"drive", d.String(), "block", b.ID.String(), "bytes", b.Size)
+	return b.Size, sweptBlock
 }
 
 // referenced reports whether the stripe the header names lists this drive

@@ -493,3 +493,72 @@ func TestCollectParams(t *testing.T) {
 		t.Fatalf("split with bad grace: %v", err)
 	}
 }
+
+// TestCollectSweepsTornBlocks: a block never written to the disk — an
+// empty file, or zeros where its header goes, what a machine crash leaves
+// of an unsynced write — is deleted once older than the grace period
+// (counted in a dry run, kept while young); a block damaged otherwise is
+// kept and counted as an error.
+func TestCollectSweepsTornBlocks(t *testing.T) {
+	e, c, refd, _, _ := collectFixture(t)
+	path := func(b placed) string {
+		s := b.id.String()
+		return filepath.Join(e.drives[b.d-1].Path(), "blocks", s[:2], s)
+	}
+	onDisk := func(b placed) bool {
+		_, err := os.Stat(path(b))
+		return err == nil
+	}
+	empty := placed{1, e.put(t, 1, 999999, 0, 0)}
+	zeros := placed{2, e.put(t, 2, 999999, 1, 0)}
+	damaged := placed{1, e.put(t, 1, 999999, 2, 0)}
+	young := placed{2, e.put(t, 2, 999999, 3, 0)}
+	for _, b := range []placed{empty, young} {
+		if err := os.Truncate(path(b), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := os.Stat(path(zeros))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path(zeros), make([]byte, st.Size()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path(damaged), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("garbage"), 20)
+	f.Close()
+	old := time.Now().Add(-2 * time.Hour)
+	for _, b := range []placed{empty, zeros, damaged} {
+		e.touch(t, b, old)
+	}
+	e.touch(t, young, time.Now().Add(2*time.Hour))
+	sweep := c.Phases()[0]
+
+	j := &job.Job{Type: "collect", Params: map[string]string{"dry-run": "true"}, Parallelism: 3}
+	if r := collectRun(t, e, sweep, j); r.Errors != 1 {
+		t.Fatalf("dry run: %+v, want the damaged block as the one error", r)
+	}
+	for _, b := range []placed{empty, zeros, damaged, young} {
+		if !onDisk(b) {
+			t.Fatalf("dry run deleted %v/%v", b.d, b.id)
+		}
+	}
+	j.Params = map[string]string{}
+	if r := collectRun(t, e, sweep, j); r.Errors != 1 {
+		t.Fatalf("sweep: %+v, want the damaged block as the one error", r)
+	}
+	for _, b := range []placed{empty, zeros} {
+		if onDisk(b) {
+			t.Fatalf("torn block %v/%v kept", b.d, b.id)
+		}
+	}
+	for _, b := range append([]placed{damaged, young}, refd...) {
+		if !onDisk(b) {
+			t.Fatalf("block %v/%v deleted", b.d, b.id)
+		}
+	}
+}

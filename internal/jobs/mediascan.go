@@ -333,9 +333,16 @@ func (p *mediaScanPhase) scanBlock(ctx context.Context, e Env, j *job.Job, bc sc
 	res.Counts[countBad]++
 	why := fmt.Sprintf("mediascan: %v after %d re-reads", first, mediaRereads)
 	hdr, _, _, err := bc.Stat(ctx, d, b.ID)
+	var torn *drive.CorruptError
 	switch {
 	case errors.Is(err, drive.ErrNotFound):
 		res.Counts[countBad]--
+		return nil
+	case errors.As(err, &torn) && torn.Torn():
+		res.Counts[countOrphaned]++
+		e.Log().Warn("mediascan: block never written to the disk (a write cut short by a machine crash, which nothing names): left to collect",
+			"drive", d.String(), "block", b.ID.String())
+		res.Note = fmt.Sprintf("%v block %v: never written to the disk (orphan, left to collect)", d, b.ID)
 		return nil
 	case errors.Is(err, drive.ErrCorrupt):
 		res.Counts[countUnfixable]++

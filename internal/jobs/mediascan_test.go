@@ -108,7 +108,8 @@ func mediaRun(t *testing.T, e Env, p job.Phase, j *job.Job) ([]job.TaskSpec, map
 // The scan finds a block flipped on disk and has its stripe rebuilt, counts
 // a block that fails twice then reads as transient, leaves a bad orphan to
 // collect, and reports a bad block whose header does not read as
-// unfixable; the summary's table says so per drive.
+// unfixable — unless it was never written to the disk (empty), an orphan
+// too; the summary's table says so per drive.
 func TestMediaScan(t *testing.T) {
 	e := newCollectEnv(t)
 	ms := newMediaScan(e.lister)
@@ -157,6 +158,13 @@ func TestMediaScan(t *testing.T) {
 	flip(t, e.drives[0], orphan)
 	noHeader := e.put(t, 2, uint64(a.LIN), 5, 0)
 	fb.badHeader[noHeader] = true
+	// A block never written to the disk on d2 (empty, as a machine crash
+	// leaves an unsynced write): an orphan left to collect.
+	torn := e.put(t, 2, uint64(a.LIN), 6, 0)
+	ts := torn.String()
+	if err := os.Truncate(filepath.Join(e.drives[1].Path(), "blocks", ts[:2], ts), 0); err != nil {
+		t.Fatal(err)
+	}
 
 	// Many tasks per drive: boundaries fall between blocks of one drive.
 	j := &job.Job{Type: "mediascan", Params: map[string]string{}, Parallelism: 64}
@@ -168,7 +176,7 @@ func TestMediaScan(t *testing.T) {
 	}
 	want := map[string]map[string]int64{
 		"d1": {countScanned: 4, countBad: 2, countFixed: 1, countTransient: 1, countOrphaned: 1},
-		"d2": {countScanned: 4, countBad: 1, countUnfixable: 1},
+		"d2": {countScanned: 5, countBad: 2, countUnfixable: 1, countOrphaned: 1},
 	}
 	for scope, w := range want {
 		for _, k := range []string{countScanned, countBad, countFixed, countTransient, countUnfixable, countOrphaned} {
@@ -184,7 +192,7 @@ func TestMediaScan(t *testing.T) {
 		t.Fatalf("bad block verified %d times, want 1 + %d re-reads", n, mediaRereads)
 	}
 	for id, n := range fb.verifies {
-		if id != d1[0] && id != d1[1] && id != orphan && id != noHeader && n != 1 {
+		if id != d1[0] && id != d1[1] && id != orphan && id != noHeader && id != torn && n != 1 {
 			t.Fatalf("good block %v verified %d times, want once", id, n)
 		}
 	}
@@ -206,8 +214,8 @@ func TestMediaScan(t *testing.T) {
 	wantRows := [][]string{
 		{"DRIVE", "NODE", "SCANNED", "MIB", "BAD", "FIXED", "TRANSIENT", "UNFIXABLE", "ORPHANED"},
 		{"d1", "n1", "4", "0.0", "2", "1", "1", "0", "1"},
-		{"d2", "n1", "4", "0.0", "1", "0", "0", "1", "0"},
-		{"total", "8", "0.0", "3", "1", "1", "1", "1"},
+		{"d2", "n1", "5", "0.0", "2", "0", "0", "1", "1"},
+		{"total", "9", "0.0", "4", "1", "1", "1", "2"},
 	}
 	if len(lines) != len(wantRows) {
 		t.Fatalf("summary:\n%s", r.Summary)
@@ -217,7 +225,7 @@ func TestMediaScan(t *testing.T) {
 			t.Fatalf("summary line %d = %q, want %q\n%s", i, got, w, r.Summary)
 		}
 	}
-	if !strings.Contains(r.Note, "3 bad, 1 fixed") {
+	if !strings.Contains(r.Note, "4 bad, 1 fixed") {
 		t.Fatalf("summary note %q", r.Note)
 	}
 	if _, err := ms.Phases()[1].Process(bg, e, &job.Job{Phase: 1}, "", 0); err == nil {
