@@ -237,8 +237,8 @@ func (deferringMeta) DefersData(meta.LIN) bool { return true }
 
 // TestUnsyncedWrites: units staged for a file whose data commit is
 // deferred skip their syncs, and the client's data barrier syncs the
-// drives' file systems before the commit naming them; an overwrite is
-// synced as before. A barrier that fails (failpoint
+// drives' file systems before the commit naming them; an overwrite, and
+// units over 256 KiB, are synced as before. A barrier that fails (failpoint
 // client/before-data-sync) fails the commit, with nothing committed, and
 // every later one: the client no longer knows which data was lost.
 func TestUnsyncedWrites(t *testing.T) {
@@ -271,6 +271,16 @@ func TestUnsyncedWrites(t *testing.T) {
 	}
 	if n := c.Stats().UnsyncedWrites; n != st.UnsyncedWrites {
 		t.Fatalf("an overwrite wrote %d units unsynced", n-st.UnsyncedWrites)
+	}
+	// Large units are synced at the put.
+	big, err := client.NewOver(deferringMeta{f.Meta}, client.Config{Meta: f.Meta, Topology: f.Topo, UnitSize: 512 * kib, InlineMax: -1, ClusterID: "c-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { big.Close() })
+	f.WriteClosed(big, "large", "mirror:3", clienttest.RandBytes(400*kib, 22))
+	if st := big.Stats(); st.UnsyncedWrites != 0 || st.LocalWrites != 3 {
+		t.Fatalf("400 KiB units: %d written unsynced of %d staged, want 0 of 3", st.UnsyncedWrites, st.LocalWrites)
 	}
 
 	if err := failpoint.Enable("client/before-data-sync", "error"); err != nil {

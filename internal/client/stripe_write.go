@@ -271,7 +271,7 @@ func (ino *inode) placeAndPut(ctx context.Context, idx int64, gen uint64, l eras
 		units[i] = meta.Unit{Drive: meta.DriveID(d), Block: meta.BlockID(drive.NewBlockID()), Length: uint32(l.UnitLen), CRC: crcs[i]}
 		nodes[i] = node
 	}
-	unsynced := c.mayDeferSync(ino.lin, gen)
+	unsynced := c.mayDeferSync(ino.lin, gen, l.UnitLen)
 	var pending []int
 	for i, d := range res.Drives {
 		assign(i, d, res.Nodes[i])

@@ -23,7 +23,8 @@ import (
 // drives' file systems (syncfs(2)) in the data barrier the metadata runs
 // before any commit that may name them (meta.Meta.AddDataBarrier): one
 // sync of each file system for a write-back batch of files, where each
-// unit cost two. Units put through a node are synced there, as always.
+// unit cost two. Units put through a node, and units over
+// maxUnsyncedUnit, are synced at the put, as always.
 //
 // A syncfs that fails means data written unsynced may be lost, and which
 // files it belonged to is not known: the barrier then fails from that
@@ -32,6 +33,12 @@ import (
 // — until the client is opened again (the mount restarted). The failure
 // is a write error of a drive's file system, which the drive's node sees
 // too.
+
+// maxUnsyncedUnit is the largest unit written unsynced: past it the
+// unit's own write dominates its sync, and a barrier would wait for much
+// data of many files at once (a large file's 1 MiB units are synced one
+// by one, as before).
+const maxUnsyncedUnit = 256 << 10
 
 // dataSyncer is what the client uses of *meta.Meta for unsynced writes.
 type dataSyncer interface {
@@ -76,11 +83,11 @@ func (c *Client) initUnsynced(m metaStore, cfg Config) {
 	ds.AddDataBarrier(c.syncUnsynced)
 }
 
-// mayDeferSync reports whether the units of lin's blocks of generation
-// gen may be written unsynced: they are for a stripe's first commit
-// (generation 1), and the metadata defers lin's.
-func (c *Client) mayDeferSync(lin meta.LIN, gen uint64) bool {
-	return gen == 1 && c.unsynced.meta != nil && c.unsynced.meta.DefersData(lin)
+// mayDeferSync reports whether lin's units of unitLen bytes and
+// generation gen may be written unsynced: they are small, for a stripe's
+// first commit (generation 1), and the metadata defers lin's.
+func (c *Client) mayDeferSync(lin meta.LIN, gen uint64, unitLen int) bool {
+	return gen == 1 && unitLen <= maxUnsyncedUnit && c.unsynced.meta != nil && c.unsynced.meta.DefersData(lin)
 }
 
 // beginUnsynced prepares an unsynced write to drive d (ld, on this
