@@ -185,7 +185,9 @@ type CommitOptions struct {
 // entry for each stripe with units not placed or below its target, none
 // for the others) and pool usage follow; a commit that is not a Restripe
 // replaces the stripe's data, so it also takes the stripe off the
-// lost-data list. It returns the committed stripes.
+// lost-data list. It returns the committed stripes. A commit that is not
+// deferred (see deferStripes) and not a Restripe runs the data barriers
+// first (AddDataBarrier): their error fails it, with nothing committed.
 //
 // Errors: a *StripeConflictError (errors.Is ErrStripeConflict) naming the
 // first stripe whose generation moved, or whose units are in a pool the
