@@ -47,9 +47,10 @@ func (d *Drive) Stage(ctx context.Context, hdr BlockHeader, data []byte) (string
 // that adopts the block with AdoptUnsynced and makes the drive's file
 // system durable itself (FS, syncfs(2)) before anything names the block
 // — one sync for many small blocks instead of two for each. A crash of
-// the machine before that sync may leave the block missing, short or
-// with garbage where its data was: nothing names it, and the collect job
-// removes it like any unnamed block.
+// the machine before that sync may leave the block missing, or empty or
+// zeros where its bytes were (ext4 and XFS expose no stale data): nothing
+// names it, and the collect job removes it (CorruptError.Torn) or, whole,
+// like any unnamed block.
 func (d *Drive) StageUnsynced(ctx context.Context, hdr BlockHeader, data []byte) (string, error) {
 	return d.stage(ctx, hdr, data, false)
 }

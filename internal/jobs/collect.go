@@ -34,10 +34,11 @@ import (
 // Safety: a block is deleted only if its stripe map, read after the block
 // was found old enough, does not reference it — or, older than the grace
 // period, it was never written to the disk (empty, or zeros where its
-// header goes: a write cut short by a machine crash, see sweepTorn). In-flight writes commit
-// their stripes after their puts, within the grace period, so a block being
-// written is never a candidate; a stripe commit can only reuse a block the
-// committed map references, which the sweep keeps. When the map cannot be
+// header goes: a write cut short by a machine crash, see sweepTorn).
+// In-flight writes commit their stripes after their puts, within the
+// grace period, so a block being written is never a candidate; a stripe
+// commit can only reuse a block the committed map references, which the
+// sweep keeps. When the map cannot be
 // read, the block is kept and the error counted.
 func Collect() job.Type { return newCollect(clusterDrives) }
 
