@@ -38,8 +38,8 @@ import (
 // In-flight writes commit their stripes after their puts, within the
 // grace period, so a block being written is never a candidate; a stripe
 // commit can only reuse a block the committed map references, which the
-// sweep keeps. When the map cannot be
-// read, the block is kept and the error counted.
+// sweep keeps. When the map cannot be read, the block is kept and the
+// error counted.
 func Collect() job.Type { return newCollect(clusterDrives) }
 
 func newCollect(drives driveLister) *collect {
