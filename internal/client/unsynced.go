@@ -48,7 +48,8 @@ type dataSyncer interface {
 
 // unsyncedWrites is the client's state of unsynced writes.
 type unsyncedWrites struct {
-	meta dataSyncer // nil: every unit is written synced
+	meta   dataSyncer // nil: every unit is written synced
+	remove func()     // unregisters the barrier
 
 	syncMu sync.Mutex // one barrier at a time
 
@@ -61,9 +62,10 @@ type unsyncedWrites struct {
 	writes, syncs atomic.Int64
 }
 
-// driveFS is a drive's directory, held open for syncfs, and the device
+// driveFS is drive id's directory, held open for syncfs, and the device
 // of its file system (one syncfs serves the drives that share it).
 type driveFS struct {
+	id  meta.DriveID
 	f   *os.File
 	dev uint64
 }
@@ -78,9 +80,7 @@ func (c *Client) initUnsynced(m metaStore, cfg Config) {
 	c.unsynced.meta = ds
 	c.unsynced.fs = map[meta.DriveID]*driveFS{}
 	c.unsynced.pending = map[meta.DriveID]bool{}
-	// Never removed: a barrier after Close finds nothing pending (Close
-	// syncs it) and reports a failure that is still owed.
-	ds.AddDataBarrier(c.syncUnsynced)
+	c.unsynced.remove = ds.AddDataBarrier(c.syncUnsynced)
 }
 
 // mayDeferSync reports whether lin's units of unitLen bytes and
@@ -108,13 +108,13 @@ func (c *Client) beginUnsynced(d meta.DriveID, ld *drive.Drive) bool {
 		c.log.Debug("unsynced writes off for a drive", "drive", d, "err", err)
 		return false
 	}
-	info, err := f.Stat()
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if err != nil || !ok {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
 		f.Close()
+		c.log.Debug("unsynced writes off for a drive", "drive", d, "err", err)
 		return false
 	}
-	u.fs[d] = &driveFS{f: f, dev: uint64(st.Dev)}
+	u.fs[d] = &driveFS{id: d, f: f, dev: uint64(st.Dev)}
 	return true
 }
 
@@ -147,14 +147,12 @@ func (c *Client) syncUnsynced(ctx context.Context) error {
 		return err
 	}
 	var todo []*driveFS
-	var ids []meta.DriveID
 	seen := map[uint64]bool{}
 	for d := range u.pending {
 		fs := u.fs[d]
 		if !seen[fs.dev] {
 			seen[fs.dev] = true
 			todo = append(todo, fs)
-			ids = append(ids, d)
 		}
 	}
 	clear(u.pending)
@@ -165,7 +163,7 @@ func (c *Client) syncUnsynced(ctx context.Context) error {
 	err := failpoint.Eval("client/before-data-sync")
 	for i := 0; err == nil && i < len(todo); i++ {
 		if serr := unix.Syncfs(int(todo[i].f.Fd())); serr != nil {
-			err = fmt.Errorf("syncfs of drive %d's file system (%s): %w", ids[i], todo[i].f.Name(), serr)
+			err = fmt.Errorf("syncfs of drive %d's file system (%s): %w", todo[i].id, todo[i].f.Name(), serr)
 		}
 	}
 	if err != nil {
@@ -180,14 +178,17 @@ func (c *Client) syncUnsynced(ctx context.Context) error {
 	return nil
 }
 
-// closeUnsynced makes what was written unsynced durable (a last barrier)
-// and closes the drives' directories.
+// closeUnsynced makes what was written unsynced durable (a last barrier),
+// closes the drives' directories and, unless a barrier failed (a failure
+// every later commit must still see), unregisters the barrier.
 func (c *Client) closeUnsynced() {
 	u := &c.unsynced
 	if u.meta == nil {
 		return
 	}
-	_ = c.syncUnsynced(context.Background())
+	if err := c.syncUnsynced(context.Background()); err == nil {
+		u.remove()
+	}
 	u.syncMu.Lock()
 	defer u.syncMu.Unlock()
 	u.mu.Lock()

@@ -52,6 +52,10 @@ func (m *Meta) AddDataBarrier(fn func(context.Context) error) (remove func()) {
 func (m *Meta) dataBarrier(ctx context.Context) error {
 	b := &m.barriers
 	b.mu.Lock()
+	if len(b.fns) == 0 { // no client of this Meta writes unsynced
+		b.mu.Unlock()
+		return nil
+	}
 	fns := make([]func(context.Context) error, 0, len(b.fns))
 	for _, fn := range b.fns {
 		fns = append(fns, fn)
