@@ -154,28 +154,33 @@ func (ino *inode) overlayLocked(idx int64, within, n int) *overlay {
 // readChunk fills dst with the file bytes at offset within of stripe idx
 // (dst does not cross the stripe's end): buffered bytes from the overlay,
 // the rest from the cache or the block services. A sequential reader
-// loads whole stripes into the cache.
+// loads whole stripes into the cache. With view, when the cache holds all
+// of them and nothing buffered lies over them, it returns the cached
+// bytes instead of copying them (see ReadAtView); otherwise nil.
 //
 // The overlay is copied before the stripe map is looked up: a write-out
 // that commits in between leaves the new map cached, so the read sees the
 // data either way.
-func (ino *inode) readChunk(ctx context.Context, dst []byte, idx int64, within int, seq bool) error {
+func (ino *inode) readChunk(ctx context.Context, dst []byte, idx int64, within int, seq, view bool) ([]byte, error) {
 	ino.mu.Lock()
 	ov := ino.overlayLocked(idx, within, len(dst))
 	ino.mu.Unlock()
 	if ov != nil && ov.ext.covers(0, len(dst)) {
 		copy(dst, ov.data)
-		return nil
+		return nil, nil
 	}
 	s, ok, err := ino.stripe(ctx, idx, false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	switch {
 	case !ok:
 		clear(dst)
 	default:
 		if data, hit := ino.cached(ctx, idx, s, seq, within, len(dst)); hit {
+			if view && ov == nil && within+len(dst) <= len(data) {
+				return data[within : within+len(dst) : within+len(dst)], nil
+			}
 			copyStripe(dst, data, within)
 			break
 		}
@@ -183,7 +188,7 @@ func (ino *inode) readChunk(ctx context.Context, dst []byte, idx int64, within i
 			break
 		}
 		if err := ino.readStripe(ctx, s, within, len(dst), dst); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if ov != nil {
@@ -191,7 +196,7 @@ func (ino *inode) readChunk(ctx context.Context, dst []byte, idx int64, within i
 			copy(dst[r.lo:r.hi], ov.data[r.lo:r.hi])
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // copyStripe copies stripe data from offset within into dst, zeros past

@@ -2,6 +2,9 @@ package client_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -185,5 +188,87 @@ func TestSequentialSmallReads(t *testing.T) {
 	st := c.Stats()
 	if st.UnitBytesRead > int64(len(data))+32*kib || st.PrefetchUnreadBytes != 0 || st.PrefetchBytes > int64(len(data)) {
 		t.Errorf("sequential read of %d bytes in 32 KiB reads: %+v, want every stripe read once", len(data), st)
+	}
+}
+
+// TestReadAtView: a sequential reader's reads within one cached stripe
+// come back as views of the cache, not copies, with the file's bytes; a
+// view keeps its bytes after the file is overwritten (cache entries are
+// replaced, never changed), and later reads see the new bytes; bytes
+// buffered over a cached stripe, and reads across a stripe boundary or
+// past the end, are returned in the caller's buffer, right.
+func TestReadAtView(t *testing.T) {
+	const stripe = 4 * testUnit // ec:4+2
+	f := clienttest.New(t)
+	c := f.Client(testUnit)
+	data := clienttest.RandBytes(6*stripe+1000, 21)
+	lin := f.WriteClosed(c, "view", "ec:4+2", data)
+	fh, err := c.Open(bg, lin, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close(bg)
+
+	buf := make([]byte, testUnit)
+	inBuf := func(b []byte) bool { return len(b) > 0 && &b[0] == &buf[0] }
+	views := 0
+	var kept []byte // a view of stripe 2, kept across the overwrite
+	for off := 0; off < 6*stripe; off += testUnit {
+		got, err := fh.ReadAtView(bg, buf, int64(off))
+		if err != nil {
+			t.Fatalf("read at %d: %v", off, err)
+		}
+		if !bytes.Equal(got, data[off:off+testUnit]) {
+			t.Fatalf("read at %d: wrong bytes", off)
+		}
+		if !inBuf(got) {
+			views++
+			if off == 2*stripe {
+				kept = got
+			}
+		}
+	}
+	if views < 16 || kept == nil {
+		t.Fatalf("%d of 24 sequential reads returned views of the cache (stripe 2's: %v), want most", views, kept != nil)
+	}
+
+	// Across a stripe boundary, and past the end: the caller's buffer.
+	two := make([]byte, 2*testUnit)
+	got, err := fh.ReadAtView(bg, two, int64(3*stripe-testUnit))
+	if err != nil || len(got) != len(two) || &got[0] != &two[0] || !bytes.Equal(got, data[3*stripe-testUnit:3*stripe+testUnit]) {
+		t.Fatalf("read across stripes 2 and 3: %d bytes, err %v, in the caller's buffer %v", len(got), err, len(got) > 0 && &got[0] == &two[0])
+	}
+	got, err = fh.ReadAtView(bg, buf, int64(6*stripe))
+	if !errors.Is(err, io.EOF) || !bytes.Equal(got, data[6*stripe:]) {
+		t.Fatalf("read of the last 1000 bytes: %d bytes, err %v; want them and io.EOF", len(got), err)
+	}
+	if got, err := fh.ReadAtView(bg, buf, int64(len(data))); !errors.Is(err, io.EOF) || len(got) != 0 {
+		t.Fatalf("read at the end: %d bytes, err %v; want none and io.EOF", len(got), err)
+	}
+
+	// Bytes buffered over a cached stripe come with the read.
+	w, err := c.Open(bg, lin, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := bytes.Repeat([]byte{0xA5}, 100)
+	if _, err := w.WriteAt(bg, patch, int64(2*stripe+10)); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(data[2*stripe : 2*stripe+testUnit])
+	copy(want[10:], patch)
+	if got, err := fh.ReadAtView(bg, buf, int64(2*stripe)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read under a buffered write: err %v, bytes right %v", err, bytes.Equal(got, want))
+	}
+	// Overwritten and committed: the kept view is unchanged, a new read
+	// sees the new bytes.
+	if err := w.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(kept, data[2*stripe:2*stripe+testUnit]) {
+		t.Fatal("a view of the cache changed when the file was overwritten")
+	}
+	if got, err := fh.ReadAtView(bg, buf, int64(2*stripe)); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read after the overwrite: err %v, new bytes %v", err, bytes.Equal(got, want))
 	}
 }

@@ -135,16 +135,39 @@ func (fs *FS) Handle(fh uint64) (*Handle, error) {
 // AtimeDelay, see atimes). Errors: ErrBadHandle
 // (not open for reading), ErrUnavailable.
 func (h *Handle) Read(ctx context.Context, p []byte, off int64) (int, error) {
+	b, err := h.read(ctx, p, off, false)
+	return len(b), err
+}
+
+// ReadView is Read, except that the bytes it returns may be, instead of
+// p filled, a view of the mount's cache holding them: the caller must
+// not write to it, and may keep it (it never changes). A gateway that
+// sends the bytes on saves a copy of every byte a sequential reader
+// reads.
+func (h *Handle) ReadView(ctx context.Context, p []byte, off int64) ([]byte, error) {
+	return h.read(ctx, p, off, true)
+}
+
+// read is Read, or ReadView when view.
+func (h *Handle) read(ctx context.Context, p []byte, off int64, view bool) ([]byte, error) {
 	if h.Flags&OAccMode == os.O_WRONLY {
-		return 0, fmt.Errorf("%w: handle not open for reading", ErrBadHandle)
+		return nil, fmt.Errorf("%w: handle not open for reading", ErrBadHandle)
 	}
-	n, err := h.file.ReadAt(ctx, p, off)
+	var b []byte
+	var err error
+	if view {
+		b, err = h.file.ReadAtView(ctx, p, off)
+	} else {
+		var n int
+		n, err = h.file.ReadAt(ctx, p, off)
+		b = p[:n]
+	}
 	if h.atimeDone.CompareAndSwap(false, true) {
 		if cur, gerr := h.fs.m.GetAttr(ctx, meta.LIN(h.LIN)); gerr == nil {
 			h.fs.atimes.read(cur, time.Now())
 		}
 	}
-	return n, classify(err)
+	return b, classify(err)
 }
 
 // Write writes p at off (at the end of the file with O_APPEND). The

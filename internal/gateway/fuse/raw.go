@@ -341,11 +341,13 @@ func (r *rawFS) Read(cancel <-chan struct{}, in *gofuse.ReadIn, buf []byte) (gof
 		return nil, r.status(err)
 	}
 	ctx := callerCtx(&in.InHeader)
-	n, err := h.Read(ctx, buf[:in.Size], int64(in.Offset))
-	if err != nil && n == 0 && !isEOF(err) {
+	// A view of the mount's cache is sent as it is (it never changes), not
+	// copied into buf first.
+	b, err := h.ReadView(ctx, buf[:in.Size], int64(in.Offset))
+	if err != nil && len(b) == 0 && !isEOF(err) {
 		return nil, r.status(err)
 	}
-	return gofuse.ReadResultData(buf[:n]), gofuse.OK
+	return gofuse.ReadResultData(b), gofuse.OK
 }
 
 func (r *rawFS) Write(cancel <-chan struct{}, in *gofuse.WriteIn, data []byte) (uint32, gofuse.Status) {
